@@ -1,0 +1,1 @@
+//! p5-cli (placeholder, being written).

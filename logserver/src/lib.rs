@@ -1,0 +1,1 @@
+//! p5-logserver (placeholder, being written).

@@ -1,0 +1,1 @@
+//! p5-runtime (placeholder, being written).

@@ -1,0 +1,284 @@
+//! Data frames (sequenced, acknowledged, deduplicated, stored) and control frames.
+//!
+//! Every data frame body begins with the same 20-byte header; the sender patches `t_p` (its
+//! relative time at the moment of transmission) into offset 12 each time it (re)sends a frame,
+//! and reseals the checksum with [`crate::frame::reseal`].
+//!
+//! ```text
+//! DataHeader:  u32 stream | u64 seq | u64 t_p
+//! StreamOpen:  DataHeader | u8 kind | u64 tid | str name                      (seq 0)
+//! Events:      DataHeader | u64 dropped | u64 base | u32 count | varint n
+//!              | n × u64 sensor | events (see `event`)                          (seq ≥ 1)
+//! StreamClose: DataHeader | u64 t_end | u64 dropped                             (last seq)
+//! Ping:        u64 t_p | u64 echo_t_s | u64 echo_t_p    (echo: server time of the last
+//!              ack and the client time it arrived, 0/0 if none)
+//! Goodbye:     u64 t_p
+//! Ack:         u64 count (data frames of this connection durable so far) | u64 t_s
+//! Error:       str message
+//! ```
+//!
+//! `dropped` counts the stream's events lost to a full buffer so far (cumulative).
+
+use crate::codec::{Reader, put_str};
+use crate::error::{DecodeError, Result};
+use crate::event::EventDecoder;
+use crate::frame::{self, FrameType};
+
+/// Size of [`DataHeader`] on the wire.
+pub const DATA_HEADER_LEN: usize = 20;
+/// Offset of `t_p` inside a data frame's body.
+pub const T_P_OFFSET: usize = 12;
+
+/// The header every data frame starts with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct DataHeader {
+    /// Stream id, unique within the sending process.
+    pub stream: u32,
+    /// Sequence number within the stream: 0 for `StreamOpen`, then 1, 2, ...
+    pub seq: u64,
+    /// Sender-relative time at transmission, ns.
+    pub t_p: u64,
+}
+
+impl DataHeader {
+    /// Appends the encoding.
+    pub fn encode(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.stream.to_le_bytes());
+        out.extend_from_slice(&self.seq.to_le_bytes());
+        out.extend_from_slice(&self.t_p.to_le_bytes());
+    }
+
+    /// Decodes the header at the start of a data frame body.
+    pub fn decode(r: &mut Reader<'_>) -> Result<Self> {
+        Ok(Self {
+            stream: r.u32()?,
+            seq: r.u64()?,
+            t_p: r.u64()?,
+        })
+    }
+
+    /// Reads just the header of a data body.
+    pub fn peek(body: &[u8]) -> Result<Self> {
+        Self::decode(&mut Reader::new(body))
+    }
+}
+
+/// Patches `t_p` into an encoded data frame (envelope included) and reseals its checksum.
+pub fn stamp_send_time(encoded_frame: &mut [u8], t_p: u64) {
+    let at = frame::HEADER_LEN + 1 + T_P_OFFSET;
+    if let Some(dst) = encoded_frame.get_mut(at..at + 8) {
+        dst.copy_from_slice(&t_p.to_le_bytes());
+        frame::reseal(encoded_frame);
+    }
+}
+
+/// What a stream carries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum StreamKind {
+    /// Events of one application thread.
+    Thread = 1,
+    /// Host metrics from a host agent.
+    HostMetrics = 2,
+    /// Kernel events from an OS monitor.
+    OsMonitor = 3,
+}
+
+/// Body of a `StreamOpen` frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamOpen {
+    /// Header (seq 0).
+    pub header: DataHeader,
+    /// What the stream carries (unknown values are kept as raw bytes by `kind_raw`).
+    pub kind_raw: u8,
+    /// OS thread id (gettid), or 0.
+    pub tid: u64,
+    /// Thread or source name.
+    pub name: String,
+}
+
+impl StreamOpen {
+    /// Encodes the body.
+    pub fn encode_body(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(40 + self.name.len());
+        self.header.encode(&mut out);
+        out.push(self.kind_raw);
+        out.extend_from_slice(&self.tid.to_le_bytes());
+        put_str(&mut out, &self.name);
+        out
+    }
+
+    /// Decodes a body; trailing bytes are allowed (additive evolution).
+    pub fn decode_body(body: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(body);
+        Ok(Self {
+            header: DataHeader::decode(&mut r)?,
+            kind_raw: r.u8()?,
+            tid: r.u64()?,
+            name: r.str("stream name")?,
+        })
+    }
+}
+
+/// A decoded view of an `Events` frame body.
+#[derive(Debug, Clone)]
+pub struct EventsFrame<'a> {
+    /// Header.
+    pub header: DataHeader,
+    /// Cumulative count of this stream's events lost to full buffers.
+    pub dropped: u64,
+    /// The batch (`base | count | table | events`).
+    pub batch: &'a [u8],
+}
+
+impl<'a> EventsFrame<'a> {
+    /// Splits a body into header, dropped counter and batch (the batch is decoded lazily).
+    pub fn parse(body: &'a [u8]) -> Result<Self> {
+        let mut r = Reader::new(body);
+        let header = DataHeader::decode(&mut r)?;
+        let dropped = r.u64()?;
+        Ok(Self {
+            header,
+            dropped,
+            batch: r.rest(),
+        })
+    }
+
+    /// An iterator over the events.
+    pub fn events(&self) -> Result<EventDecoder<'a>> {
+        EventDecoder::new(self.batch)
+    }
+
+    /// Walks every event once to prove the frame decodes, returning the event count.
+    pub fn validate(&self) -> Result<u32> {
+        let mut n = 0;
+        for e in self.events()? {
+            e?;
+            n += 1;
+        }
+        Ok(n)
+    }
+}
+
+/// Appends a complete `Events` frame (envelope included) for `batch`.
+pub fn encode_events(
+    out: &mut Vec<u8>,
+    header: DataHeader,
+    dropped: u64,
+    batch: &crate::event::EventEncoder,
+) {
+    let start = frame::begin(out, FrameType::Events as u8);
+    header.encode(out);
+    out.extend_from_slice(&dropped.to_le_bytes());
+    batch.write_to(out);
+    frame::finish(out, start);
+}
+
+/// Body of a `StreamClose` frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StreamClose {
+    /// Header.
+    pub header: DataHeader,
+    /// Time the stream ended (thread exit), sender-relative ns.
+    pub t_end: u64,
+    /// Final cumulative drop count.
+    pub dropped: u64,
+}
+
+impl StreamClose {
+    /// Encodes the body.
+    pub fn encode_body(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(36);
+        self.header.encode(&mut out);
+        out.extend_from_slice(&self.t_end.to_le_bytes());
+        out.extend_from_slice(&self.dropped.to_le_bytes());
+        out
+    }
+
+    /// Decodes a body.
+    pub fn decode_body(body: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(body);
+        Ok(Self {
+            header: DataHeader::decode(&mut r)?,
+            t_end: r.u64()?,
+            dropped: r.u64()?,
+        })
+    }
+}
+
+/// Body of a `Ping` frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Ping {
+    /// Sender-relative time at send.
+    pub t_p: u64,
+    /// Server time carried by the last ack the client received (0 if none).
+    pub echo_t_s: u64,
+    /// Client time at which that ack arrived.
+    pub echo_t_p: u64,
+}
+
+impl Ping {
+    /// Encodes the body.
+    pub fn encode_body(&self) -> [u8; 24] {
+        let mut b = [0u8; 24];
+        b[..8].copy_from_slice(&self.t_p.to_le_bytes());
+        b[8..16].copy_from_slice(&self.echo_t_s.to_le_bytes());
+        b[16..].copy_from_slice(&self.echo_t_p.to_le_bytes());
+        b
+    }
+
+    /// Decodes a body.
+    pub fn decode_body(body: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(body);
+        Ok(Self {
+            t_p: r.u64()?,
+            echo_t_s: r.u64()?,
+            echo_t_p: r.u64()?,
+        })
+    }
+}
+
+/// Body of an `Ack` frame.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Ack {
+    /// Data frames of this connection that are durable, counted from the connection's start.
+    pub count: u64,
+    /// Server-relative time at send.
+    pub t_s: u64,
+}
+
+impl Ack {
+    /// Encodes the body.
+    pub fn encode_body(&self) -> [u8; 16] {
+        let mut b = [0u8; 16];
+        b[..8].copy_from_slice(&self.count.to_le_bytes());
+        b[8..].copy_from_slice(&self.t_s.to_le_bytes());
+        b
+    }
+
+    /// Decodes a body.
+    pub fn decode_body(body: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(body);
+        Ok(Self {
+            count: r.u64()?,
+            t_s: r.u64()?,
+        })
+    }
+}
+
+/// Validates any client → server frame body by type, so a server can reject bad input at the
+/// door. Returns the number of events for `Events` frames, else 0.
+pub fn validate_client_frame(ty: u8, body: &[u8]) -> Result<u32> {
+    match FrameType::from_u8(ty) {
+        Some(FrameType::Hello) => crate::hello::Hello::decode_body(body).map(|_| 0),
+        Some(FrameType::StreamOpen) => StreamOpen::decode_body(body).map(|_| 0),
+        Some(FrameType::Events) => EventsFrame::parse(body)?.validate(),
+        Some(FrameType::StreamClose) => StreamClose::decode_body(body).map(|_| 0),
+        Some(FrameType::Ping) => Ping::decode_body(body).map(|_| 0),
+        Some(FrameType::Goodbye) => Reader::new(body).u64().map(|_| 0),
+        _ => Err(DecodeError::Invalid {
+            field: "client frame type",
+            value: ty as u64,
+        }),
+    }
+}
