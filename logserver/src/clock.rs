@@ -1,0 +1,98 @@
+//! The server's clock. Every `t_s` the server records or sends is nanoseconds since this run
+//! started, read from `std::time::Instant` (CLOCK_MONOTONIC on Linux), so it never jumps with
+//! the wall clock. The run's CLOCK_MONOTONIC and wall-clock starts go into every segment
+//! header: `server_start_mono_ns + t_s` is a host-wide monotonic time, which lets `p5 merge`
+//! put several server runs (and kernel traces from the same host) on one time base; the wall
+//! clock is a display label only.
+
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+/// One server run's time origin and identity.
+#[derive(Debug, Clone)]
+pub struct RunClock {
+    start: Instant,
+    /// Random id of this run (sent in `HelloAck`, written in segment headers).
+    pub server_run_id: u64,
+    /// CLOCK_MONOTONIC at `t_s = 0`, ns.
+    pub start_mono_ns: u64,
+    /// Wall clock at `t_s = 0`, ns since the Unix epoch (label only).
+    pub start_wall_ns: i64,
+}
+
+impl RunClock {
+    /// Starts a run now, with a fresh random run id.
+    pub fn start() -> Self {
+        let start_wall_ns = wall_ns();
+        let start_mono_ns = monotonic_ns();
+        let start = Instant::now();
+        Self {
+            start,
+            server_run_id: random_u64(),
+            start_mono_ns,
+            start_wall_ns,
+        }
+    }
+
+    /// Nanoseconds since the run started.
+    #[inline]
+    pub fn now_ns(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+}
+
+/// Wall-clock time, ns since the Unix epoch (0 if the clock is before 1970).
+pub fn wall_ns() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
+/// CLOCK_MONOTONIC, ns.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    (ts.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(ts.tv_nsec as u64)
+}
+
+/// A random 64-bit number from the kernel (`getrandom`), falling back to a hash of the time
+/// and pid if that fails. Used for run ids, which need to be unique, not secret.
+pub fn random_u64() -> u64 {
+    let mut b = [0u8; 8];
+    // SAFETY: `b` is a valid writable buffer of the length passed.
+    let n = unsafe { libc::getrandom(b.as_mut_ptr().cast(), b.len(), 0) };
+    if n == b.len() as isize {
+        return u64::from_le_bytes(b);
+    }
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u64(monotonic_ns());
+    h.write_i64(wall_ns());
+    h.write_u32(std::process::id());
+    h.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clock_is_monotonic_and_ids_differ() {
+        let c = RunClock::start();
+        let a = c.now_ns();
+        let b = c.now_ns();
+        assert!(b >= a);
+        assert!(c.start_mono_ns > 0);
+        assert!(c.start_wall_ns > 0);
+        assert_ne!(random_u64(), random_u64());
+    }
+}

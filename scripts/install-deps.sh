@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Installs the system packages p5's build, demo and tests use, if they are missing.
+# Idempotent; needs root (or sudo) only when something is missing.
+set -euo pipefail
+missing=()
+command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+command -v make >/dev/null 2>&1 || missing+=(make)
+if ((${#missing[@]})); then
+    sudo=""
+    [ "$(id -u)" = 0 ] || sudo="sudo"
+    echo "installing: ${missing[*]}"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
+fi

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# p5's one test command (README, .ci/run): installs what the tests need on a fresh machine,
+# then checks formatting, lints with warnings denied, and runs every test of the workspace.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+bash scripts/install-deps.sh
+
+echo "== cargo fmt --check"
+cargo fmt --all --check
+echo "== cargo clippy (warnings denied)"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo test"
+cargo test --workspace --locked 2>&1 | tee target/test.log
+# Fail loudly if the runner executed nothing (a test suite that cannot fail is a defect).
+grep -q "test result: ok" target/test.log
