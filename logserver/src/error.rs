@@ -44,6 +44,9 @@ pub enum Error {
         /// The first error the writer hit.
         reason: String,
     },
+    /// An input file (spool file) is not what it should be.
+    #[error("{0}")]
+    Invalid(String),
     /// The store is shutting down.
     #[error("store is closed")]
     Closed,
@@ -68,4 +71,16 @@ pub(crate) fn io_at<'a>(
     path: &'a std::path::Path,
 ) -> impl FnOnce(io::Error) -> Error + 'a {
     move |e| Error::io(format!("{what} {}", path.display()), e)
+}
+
+/// An error and all its causes, joined with `": "`.
+pub fn chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut cur = e.source();
+    while let Some(c) = cur {
+        s.push_str(": ");
+        s.push_str(&c.to_string());
+        cur = c.source();
+    }
+    s
 }

@@ -91,8 +91,17 @@ mod tests {
         assert_eq!(segment_file_name(7), "00000007.p5seg");
         assert_eq!(segment_file_name(123_456_789), "123456789.p5seg");
         assert_eq!(parse_segment_file_name("00000007.p5seg"), Some(7));
-        assert_eq!(parse_segment_file_name("123456789.p5seg"), Some(123_456_789));
-        for bad in ["7.p5seg", "0000000a.p5seg", "00000007.seg", "00000007p5seg", ".p5seg"] {
+        assert_eq!(
+            parse_segment_file_name("123456789.p5seg"),
+            Some(123_456_789)
+        );
+        for bad in [
+            "7.p5seg",
+            "0000000a.p5seg",
+            "00000007.seg",
+            "00000007p5seg",
+            ".p5seg",
+        ] {
             assert_eq!(parse_segment_file_name(bad), None, "{bad}");
         }
     }

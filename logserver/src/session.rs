@@ -55,7 +55,16 @@ mod tests {
     fn names() {
         assert_eq!(resolve(""), Ok("default"));
         assert_eq!(resolve("run-1.a_B"), Ok("run-1.a_B"));
-        for bad in ["..", ".x", "a/b", "../etc", "a b", "é", "a\0", &"x".repeat(65)] {
+        for bad in [
+            "..",
+            ".x",
+            "a/b",
+            "../etc",
+            "a b",
+            "é",
+            "a\0",
+            &"x".repeat(65),
+        ] {
             assert!(resolve(bad).is_err(), "{bad:?} accepted");
         }
         assert!(resolve(&"x".repeat(64)).is_ok());

@@ -79,9 +79,9 @@ fn clock_ns(clock: libc::clockid_t) -> i64 {
     };
     // SAFETY: `ts` is a valid out-pointer; both clocks always exist on Linux.
     unsafe { libc::clock_gettime(clock, &mut ts) };
-    (ts.tv_sec as i64)
+    ts.tv_sec
         .wrapping_mul(1_000_000_000)
-        .wrapping_add(ts.tv_nsec as i64)
+        .wrapping_add(ts.tv_nsec)
 }
 
 /// CLOCK_MONOTONIC in nanoseconds.
@@ -98,7 +98,14 @@ pub fn wall_ns() -> i64 {
 /// Current raw ticks of the selected source.
 #[inline(always)]
 pub fn now(tsc: bool) -> u64 {
-    if tsc { rdtsc() } else { mono_ns() }
+    if tsc { rdtsc() } else { mono_ns_outlined() }
+}
+
+/// CLOCK_MONOTONIC kept out of line, so the TSC hot path needs no stack frame for it.
+#[cold]
+#[inline(never)]
+fn mono_ns_outlined() -> u64 {
+    mono_ns()
 }
 
 /// Current raw ticks of this process's tick source (what [`crate::ticks`] returns).
@@ -265,12 +272,16 @@ impl Timebase {
     }
 }
 
-/// ns per tick between two snapshots, as 32.32 fixed point.
+/// ns per tick between two snapshots, as fixed point with [`FRAC`] fractional bits.
 fn slope(a: Snapshot, b: Snapshot) -> u128 {
     let dt = (b.ticks - a.ticks).max(1) as u128;
-    let dn = b.ns.saturating_sub(a.ns) as u128;
-    (dn << 32) / dt
+    let dn = (b.ns.saturating_sub(a.ns) as u128).min(1 << 60);
+    (dn << FRAC) / dt
 }
+
+/// Fractional bits of a segment's slope (segments span at most 2^60 ns, so `dn << FRAC`
+/// and `ticks × slope` stay within 128 bits for any 60-bit tick distance).
+const FRAC: u32 = 48;
 
 /// Conversion with a cached segment.
 #[derive(Debug)]
@@ -298,7 +309,7 @@ impl Converter<'_> {
     }
 }
 
-/// One interpolation segment: `ns = a.ns + (t - a.ticks) * mult >> 32`, clamped to `b.ns` inside
+/// One interpolation segment: `ns = a.ns + round((t - a.ticks) * mult / 2^FRAC)`, clamped to `b.ns` inside
 /// the segment so that rounding can never step past the next snapshot.
 #[derive(Debug, Clone, Copy)]
 struct Segment {
@@ -318,7 +329,7 @@ impl Segment {
             first: true,
             b_ticks: None,
             b_ns: u64::MAX,
-            mult: 1 << 32,
+            mult: 1 << FRAC,
         }
     }
 
@@ -328,7 +339,8 @@ impl Segment {
 
     fn apply(&self, t: i64) -> u64 {
         let d = t as i128 - self.a.ticks as i128;
-        let off = (d * self.mult as i128) >> 32;
+        // Round to nearest (monotone, and exact at the snapshots despite a truncated slope).
+        let off = (d.saturating_mul(self.mult as i128) + (1 << (FRAC - 1))) >> FRAC;
         let v = self.a.ns as i128 + off;
         v.clamp(0, self.b_ns as i128).min(u64::MAX as i128) as u64
     }
@@ -425,7 +437,11 @@ mod tests {
         while probe < t + 200_000 {
             let v = conv.ns(probe);
             assert!(v >= prev, "not monotone at {probe}: {v} < {prev}");
-            assert_eq!(v, timebase.to_ns(probe), "cached segment disagrees at {probe}");
+            assert_eq!(
+                v,
+                timebase.to_ns(probe),
+                "cached segment disagrees at {probe}"
+            );
             prev = v;
             probe += 1 + (next() % 997) as i64;
         }

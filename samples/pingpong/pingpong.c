@@ -5,6 +5,7 @@
  * byte counts and endpoints so the merge stage can match every send to its receive.
  *
  *   pingpong server PORT CONNECTIONS      serve CONNECTIONS clients, one thread each, then exit
+ *                                         (PORT 0: any free port; the first line printed names it)
  *   pingpong client HOST PORT THREADS N   THREADS threads, each sends N requests and reads replies
  */
 #define _GNU_SOURCE
@@ -105,7 +106,9 @@ static int serve(int port, int connections) {
         perror("pingpong server: bind/listen");
         return 1;
     }
-    printf("server listening on 127.0.0.1:%d\n", port);
+    socklen_t alen = sizeof a;
+    getsockname(ls, (struct sockaddr *)&a, &alen);
+    printf("server listening on 127.0.0.1:%d\n", ntohs(a.sin_port));
     fflush(stdout);
     pthread_t *th = calloc((size_t)connections, sizeof *th);
     for (int i = 0; i < connections; i++) {

@@ -266,14 +266,35 @@ impl Ack {
     }
 }
 
+/// A stream opens with sequence number 0 and only its `StreamOpen` carries it.
+fn check_seq(h: DataHeader, open: bool) -> Result<()> {
+    if (h.seq == 0) != open {
+        return Err(DecodeError::Invalid {
+            field: "sequence number",
+            value: h.seq,
+        });
+    }
+    Ok(())
+}
+
 /// Validates any client → server frame body by type, so a server can reject bad input at the
 /// door. Returns the number of events for `Events` frames, else 0.
 pub fn validate_client_frame(ty: u8, body: &[u8]) -> Result<u32> {
     match FrameType::from_u8(ty) {
         Some(FrameType::Hello) => crate::hello::Hello::decode_body(body).map(|_| 0),
-        Some(FrameType::StreamOpen) => StreamOpen::decode_body(body).map(|_| 0),
-        Some(FrameType::Events) => EventsFrame::parse(body)?.validate(),
-        Some(FrameType::StreamClose) => StreamClose::decode_body(body).map(|_| 0),
+        Some(FrameType::StreamOpen) => {
+            let o = StreamOpen::decode_body(body)?;
+            check_seq(o.header, true).map(|_| 0)
+        }
+        Some(FrameType::Events) => {
+            let f = EventsFrame::parse(body)?;
+            check_seq(f.header, false)?;
+            f.validate()
+        }
+        Some(FrameType::StreamClose) => {
+            let c = StreamClose::decode_body(body)?;
+            check_seq(c.header, false).map(|_| 0)
+        }
         Some(FrameType::Ping) => Ping::decode_body(body).map(|_| 0),
         Some(FrameType::Goodbye) => Reader::new(body).u64().map(|_| 0),
         _ => Err(DecodeError::Invalid {

@@ -81,12 +81,18 @@ impl CommOp {
 
     /// True if data flows out of the process.
     pub fn is_send(self) -> bool {
-        matches!(self, Self::Send | Self::SendTo | Self::SendMsg | Self::Write)
+        matches!(
+            self,
+            Self::Send | Self::SendTo | Self::SendMsg | Self::Write
+        )
     }
 
     /// True if data flows into the process.
     pub fn is_recv(self) -> bool {
-        matches!(self, Self::Recv | Self::RecvFrom | Self::RecvMsg | Self::Read)
+        matches!(
+            self,
+            Self::Recv | Self::RecvFrom | Self::RecvMsg | Self::Read
+        )
     }
 
     /// Lower-case name, as in the C function.
@@ -416,7 +422,10 @@ impl<'a> EventDecoder<'a> {
 
     fn sensor(&self, slot: u64) -> Result<SensorId> {
         let i = usize::try_from(slot).unwrap_or(usize::MAX);
-        match self.table.get(i.saturating_mul(8)..i.saturating_mul(8).saturating_add(8)) {
+        match self
+            .table
+            .get(i.saturating_mul(8)..i.saturating_mul(8).saturating_add(8))
+        {
             Some(b) => Ok(u64::from_le_bytes(b.try_into().unwrap_or([0; 8]))),
             None => Err(DecodeError::Invalid {
                 field: "sensor slot",

@@ -138,15 +138,16 @@ pub fn reseal(frame: &mut [u8]) {
     }
 }
 
-/// Parses the 8-byte envelope header and returns the announced `len`, validating its range.
+/// Parses the 8-byte envelope header and returns the announced `len` and crc, checking
+/// `1 ..= max_len` (normally [`MAX_FRAME_LEN`]).
 /// Use this on a socket: read 8 bytes, check, then read exactly `len` more.
 pub fn parse_header(h: &[u8; HEADER_LEN], max_len: u32) -> Result<(u32, u32)> {
     let len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
     let crc = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
-    if len == 0 || len > max_len.min(MAX_FRAME_LEN) {
+    if len == 0 || len > max_len {
         return Err(DecodeError::BadLength {
             len: len as u64,
-            max: max_len.min(MAX_FRAME_LEN) as u64,
+            max: max_len as u64,
         });
     }
     Ok((len, crc))
@@ -170,12 +171,18 @@ pub fn check<'a>(crc: u32, payload: &'a [u8]) -> Result<RawFrame<'a>> {
 /// Decodes the first frame of `buf`, returning it and the number of bytes it occupied.
 /// [`DecodeError::Truncated`] means "need more bytes"; any other error means corruption.
 pub fn decode(buf: &[u8]) -> Result<(RawFrame<'_>, usize)> {
+    decode_max(buf, MAX_FRAME_LEN)
+}
+
+/// Like [`decode`] with another length limit: store records wrap a whole frame and may be up
+/// to [`crate::store::MAX_RECORD_LEN`] long.
+pub fn decode_max(buf: &[u8], max_len: u32) -> Result<(RawFrame<'_>, usize)> {
     let Some(h) = buf.first_chunk::<HEADER_LEN>() else {
         return Err(DecodeError::Truncated {
             need: HEADER_LEN - buf.len(),
         });
     };
-    let (len, crc) = parse_header(h, MAX_FRAME_LEN)?;
+    let (len, crc) = parse_header(h, max_len)?;
     let total = HEADER_LEN + len as usize;
     if buf.len() < total {
         return Err(DecodeError::Truncated {
@@ -193,15 +200,23 @@ pub struct Frames<'a> {
     buf: &'a [u8],
     pos: usize,
     done: bool,
+    max_len: u32,
 }
 
 impl<'a> Frames<'a> {
     /// Starts at the beginning of `buf`.
     pub fn new(buf: &'a [u8]) -> Self {
+        Self::with_max(buf, MAX_FRAME_LEN)
+    }
+
+    /// Iterates with another length limit (use [`crate::store::MAX_RECORD_LEN`] for store
+    /// records).
+    pub fn with_max(buf: &'a [u8], max_len: u32) -> Self {
         Self {
             buf,
             pos: 0,
             done: false,
+            max_len,
         }
     }
 
@@ -218,7 +233,7 @@ impl<'a> Iterator for Frames<'a> {
         if self.done || self.pos >= self.buf.len() {
             return None;
         }
-        match decode(&self.buf[self.pos..]) {
+        match decode_max(&self.buf[self.pos..], self.max_len) {
             Ok((f, n)) => {
                 self.pos += n;
                 Some(Ok(f))
@@ -260,7 +275,10 @@ mod tests {
         ));
         let mut it = Frames::new(&out[..out.len() - 1]);
         assert!(it.next().unwrap().is_ok());
-        assert!(matches!(it.next(), Some(Err((14, DecodeError::Truncated { .. })))));
+        assert!(matches!(
+            it.next(),
+            Some(Err((14, DecodeError::Truncated { .. })))
+        ));
         assert!(it.next().is_none());
     }
 

@@ -24,8 +24,13 @@ use crate::hello::Hello;
 pub const SEGMENT_MAGIC: &[u8; 8] = b"P5SEGMT\0";
 /// Segment format version written by this implementation.
 pub const SEGMENT_VERSION: u32 = 1;
-/// Size of [`SegmentHeader`].
+/// Size of [`SegmentHeader`] as written by this version.
 pub const SEGMENT_HEADER_LEN: usize = 48;
+/// Largest segment header a reader accepts (later versions may write longer ones).
+pub const MAX_SEGMENT_HEADER_LEN: usize = 64 * 1024;
+/// Largest store record: a `StoreData` record wraps a whole received frame (up to
+/// `MAX_FRAME_LEN`) and adds `t_s`, `process_uid` and the frame type byte (17 bytes).
+pub const MAX_RECORD_LEN: u32 = frame::MAX_FRAME_LEN + 17;
 
 /// The header at the start of each segment file.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,7 +72,10 @@ impl SegmentHeader {
         }
         let version = r.u32()?;
         let header_len = r.u32()?;
-        if version == 0 || (header_len as usize) < SEGMENT_HEADER_LEN {
+        if version == 0
+            || (header_len as usize) < SEGMENT_HEADER_LEN
+            || header_len as usize > MAX_SEGMENT_HEADER_LEN
+        {
             return Err(DecodeError::Invalid {
                 field: "segment header",
                 value: header_len as u64,

@@ -26,8 +26,11 @@ fn event() -> impl Strategy<Value = Event> {
         (t.clone(), sensor.clone()).prop_map(|(t, sensor)| Event::Enter { t, sensor }),
         (t.clone(), sensor.clone()).prop_map(|(t, sensor)| Event::Exit { t, sensor }),
         (t.clone(), sensor.clone()).prop_map(|(t, sensor)| Event::Mark { t, sensor }),
-        (t.clone(), sensor.clone(), any::<i64>())
-            .prop_map(|(t, sensor, value)| Event::Counter { t, sensor, value }),
+        (t.clone(), sensor.clone(), any::<i64>()).prop_map(|(t, sensor, value)| Event::Counter {
+            t,
+            sensor,
+            value
+        }),
         (
             t.clone(),
             sensor.clone(),
@@ -65,21 +68,23 @@ fn identity() -> impl Strategy<Value = Identity> {
         proptest::collection::vec(".{0,20}", 5),
         proptest::collection::vec(".{0,10}", 0..5),
     )
-        .prop_map(|((uid, pid, ppid, wall, mono, clock, rt), s, argv)| Identity {
-            process_uid: uid,
-            pid,
-            ppid,
-            start_wall_ns: wall,
-            start_mono_ns: mono,
-            clock,
-            runtime: rt,
-            host_id: s[0].clone(),
-            boot_id: s[1].clone(),
-            hostname: s[2].clone(),
-            program: s[3].clone(),
-            session: s[4].clone(),
-            argv,
-        })
+        .prop_map(
+            |((uid, pid, ppid, wall, mono, clock, rt), s, argv)| Identity {
+                process_uid: uid,
+                pid,
+                ppid,
+                start_wall_ns: wall,
+                start_mono_ns: mono,
+                clock,
+                runtime: rt,
+                host_id: s[0].clone(),
+                boot_id: s[1].clone(),
+                hostname: s[2].clone(),
+                program: s[3].clone(),
+                session: s[4].clone(),
+                argv,
+            },
+        )
 }
 
 fn events_frame(header: DataHeader, dropped: u64, events: &[Event]) -> Vec<u8> {
@@ -95,7 +100,7 @@ fn events_frame(header: DataHeader, dropped: u64, events: &[Event]) -> Vec<u8> {
 proptest! {
     #[test]
     fn events_round_trip(events in proptest::collection::vec(event(), 0..200),
-                         stream in any::<u32>(), seq in any::<u64>(), dropped in any::<u64>()) {
+                         stream in any::<u32>(), seq in 1u64.., dropped in any::<u64>()) {
         let header = DataHeader { stream, seq, t_p: 7 };
         let bytes = events_frame(header, dropped, &events);
         let (f, n) = frame::decode(&bytes).unwrap();
@@ -160,7 +165,9 @@ fn realistic_trace_is_under_eight_bytes_per_event() {
     // every 50 events. Deterministic LCG so the number is stable.
     let mut x: u64 = 0x1234_5678;
     let mut rnd = |m: u64| {
-        x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        x = x
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
         (x >> 33) % m
     };
     let mut enc = EventEncoder::new();
@@ -191,7 +198,16 @@ fn realistic_trace_is_under_eight_bytes_per_event() {
         }
     }
     let mut out = Vec::new();
-    data::encode_events(&mut out, DataHeader { stream: 1, seq: 1, t_p: t }, 0, &enc);
+    data::encode_events(
+        &mut out,
+        DataHeader {
+            stream: 1,
+            seq: 1,
+            t_p: t,
+        },
+        0,
+        &enc,
+    );
     let per_event = out.len() as f64 / n as f64;
     println!("realistic trace: {per_event:.2} bytes/event");
     assert!(per_event <= 8.0, "{per_event} bytes per event");
@@ -232,7 +248,11 @@ fn vectors() -> Vec<(String, Value, Vec<u8>)> {
     ));
 
     let open = StreamOpen {
-        header: DataHeader { stream: 1, seq: 0, t_p: 1_500 },
+        header: DataHeader {
+            stream: 1,
+            seq: 0,
+            t_p: 1_500,
+        },
         kind_raw: 1,
         tid: 4243,
         name: "main".into(),
@@ -246,8 +266,14 @@ fn vectors() -> Vec<(String, Value, Vec<u8>)> {
     ));
 
     let events = vec![
-        Event::Enter { t: 1_000, sensor: 0xaaaa_bbbb_cccc_dddd },
-        Event::Enter { t: 1_040, sensor: 0x1111 },
+        Event::Enter {
+            t: 1_000,
+            sensor: 0xaaaa_bbbb_cccc_dddd,
+        },
+        Event::Enter {
+            t: 1_040,
+            sensor: 0x1111,
+        },
         Event::Comm {
             t: 1_100,
             sensor: 0x2222,
@@ -257,10 +283,23 @@ fn vectors() -> Vec<(String, Value, Vec<u8>)> {
             result: 64,
             peer: Endpoint::None,
         },
-        Event::Exit { t: 4_000, sensor: 0x1111 },
-        Event::Mark { t: 4_000, sensor: 0x3333 },
-        Event::Counter { t: 3_990, sensor: 0x4444, value: -5 },
-        Event::Exit { t: 10_000, sensor: 0xaaaa_bbbb_cccc_dddd },
+        Event::Exit {
+            t: 4_000,
+            sensor: 0x1111,
+        },
+        Event::Mark {
+            t: 4_000,
+            sensor: 0x3333,
+        },
+        Event::Counter {
+            t: 3_990,
+            sensor: 0x4444,
+            value: -5,
+        },
+        Event::Exit {
+            t: 10_000,
+            sensor: 0xaaaa_bbbb_cccc_dddd,
+        },
         Event::Socket {
             t: 10_500,
             sensor: 0x2222,
@@ -279,7 +318,15 @@ fn vectors() -> Vec<(String, Value, Vec<u8>)> {
             peer: Endpoint::Unix(b"/tmp/sock".to_vec()),
         },
     ];
-    let b = events_frame(DataHeader { stream: 1, seq: 1, t_p: 12_000 }, 2, &events);
+    let b = events_frame(
+        DataHeader {
+            stream: 1,
+            seq: 1,
+            t_p: 12_000,
+        },
+        2,
+        &events,
+    );
     v.push((
         "events".into(),
         json!({"frame": "events", "stream": 1, "seq": 1, "t_p": 12000, "dropped": 2,
@@ -289,9 +336,20 @@ fn vectors() -> Vec<(String, Value, Vec<u8>)> {
 
     // More than 15 sensors: slot escape.
     let many: Vec<Event> = (0..17u64)
-        .map(|i| Event::Enter { t: 100 * i, sensor: 1000 + i })
+        .map(|i| Event::Enter {
+            t: 100 * i,
+            sensor: 1000 + i,
+        })
         .collect();
-    let b = events_frame(DataHeader { stream: 2, seq: 5, t_p: 2_000 }, 0, &many);
+    let b = events_frame(
+        DataHeader {
+            stream: 2,
+            seq: 5,
+            t_p: 2_000,
+        },
+        0,
+        &many,
+    );
     v.push((
         "events_slot_escape".into(),
         json!({"frame": "events", "stream": 2, "seq": 5, "t_p": 2000, "dropped": 0,
@@ -300,7 +358,11 @@ fn vectors() -> Vec<(String, Value, Vec<u8>)> {
     ));
 
     let close = StreamClose {
-        header: DataHeader { stream: 1, seq: 2, t_p: 20_000 },
+        header: DataHeader {
+            stream: 1,
+            seq: 2,
+            t_p: 20_000,
+        },
         t_end: 19_000,
         dropped: 2,
     };
@@ -312,7 +374,11 @@ fn vectors() -> Vec<(String, Value, Vec<u8>)> {
         b,
     ));
 
-    let ping = Ping { t_p: 30_000, echo_t_s: 99_000, echo_t_p: 29_000 };
+    let ping = Ping {
+        t_p: 30_000,
+        echo_t_s: 99_000,
+        echo_t_p: 29_000,
+    };
     let mut b = Vec::new();
     frame::encode(&mut b, FrameType::Ping as u8, &ping.encode_body());
     v.push((
@@ -323,14 +389,30 @@ fn vectors() -> Vec<(String, Value, Vec<u8>)> {
 
     let mut b = Vec::new();
     frame::encode(&mut b, FrameType::Goodbye as u8, &40_000u64.to_le_bytes());
-    v.push(("goodbye".into(), json!({"frame": "goodbye", "t_p": 40000}), b));
+    v.push((
+        "goodbye".into(),
+        json!({"frame": "goodbye", "t_p": 40000}),
+        b,
+    ));
 
-    let ack = Ack { count: 3, t_s: 123_456 };
+    let ack = Ack {
+        count: 3,
+        t_s: 123_456,
+    };
     let mut b = Vec::new();
     frame::encode(&mut b, FrameType::Ack as u8, &ack.encode_body());
-    v.push(("ack".into(), json!({"frame": "ack", "count": 3, "t_s": 123456}), b));
+    v.push((
+        "ack".into(),
+        json!({"frame": "ack", "count": 3, "t_s": 123456}),
+        b,
+    ));
 
-    let ha = p5_wire::HelloAck { version: 1, caps: Caps::ALL, server_run_id: 77, t_s: 5 };
+    let ha = p5_wire::HelloAck {
+        version: 1,
+        caps: Caps::ALL,
+        server_run_id: 77,
+        t_s: 5,
+    };
     let mut b = Vec::new();
     frame::encode(&mut b, FrameType::HelloAck as u8, &ha.encode_body());
     v.push((
@@ -349,10 +431,25 @@ fn event_json(e: &Event) -> Value {
         Event::Counter { t, sensor, value } => {
             json!({"kind": "counter", "t": t, "sensor": sensor, "value": value})
         }
-        Event::Comm { t, sensor, op, fd, duration, result, peer } => json!({
+        Event::Comm {
+            t,
+            sensor,
+            op,
+            fd,
+            duration,
+            result,
+            peer,
+        } => json!({
             "kind": "comm", "t": t, "sensor": sensor, "op": op.name(), "fd": fd,
             "duration": duration, "result": result, "peer": peer.to_string()}),
-        Event::Socket { t, sensor, fd, proto, local, peer } => json!({
+        Event::Socket {
+            t,
+            sensor,
+            fd,
+            proto,
+            local,
+            peer,
+        } => json!({
             "kind": "socket", "t": t, "sensor": sensor, "fd": fd, "proto": *proto as u8,
             "local": local.to_string(), "peer": peer.to_string()}),
     }
@@ -381,7 +478,10 @@ fn test_vectors_match() {
         std::fs::write(&path, &text).unwrap();
     }
     let stored = std::fs::read_to_string(&path).expect("test_vectors/vectors.json exists");
-    assert_eq!(stored, text, "encoding changed: vectors.json differs (P5_BLESS=1 to rewrite)");
+    assert_eq!(
+        stored, text,
+        "encoding changed: vectors.json differs (P5_BLESS=1 to rewrite)"
+    );
     for (name, _, bytes) in vectors() {
         let (f, n) = frame::decode(&bytes).unwrap_or_else(|e| panic!("{name}: {e}"));
         assert_eq!(n, bytes.len(), "{name}");
@@ -402,11 +502,25 @@ fn store_records_round_trip() {
     };
     let (back, off) = SegmentHeader::decode(&seg.encode()).unwrap();
     assert_eq!((back, off), (seg, store::SEGMENT_HEADER_LEN));
-    let hello = Hello { version: 1, caps: Caps::ALL, identity: Identity::default() };
+    let hello = Hello {
+        version: 1,
+        caps: Caps::ALL,
+        identity: Identity::default(),
+    };
     let mut out = Vec::new();
     store::encode_process(&mut out, 5, 1, &hello.encode_body());
     store::encode_data(&mut out, 6, 7, 0x12, b"abc");
-    store::encode_sample(&mut out, 8, 7, Ping { t_p: 1, echo_t_s: 2, echo_t_p: 3 }, SampleSource::Ping);
+    store::encode_sample(
+        &mut out,
+        8,
+        7,
+        Ping {
+            t_p: 1,
+            echo_t_s: 2,
+            echo_t_p: 3,
+        },
+        SampleSource::Ping,
+    );
     store::encode_disconnect(&mut out, 9, 7, "eof");
     let recs: Vec<_> = Frames::new(&out)
         .map(|f| {
@@ -414,11 +528,40 @@ fn store_records_round_trip() {
             StoreRecord::decode(f.ty, f.body).unwrap()
         })
         .collect();
-    assert_eq!(recs[0], StoreRecord::Process { t_s: 5, conn_id: 1, hello });
-    assert_eq!(recs[1], StoreRecord::Data { t_s: 6, process_uid: 7, ty: 0x12, body: b"abc" });
+    assert_eq!(
+        recs[0],
+        StoreRecord::Process {
+            t_s: 5,
+            conn_id: 1,
+            hello
+        }
+    );
+    assert_eq!(
+        recs[1],
+        StoreRecord::Data {
+            t_s: 6,
+            process_uid: 7,
+            ty: 0x12,
+            body: b"abc"
+        }
+    );
     assert_eq!(
         recs[2],
-        StoreRecord::Sample { t_s: 8, process_uid: 7, t_p: 1, echo_t_s: 2, echo_t_p: 3, source: 1 }
+        StoreRecord::Sample {
+            t_s: 8,
+            process_uid: 7,
+            t_p: 1,
+            echo_t_s: 2,
+            echo_t_p: 3,
+            source: 1
+        }
     );
-    assert_eq!(recs[3], StoreRecord::Disconnect { t_s: 9, process_uid: 7, reason: "eof".into() });
+    assert_eq!(
+        recs[3],
+        StoreRecord::Disconnect {
+            t_s: 9,
+            process_uid: 7,
+            reason: "eof".into()
+        }
+    );
 }

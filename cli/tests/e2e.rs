@@ -1,0 +1,300 @@
+//! End-to-end tests: real instrumented processes (`p5-loadgen`, the C sample) against a real
+//! log server process (`p5 logserver`), checked by reading the session store back.
+//!
+//! - N threads × M events arrive exactly once and in per-thread order;
+//! - SIGKILL of the log server in the middle of a run, restart, and the count is still exact;
+//! - a log server absent at the start and started later loses nothing;
+//! - a forked child records as its own process;
+//! - `p5 demo` builds the C sample with gcc against `p5.h` and the static library, and the
+//!   recorded events match what the program did.
+
+use p5_logserver::reader::StoreDir;
+use p5_wire::data::{EventsFrame, StreamOpen};
+use p5_wire::frame::FrameType;
+use p5_wire::store::StoreRecord;
+use p5_wire::{Event, Hello};
+use std::collections::BTreeMap;
+use std::io::{BufRead as _, BufReader};
+use std::net::TcpListener;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const OUTER: u64 = 0x10ad_0000_0000_0001;
+const INNER: u64 = 0x10ad_0000_0000_0002;
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// A `p5 logserver` child process.
+struct LogServer(Child);
+
+impl LogServer {
+    fn start(store: &Path, port: u16) -> Self {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_p5"))
+            .args(["logserver", "--listen", &format!("127.0.0.1:{port}"), "--store"])
+            .arg(store)
+            .stdout(Stdio::piped())
+            .spawn()
+            .expect("start p5 logserver");
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        assert!(line.starts_with("listening on"), "unexpected: {line:?}");
+        LogServer(child)
+    }
+
+    fn terminate(mut self) {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGTERM) };
+        let status = self.0.wait().unwrap();
+        assert!(status.success(), "log server exit: {status}");
+    }
+
+    fn sigkill(mut self) {
+        self.0.kill().unwrap();
+        self.0.wait().unwrap();
+    }
+}
+
+impl Drop for LogServer {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn loadgen(port: u16, session: &str, spool: &Path, args: &[&str]) -> Child {
+    Command::new(env!("CARGO_BIN_EXE_p5-loadgen"))
+        .args(args)
+        .env("P5_LOGSERVER", format!("127.0.0.1:{port}"))
+        .env("P5_SESSION", session)
+        .env("P5_DIR", spool)
+        .env("P5_EXIT_TIMEOUT_MS", "20000")
+        .stdout(Stdio::null())
+        .spawn()
+        .expect("start p5-loadgen")
+}
+
+fn wait_ok(mut c: Child) {
+    let status = c.wait().unwrap();
+    assert!(status.success(), "p5-loadgen exit: {status}");
+}
+
+/// One process as read back from the store.
+#[derive(Debug, Default)]
+struct Proc {
+    pid: u32,
+    ppid: u32,
+    /// stream id → (name, events in order)
+    streams: BTreeMap<u32, (String, Vec<Event>)>,
+}
+
+fn read_session(store: &Path, session: &str) -> BTreeMap<u64, Proc> {
+    let dir = StoreDir::open(store).unwrap().session(session).unwrap();
+    let mut procs: BTreeMap<u64, Proc> = BTreeMap::new();
+    let mut records = dir.records().unwrap();
+    while records.advance().unwrap() {
+        let Some(r) = records.record() else { continue };
+        match r.record {
+            StoreRecord::Process { hello, .. } => {
+                let Hello { identity, .. } = hello;
+                let p = procs.entry(identity.process_uid).or_default();
+                p.pid = identity.pid;
+                p.ppid = identity.ppid;
+            }
+            StoreRecord::Data { process_uid, ty, body, .. } => {
+                let p = procs.entry(process_uid).or_default();
+                if ty == FrameType::StreamOpen as u8 {
+                    let o = StreamOpen::decode_body(body).unwrap();
+                    p.streams.entry(o.header.stream).or_default().0 = o.name;
+                } else if ty == FrameType::Events as u8 {
+                    let f = EventsFrame::parse(body).unwrap();
+                    let s = p.streams.entry(f.header.stream).or_default();
+                    for e in f.events().unwrap() {
+                        s.1.push(e.unwrap());
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+    assert!(records.faults().is_empty(), "faults: {:?}", records.faults());
+    procs
+}
+
+/// Checks that every `load-*` thread of `p` recorded exactly `events` events in the loadgen's
+/// pattern (outer enter, inner enter, inner exit, outer exit) with non-decreasing times.
+fn check_load(p: &Proc, threads: usize, events: usize) {
+    let loads: Vec<_> = p
+        .streams
+        .values()
+        .filter(|(name, _)| name.starts_with("load-"))
+        .collect();
+    assert_eq!(loads.len(), threads, "threads of pid {}: {:?}", p.pid, p.streams.keys());
+    for (name, evs) in loads {
+        assert_eq!(evs.len(), events, "{name} of pid {}", p.pid);
+        let mut last = 0;
+        for (i, e) in evs.iter().enumerate() {
+            let ok = match (i % 4, e) {
+                (0, Event::Enter { sensor, .. }) => *sensor == OUTER,
+                (1, Event::Enter { sensor, .. }) => *sensor == INNER,
+                (2, Event::Exit { sensor, .. }) => *sensor == INNER,
+                (3, Event::Exit { sensor, .. }) => *sensor == OUTER,
+                _ => false,
+            };
+            assert!(ok, "{name}: event {i} out of order: {e:?}");
+            assert!(e.time() >= last, "{name}: time went back at event {i}");
+            last = e.time();
+        }
+    }
+}
+
+#[test]
+fn threads_events_arrive_exactly_once_in_order() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let port = free_port();
+    let server = LogServer::start(&store, port);
+    wait_ok(loadgen(port, "once", dir.path(), &["--threads", "4", "--events", "50000"]));
+    server.terminate();
+    let procs = read_session(&store, "once");
+    assert_eq!(procs.len(), 1);
+    check_load(procs.values().next().unwrap(), 4, 50_000);
+}
+
+#[test]
+fn log_server_killed_mid_run_and_restarted_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let port = free_port();
+    let server = LogServer::start(&store, port);
+    // ~2.5 s of recording: 4 threads, 200 pauses of 10 ms each.
+    let gen = loadgen(
+        port,
+        "kill",
+        dir.path(),
+        &["--threads", "4", "--events", "200000", "--pause-us", "10000"],
+    );
+    std::thread::sleep(Duration::from_millis(800));
+    server.sigkill();
+    std::thread::sleep(Duration::from_millis(500));
+    let server = LogServer::start(&store, port);
+    wait_ok(gen);
+    server.terminate();
+    let procs = read_session(&store, "kill");
+    assert_eq!(procs.len(), 1);
+    check_load(procs.values().next().unwrap(), 4, 200_000);
+}
+
+#[test]
+fn log_server_absent_at_start_then_started_loses_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let port = free_port();
+    let gen = loadgen(
+        port,
+        "late",
+        dir.path(),
+        &["--threads", "2", "--events", "40000", "--pause-us", "10000"],
+    );
+    std::thread::sleep(Duration::from_millis(700));
+    let server = LogServer::start(&store, port);
+    wait_ok(gen);
+    server.terminate();
+    let procs = read_session(&store, "late");
+    assert_eq!(procs.len(), 1);
+    check_load(procs.values().next().unwrap(), 2, 40_000);
+    // Everything was delivered, so no spool file is left behind.
+    let left: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().ends_with(".p5spool"))
+        .collect();
+    assert!(left.is_empty(), "spool files left: {left:?}");
+}
+
+#[test]
+fn forked_child_records_as_its_own_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let port = free_port();
+    let server = LogServer::start(&store, port);
+    wait_ok(loadgen(
+        port,
+        "fork",
+        dir.path(),
+        &["--threads", "2", "--events", "20000", "--fork"],
+    ));
+    server.terminate();
+    let procs = read_session(&store, "fork");
+    assert_eq!(procs.len(), 2, "parent and child");
+    let pids: Vec<u32> = procs.values().map(|p| p.pid).collect();
+    let child = procs
+        .values()
+        .find(|p| pids.contains(&p.ppid))
+        .expect("a process whose parent is the other one");
+    assert_ne!(child.pid, child.ppid);
+    for p in procs.values() {
+        check_load(p, 2, 20_000);
+    }
+}
+
+#[test]
+fn demo_records_the_c_sample() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("demo");
+    let started = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_p5"))
+        .args(["demo", "--threads", "3", "--requests", "150", "--json", "--out"])
+        .arg(&out)
+        .output()
+        .expect("run p5 demo");
+    assert!(
+        output.status.success(),
+        "p5 demo failed after {:?}: {}",
+        started.elapsed(),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let v: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json summary");
+    let session = v["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["name"] == "pingpong")
+        .expect("pingpong session");
+    let procs = session["processes"].as_array().unwrap();
+    assert_eq!(procs.len(), 2, "server and client");
+    let sensor = |p: &serde_json::Value, id: u64| -> u64 {
+        p["sensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| {
+                u64::from_str_radix(s["sensor"].as_str().unwrap().trim_start_matches("0x"), 16)
+                    .unwrap()
+                    == id
+            })
+            .map_or(0, |s| s["events"].as_u64().unwrap())
+    };
+    let client = procs.iter().find(|p| p["argv"][1] == "client").unwrap();
+    let server = procs.iter().find(|p| p["argv"][1] == "server").unwrap();
+    assert_eq!(client["runtime"], "c");
+    // 3 threads × 150 requests, an enter and an exit each.
+    assert_eq!(sensor(client, 0x5050000000000006), 900);
+    // The server computes once per request.
+    assert_eq!(sensor(server, 0x5050000000000004), 900);
+    // Every request is sent at least once (a send may be split, never merged).
+    assert!(sensor(client, 0x5050000000000105) >= 450);
+    // Three handler threads plus the main thread on the server.
+    assert!(server["streams"].as_array().unwrap().len() >= 4);
+    for p in procs {
+        assert!(p["offsets"]["count"].as_u64().unwrap() > 0, "offset samples");
+    }
+}

@@ -1,0 +1,468 @@
+//! One client connection, from `Hello` to close.
+//!
+//! The protocol (see `p5_wire`): the client sends `Hello` within the hello timeout; the server
+//! answers `HelloAck` (accepted caps = the client's ∩ [`Caps::ALL`], this run's id, `t_s`) or an
+//! `Error` frame and closes. Then the client streams data frames (`StreamOpen` with seq 0,
+//! `Events` and `StreamClose` with seq ≥ 1, each stamped with its send time `t_p`), `Ping`s and
+//! finally `Goodbye`; the server answers with `Ack{count, t_s}`, `count` being the number of
+//! this connection's data frames that are durable, duplicates included.
+//!
+//! The connection is split in two tasks so that reading never waits for a slow reader of acks:
+//! this task reads, validates every frame fully ([`p5_wire::data::validate_client_frame`] walks
+//! every event, so nothing undecodable is ever stored) and queues records for the session
+//! writer; an ack task owns the write half and sends an `Ack` whenever the writer reports more
+//! frames durable (a `watch` channel, so a backlog of acks coalesces into one).
+//!
+//! Any bad input (bad length, checksum, undecodable body, unexpected frame type, a sequence
+//! number that does not fit the frame type, idle or slow-loris timeouts) closes this connection
+//! only: the reason is logged, written to the store as the `StoreDisconnect` reason, and sent
+//! to the client in an `Error` frame where the client may still be listening. At the end the
+//! connection waits until everything it queued is durable, sends the final `Ack`, and closes:
+//! it shuts its write side, then reads and discards input for up to a second (a lingering
+//! close), because closing a socket that still has unread input makes the kernel send a reset,
+//! which can destroy the final `Ack` or `Error` frame before the client reads it.
+
+use crate::clock::RunClock;
+use crate::receiver::{FrameError, FrameLimits, FrameReceiver, Received, ReceivedFrame};
+use crate::session;
+use crate::store::{AckSender, DataKey, Durable, Item, SessionSender, Store};
+use p5_wire::data::{Ack, DataHeader, Ping, validate_client_frame};
+use p5_wire::frame::{self, FrameType};
+use p5_wire::hello::{Caps, Hello, HelloAck};
+use p5_wire::store::{self as wstore, SampleSource};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::sync::{Semaphore, oneshot, watch};
+
+/// How long the server tries to deliver a final `Error` frame or ack before giving up.
+const CLOSE_GRACE: Duration = Duration::from_secs(5);
+
+/// Everything a connection task needs from the server.
+#[derive(Debug, Clone)]
+pub(crate) struct ConnContext {
+    pub store: Arc<Store>,
+    pub clock: Arc<RunClock>,
+    pub limits: FrameLimits,
+    pub hello_timeout: Duration,
+    pub read_buffer: usize,
+    pub budget: Arc<Semaphore>,
+    pub shutdown: watch::Receiver<bool>,
+}
+
+/// Why a connection ended.
+struct End {
+    /// For the log and the `StoreDisconnect` record.
+    reason: String,
+    /// Sent to the client in an `Error` frame, if set.
+    tell_client: bool,
+    /// Whether this is a protocol violation (logged as a warning).
+    bad_input: bool,
+}
+
+impl End {
+    fn normal(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            tell_client: false,
+            bad_input: false,
+        }
+    }
+
+    fn server(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            tell_client: true,
+            bad_input: false,
+        }
+    }
+
+    fn bad(reason: impl Into<String>) -> Self {
+        Self {
+            reason: reason.into(),
+            tell_client: true,
+            bad_input: true,
+        }
+    }
+
+    fn from_frame_error(e: &FrameError) -> Self {
+        Self {
+            reason: e.to_string(),
+            tell_client: e.peer_listening(),
+            bad_input: !matches!(e, FrameError::Io(_)),
+        }
+    }
+}
+
+/// Appends a complete frame to a fresh buffer.
+fn encode_frame(ty: FrameType, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(frame::HEADER_LEN + 1 + body.len());
+    frame::encode(&mut out, ty as u8, body);
+    out
+}
+
+/// Encodes an `Error` frame.
+pub fn error_frame(message: &str) -> Vec<u8> {
+    let mut body = Vec::with_capacity(message.len() + 4);
+    p5_wire::codec::put_str(&mut body, message);
+    encode_frame(FrameType::Error, &body)
+}
+
+async fn write_bounded<W: AsyncWrite + Unpin>(w: &mut W, bytes: &[u8]) -> bool {
+    let write = async {
+        w.write_all(bytes).await?;
+        w.flush().await
+    };
+    matches!(tokio::time::timeout(CLOSE_GRACE, write).await, Ok(Ok(())))
+}
+
+/// How long a closing connection keeps reading (and discarding) after its last frame was
+/// sent, so unread input does not turn the close into a reset that destroys that frame.
+const LINGER: Duration = Duration::from_secs(1);
+/// Most bytes discarded while lingering.
+const LINGER_BYTES: usize = 1 << 20;
+
+/// Refuses a connection before the handshake completed: logs, sends `Error`, closes.
+async fn refuse<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
+    rx: &mut FrameReceiver<R>,
+    w: &mut W,
+    peer: &str,
+    conn_id: u64,
+    end: End,
+) {
+    if end.bad_input {
+        tracing::warn!(conn = conn_id, %peer, "connection refused: {}", end.reason);
+    } else {
+        tracing::info!(conn = conn_id, %peer, "connection closed: {}", end.reason);
+    }
+    if end.tell_client {
+        write_bounded(w, &error_frame(&end.reason)).await;
+    }
+    let _ = tokio::time::timeout(CLOSE_GRACE, w.shutdown()).await;
+    if end.tell_client {
+        rx.linger(LINGER, LINGER_BYTES).await;
+    }
+}
+
+/// Answers a connection past the connection cap: `Error` frame, lingering close.
+pub(crate) async fn refuse_busy(stream: tokio::net::TcpStream) {
+    let (mut rd, mut wr) = stream.into_split();
+    write_bounded(&mut wr, &error_frame("too many connections")).await;
+    let _ = tokio::time::timeout(CLOSE_GRACE, wr.shutdown()).await;
+    let drain = async {
+        let mut buf = [0u8; 4096];
+        let mut seen = 0;
+        while seen < 64 * 1024 {
+            match tokio::io::AsyncReadExt::read(&mut rd, &mut buf).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => seen += n,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(LINGER, drain).await;
+}
+
+/// Serves one connection to completion. Never panics on input; every exit path closes the
+/// socket.
+pub(crate) async fn serve<R, W>(read: R, mut write: W, peer: String, conn_id: u64, ctx: ConnContext)
+where
+    R: AsyncRead + Unpin,
+    W: AsyncWrite + Unpin + Send + 'static,
+{
+    let mut rx = FrameReceiver::new(
+        read,
+        ctx.read_buffer,
+        ctx.limits.clone(),
+        Some(ctx.budget.clone()),
+        ctx.clock.clone(),
+        ctx.shutdown.clone(),
+    );
+
+    // Handshake.
+    let first = tokio::time::timeout(ctx.hello_timeout, rx.next(ctx.hello_timeout)).await;
+    let hello_frame = match first {
+        Err(_) | Ok(Err(FrameError::Idle(_))) => {
+            let end = End::bad(format!("no hello within {:?}", ctx.hello_timeout));
+            return refuse(&mut rx, &mut write, &peer, conn_id, end).await;
+        }
+        Ok(Ok(Received::Frame(f))) => f,
+        Ok(Ok(Received::Eof)) => {
+            tracing::debug!(conn = conn_id, %peer, "closed before hello");
+            return;
+        }
+        Ok(Ok(Received::Shutdown)) => {
+            return refuse(
+                &mut rx,
+                &mut write,
+                &peer,
+                conn_id,
+                End::server("server shutting down"),
+            )
+            .await;
+        }
+        Ok(Err(e)) => {
+            let end = End::from_frame_error(&e);
+            return refuse(&mut rx, &mut write, &peer, conn_id, end).await;
+        }
+    };
+    if hello_frame.frame_type() != Some(FrameType::Hello) {
+        let end = End::bad(format!(
+            "expected a hello frame, got type {:#04x}",
+            hello_frame.ty()
+        ));
+        return refuse(&mut rx, &mut write, &peer, conn_id, end).await;
+    }
+    let hello = match Hello::decode_body(hello_frame.body()) {
+        Ok(h) => h,
+        Err(e) => {
+            let end = End::bad(format!("invalid hello: {e}"));
+            return refuse(&mut rx, &mut write, &peer, conn_id, end).await;
+        }
+    };
+    let session_name = match session::resolve(&hello.identity.session) {
+        Ok(s) => s.to_owned(),
+        Err(e) => {
+            return refuse(&mut rx, &mut write, &peer, conn_id, End::bad(e.to_string())).await;
+        }
+    };
+    let sender = match ctx.store.session(&session_name) {
+        Ok(s) => s,
+        Err(e) => {
+            let end = End::server(format!("store unavailable: {}", crate::error::chain(&e)));
+            return refuse(&mut rx, &mut write, &peer, conn_id, end).await;
+        }
+    };
+    let uid = hello.identity.process_uid;
+    let mut record = Vec::with_capacity(hello_frame.body().len() + 40);
+    wstore::encode_process(&mut record, hello_frame.t_s, conn_id, hello_frame.body());
+    drop(hello_frame);
+    if let Err(e) = sender.send(Item::record(record)).await {
+        let end = End::server(format!("store unavailable: {e}"));
+        return refuse(&mut rx, &mut write, &peer, conn_id, end).await;
+    }
+    let ack = HelloAck {
+        version: p5_wire::PROTOCOL_VERSION,
+        caps: hello.caps.intersect(Caps::ALL),
+        server_run_id: ctx.clock.server_run_id,
+        t_s: ctx.clock.now_ns(),
+    };
+    let handshake_ok = write_bounded(
+        &mut write,
+        &encode_frame(FrameType::HelloAck, &ack.encode_body()),
+    )
+    .await;
+    let id = &hello.identity;
+    tracing::info!(
+        conn = conn_id,
+        %peer,
+        session = %session_name,
+        process_uid = format_args!("{uid:016x}"),
+        pid = id.pid,
+        program = %id.program,
+        "process connected"
+    );
+
+    // Streaming.
+    let (durable_tx, durable_rx) = watch::channel(Durable::default());
+    let durable_tx: AckSender = Arc::new(durable_tx);
+    let (finish_tx, finish_rx) = oneshot::channel();
+    let acker = tokio::spawn(ack_loop(
+        write,
+        durable_tx.subscribe(),
+        finish_rx,
+        ctx.clock.clone(),
+    ));
+    let mut conn = Conn {
+        uid,
+        sender,
+        ack: durable_tx,
+        submitted: 0,
+        frames: 0,
+        events: 0,
+    };
+    let end = if handshake_ok {
+        conn.stream(&mut rx, &durable_rx).await
+    } else {
+        End::normal("could not send the hello ack")
+    };
+
+    // Close: record why, wait until everything queued is durable, final ack, close.
+    let mut record = Vec::with_capacity(end.reason.len() + 32);
+    wstore::encode_disconnect(&mut record, ctx.clock.now_ns(), uid, &end.reason);
+    let queued = conn.sender.send(Item::record(record)).await.is_ok();
+    let submitted = conn.submitted;
+    let mut wait = durable_rx.clone();
+    if queued {
+        let _ = wait
+            .wait_for(|d| d.count >= submitted || d.failure.is_some())
+            .await;
+    }
+    let durable = durable_rx.borrow().count;
+    let _ = finish_tx.send(end.tell_client.then(|| end.reason.clone()));
+    let mut acker = acker;
+    if tokio::time::timeout(CLOSE_GRACE, &mut acker).await.is_err() {
+        acker.abort();
+    }
+    rx.linger(LINGER, LINGER_BYTES).await;
+    drop(rx);
+    if end.bad_input {
+        tracing::warn!(
+            conn = conn_id,
+            %peer,
+            frames = conn.frames,
+            events = conn.events,
+            durable,
+            "connection closed on bad input: {}",
+            end.reason
+        );
+    } else {
+        tracing::info!(
+            conn = conn_id,
+            %peer,
+            frames = conn.frames,
+            events = conn.events,
+            durable,
+            "connection closed: {}",
+            end.reason
+        );
+    }
+}
+
+struct Conn {
+    uid: u64,
+    sender: SessionSender,
+    ack: AckSender,
+    /// Data frames queued so far (the count a final ack must reach).
+    submitted: u64,
+    frames: u64,
+    events: u64,
+}
+
+impl Conn {
+    async fn stream<R: AsyncRead + Unpin>(
+        &mut self,
+        rx: &mut FrameReceiver<R>,
+        durable: &watch::Receiver<Durable>,
+    ) -> End {
+        let idle = rx.limits().idle_timeout;
+        loop {
+            if let Some(f) = &durable.borrow().failure {
+                return End::server(format!("store write failed: {f}"));
+            }
+            let f = match rx.next(idle).await {
+                Ok(Received::Frame(f)) => f,
+                Ok(Received::Eof) => return End::normal("peer closed the connection"),
+                Ok(Received::Shutdown) => return End::server("server shutting down"),
+                Err(e) => return End::from_frame_error(&e),
+            };
+            if let Some(end) = self.frame(f).await {
+                return end;
+            }
+        }
+    }
+
+    /// Handles one frame; `Some` ends the connection.
+    async fn frame(&mut self, f: ReceivedFrame) -> Option<End> {
+        let ty = f.ty();
+        let events = match validate_client_frame(ty, f.body()) {
+            Ok(n) => n,
+            Err(e) => return Some(End::bad(format!("invalid frame of type {ty:#04x}: {e}"))),
+        };
+        self.frames += 1;
+        let item = match f.frame_type() {
+            Some(t) if t.is_data() => {
+                let h = match DataHeader::peek(f.body()) {
+                    Ok(h) => h,
+                    Err(e) => return Some(End::bad(format!("invalid data header: {e}"))),
+                };
+                if (t == FrameType::StreamOpen) != (h.seq == 0) {
+                    return Some(End::bad(format!(
+                        "{t:?} frame with seq {} (stream open must be seq 0, later frames seq ≥ 1)",
+                        h.seq
+                    )));
+                }
+                self.events += events as u64;
+                self.submitted += 1;
+                let key = DataKey {
+                    process_uid: self.uid,
+                    stream: h.stream,
+                    seq: h.seq,
+                    t_s: f.t_s,
+                    t_p: h.t_p,
+                    timed: true,
+                };
+                Item::data(f, key, Some(self.ack.clone()))
+            }
+            Some(FrameType::Ping) => {
+                let ping = match Ping::decode_body(f.body()) {
+                    Ok(p) => p,
+                    Err(e) => return Some(End::bad(format!("invalid ping: {e}"))),
+                };
+                let mut rec = Vec::with_capacity(64);
+                wstore::encode_sample(&mut rec, f.t_s, self.uid, ping, SampleSource::Ping);
+                Item::record(rec)
+            }
+            Some(FrameType::Goodbye) => return Some(End::normal("goodbye")),
+            Some(FrameType::Hello) => return Some(End::bad("unexpected second hello")),
+            _ => return Some(End::bad(format!("unexpected frame type {ty:#04x}"))),
+        };
+        match self.sender.send(item).await {
+            Ok(()) => None,
+            Err(e) => Some(End::server(format!("store unavailable: {e}"))),
+        }
+    }
+}
+
+async fn ack_loop<W: AsyncWrite + Unpin>(
+    mut w: W,
+    mut durable: watch::Receiver<Durable>,
+    mut finish: oneshot::Receiver<Option<String>>,
+    clock: Arc<RunClock>,
+) {
+    let mut sent = 0u64;
+    let ack_frame = |count: u64| {
+        let ack = Ack {
+            count,
+            t_s: clock.now_ns(),
+        };
+        encode_frame(FrameType::Ack, &ack.encode_body())
+    };
+    loop {
+        tokio::select! {
+            biased;
+            fin = &mut finish => {
+                let d = durable.borrow().clone();
+                if d.count > sent && !write_bounded(&mut w, &ack_frame(d.count)).await {
+                    return;
+                }
+                let message = fin
+                    .ok()
+                    .flatten()
+                    .or_else(|| d.failure.map(|f| format!("store write failed: {f}")));
+                if let Some(m) = message {
+                    write_bounded(&mut w, &error_frame(&m)).await;
+                }
+                let _ = tokio::time::timeout(CLOSE_GRACE, w.shutdown()).await;
+                return;
+            }
+            changed = durable.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+                let d = durable.borrow_and_update().clone();
+                if d.count > sent {
+                    let frame = ack_frame(d.count);
+                    if w.write_all(&frame).await.and(w.flush().await).is_err() {
+                        return;
+                    }
+                    sent = d.count;
+                }
+                if let Some(f) = d.failure {
+                    write_bounded(&mut w, &error_frame(&format!("store write failed: {f}"))).await;
+                    let _ = tokio::time::timeout(CLOSE_GRACE, w.shutdown()).await;
+                    return;
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,428 @@
+//! Reading frames off a connection, with every limit a hostile or broken peer needs.
+//!
+//! A frame is read in three steps: wait for its first byte (at most the idle timeout; a
+//! shutdown request also ends the wait, so shutdown happens at a frame boundary), read the
+//! 8-byte envelope header and check the length, reserve that many bytes from the server-wide
+//! memory budget (back-pressure: the peer's bytes stay in the kernel until the store catches
+//! up), then read the rest and check the crc32c. From the first byte to the last, a frame must
+//! complete within the frame timeout (minus time spent waiting for the budget), which defeats
+//! slow-loris senders. Nothing is allocated before the length is known to be in range.
+//!
+//! The receipt time `t_s` is taken as soon as the envelope header has been read: the earliest
+//! moment the server knows a frame is arriving, which keeps the measured delay `d` in
+//! `t_s − t_p = O + d` small while still being after the send.
+//!
+//! A frame is read straight into a buffer laid out as a `StoreData` record
+//! ([`ReceivedFrame`]): the writer stores it without copying or re-encoding the body.
+
+use crate::clock::RunClock;
+use p5_wire::DecodeError;
+use p5_wire::frame::{self, FrameType};
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::time::Instant;
+
+/// Bytes in front of a received frame's type byte in its buffer: the record envelope (8),
+/// the record type (1), `t_s` (8) and `process_uid` (8) of a `StoreData` record.
+pub const STORE_PREFIX: usize = frame::HEADER_LEN + 1 + 8 + 8;
+
+/// A received frame in a buffer shaped as a `StoreData` record:
+/// `[len crc | 0x82 | t_s | process_uid | type | body]`, of which only `type | body` is
+/// filled in while receiving. See [`ReceivedFrame::into_store_data`].
+#[derive(Debug)]
+pub struct ReceivedFrame {
+    buf: Vec<u8>,
+    /// Server time when the frame's header was read (0 for frames read from files).
+    pub t_s: u64,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl ReceivedFrame {
+    /// A zeroed frame buffer for a payload (type + body) of `len` bytes.
+    pub(crate) fn with_payload_len(
+        len: usize,
+        t_s: u64,
+        permit: Option<OwnedSemaphorePermit>,
+    ) -> Self {
+        Self {
+            buf: vec![0; STORE_PREFIX + len],
+            t_s,
+            permit,
+        }
+    }
+
+    /// Builds a frame from its type and body (tests, tools).
+    pub fn from_parts(ty: u8, body: &[u8], t_s: u64) -> Self {
+        let mut f = Self::with_payload_len(1 + body.len(), t_s, None);
+        f.buf[STORE_PREFIX] = ty;
+        f.buf[STORE_PREFIX + 1..].copy_from_slice(body);
+        f
+    }
+
+    /// Type byte and body, as covered by the frame's crc.
+    pub fn payload(&self) -> &[u8] {
+        self.buf.get(STORE_PREFIX..).unwrap_or_default()
+    }
+
+    pub(crate) fn payload_mut(&mut self) -> &mut [u8] {
+        self.buf.get_mut(STORE_PREFIX..).unwrap_or_default()
+    }
+
+    /// The frame type byte.
+    pub fn ty(&self) -> u8 {
+        self.payload().first().copied().unwrap_or(0)
+    }
+
+    /// The known frame type, if any.
+    pub fn frame_type(&self) -> Option<FrameType> {
+        FrameType::from_u8(self.ty())
+    }
+
+    /// The body after the type byte.
+    pub fn body(&self) -> &[u8] {
+        self.payload().get(1..).unwrap_or_default()
+    }
+
+    /// Turns the buffer into a complete `StoreData` record (byte-identical to
+    /// `p5_wire::store::encode_data(t_s, process_uid, ty, body)`), returning it and the
+    /// memory-budget reservation that must live until the record is durable.
+    pub fn into_store_data(mut self, process_uid: u64) -> (Vec<u8>, Option<OwnedSemaphorePermit>) {
+        let len = (self.buf.len() - frame::HEADER_LEN) as u32;
+        let h = frame::HEADER_LEN;
+        self.buf[h] = FrameType::StoreData as u8;
+        self.buf[h + 1..h + 9].copy_from_slice(&self.t_s.to_le_bytes());
+        self.buf[h + 9..h + 17].copy_from_slice(&process_uid.to_le_bytes());
+        let crc = crc32c::crc32c(&self.buf[h..]);
+        self.buf[..4].copy_from_slice(&len.to_le_bytes());
+        self.buf[4..8].copy_from_slice(&crc.to_le_bytes());
+        (self.buf, self.permit)
+    }
+
+    /// Releases the memory-budget reservation early (for frames that are not stored).
+    pub fn release(&mut self) {
+        self.permit = None;
+    }
+}
+
+/// Why reading a frame failed. After any of these the connection is unusable.
+#[derive(Debug, thiserror::Error)]
+pub enum FrameError {
+    /// No frame started within the idle timeout.
+    #[error("idle for {0:?} without a frame")]
+    Idle(Duration),
+    /// A frame started but did not complete in time.
+    #[error("frame not completed within {0:?} of its first byte (slow sender)")]
+    Slow(Duration),
+    /// The peer closed the connection in the middle of a frame.
+    #[error("connection closed in the middle of a frame")]
+    HalfFrame,
+    /// The envelope's length is zero or above the limit.
+    #[error("{0}")]
+    Length(DecodeError),
+    /// The crc32c does not match.
+    #[error("bad frame: {0}")]
+    Checksum(DecodeError),
+    /// The socket failed.
+    #[error("read failed: {0}")]
+    Io(#[from] io::Error),
+}
+
+impl FrameError {
+    /// True if the peer may still be listening, so an `Error` frame is worth sending.
+    pub fn peer_listening(&self) -> bool {
+        !matches!(self, FrameError::HalfFrame | FrameError::Io(_))
+    }
+}
+
+/// Outcome of [`FrameReceiver::next`] other than an error.
+#[derive(Debug)]
+pub enum Received {
+    /// A complete frame with a valid checksum (its body is not validated yet).
+    Frame(ReceivedFrame),
+    /// The peer closed the connection cleanly between frames.
+    Eof,
+    /// The server is shutting down; no frame was started.
+    Shutdown,
+}
+
+/// Limits applied while reading frames.
+#[derive(Debug, Clone)]
+pub struct FrameLimits {
+    /// Longest wait for the first byte of a frame.
+    pub idle_timeout: Duration,
+    /// Longest time from a frame's first byte to its last.
+    pub frame_timeout: Duration,
+    /// Largest accepted `len`.
+    pub max_frame_len: u32,
+}
+
+/// Reads frames from one connection.
+#[derive(Debug)]
+pub struct FrameReceiver<R> {
+    inner: BufReader<R>,
+    limits: FrameLimits,
+    budget: Option<Arc<Semaphore>>,
+    clock: Arc<RunClock>,
+    shutdown: watch::Receiver<bool>,
+}
+
+/// Resolves once `rx` says `true` or its sender is gone.
+pub(crate) async fn stopped(rx: &mut watch::Receiver<bool>) {
+    loop {
+        if *rx.borrow_and_update() {
+            return;
+        }
+        if rx.changed().await.is_err() {
+            return;
+        }
+    }
+}
+
+impl<R: AsyncRead + Unpin> FrameReceiver<R> {
+    /// Wraps a read half. `budget` (if any) is the server-wide in-flight byte budget.
+    pub fn new(
+        read: R,
+        read_buffer: usize,
+        limits: FrameLimits,
+        budget: Option<Arc<Semaphore>>,
+        clock: Arc<RunClock>,
+        shutdown: watch::Receiver<bool>,
+    ) -> Self {
+        Self {
+            inner: BufReader::with_capacity(read_buffer, read),
+            limits,
+            budget,
+            clock,
+            shutdown,
+        }
+    }
+
+    /// The limits in force.
+    pub fn limits(&self) -> &FrameLimits {
+        &self.limits
+    }
+
+    /// Reads the next frame, waiting at most `first_byte_timeout` for it to start.
+    pub async fn next(&mut self, first_byte_timeout: Duration) -> Result<Received, FrameError> {
+        if *self.shutdown.borrow() {
+            return Ok(Received::Shutdown);
+        }
+        let waited = tokio::select! {
+            biased;
+            () = stopped(&mut self.shutdown) => return Ok(Received::Shutdown),
+            r = tokio::time::timeout(first_byte_timeout, self.inner.fill_buf()) => {
+                r.map(|r| r.map(|b| b.is_empty()))
+            }
+        };
+        match waited {
+            Err(_) => return Err(FrameError::Idle(first_byte_timeout)),
+            Ok(Err(e)) => return Err(FrameError::Io(e)),
+            Ok(Ok(true)) => return Ok(Received::Eof),
+            Ok(Ok(false)) => {}
+        }
+        let timeout = self.limits.frame_timeout;
+        let mut deadline = Instant::now() + timeout;
+        let mut h = [0u8; frame::HEADER_LEN];
+        read_by(&mut self.inner, &mut h, deadline, timeout).await?;
+        let t_s = self.clock.now_ns();
+        let (len, crc) =
+            frame::parse_header(&h, self.limits.max_frame_len).map_err(FrameError::Length)?;
+        let permit = match &self.budget {
+            None => None,
+            Some(budget) => {
+                let want = (STORE_PREFIX + len as usize) as u32;
+                let before = Instant::now();
+                let permit = tokio::select! {
+                    biased;
+                    p = budget.clone().acquire_many_owned(want) => p.ok(),
+                    () = stopped(&mut self.shutdown) => return Ok(Received::Shutdown),
+                };
+                deadline += before.elapsed();
+                permit
+            }
+        };
+        let mut f = ReceivedFrame::with_payload_len(len as usize, t_s, permit);
+        read_by(&mut self.inner, f.payload_mut(), deadline, timeout).await?;
+        frame::check(crc, f.payload()).map_err(FrameError::Checksum)?;
+        Ok(Received::Frame(f))
+    }
+}
+
+impl<R: AsyncRead + Unpin> FrameReceiver<R> {
+    /// Reads and discards input for at most `time` or `limit` bytes, or until EOF. Used after
+    /// the server sent an `Error` frame: closing a socket with unread input makes the kernel
+    /// answer with a reset, which can destroy the `Error` frame before the peer reads it.
+    pub async fn linger(&mut self, time: Duration, limit: usize) {
+        let drain = async {
+            let mut seen = 0;
+            while seen < limit {
+                match self.inner.fill_buf().await {
+                    Ok([]) | Err(_) => break,
+                    Ok(b) => {
+                        let n = b.len();
+                        self.inner.consume(n);
+                        seen += n;
+                    }
+                }
+            }
+        };
+        let _ = tokio::time::timeout(time, drain).await;
+    }
+}
+
+async fn read_by<R: AsyncRead + Unpin>(
+    r: &mut BufReader<R>,
+    buf: &mut [u8],
+    deadline: Instant,
+    timeout: Duration,
+) -> Result<(), FrameError> {
+    match tokio::time::timeout_at(deadline, r.read_exact(buf)).await {
+        Err(_) => Err(FrameError::Slow(timeout)),
+        Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => Err(FrameError::HalfFrame),
+        Ok(Err(e)) => Err(FrameError::Io(e)),
+        Ok(Ok(_)) => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn receiver(bytes: &[u8]) -> (FrameReceiver<&[u8]>, watch::Sender<bool>) {
+        let (tx, rx) = watch::channel(false);
+        let limits = FrameLimits {
+            idle_timeout: Duration::from_secs(5),
+            frame_timeout: Duration::from_secs(5),
+            max_frame_len: 1 << 16,
+        };
+        let budget = Some(Arc::new(Semaphore::new(1 << 20)));
+        let clock = Arc::new(RunClock::start());
+        (
+            FrameReceiver::new(bytes, 4096, limits, budget, clock, rx),
+            tx,
+        )
+    }
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap()
+    }
+
+    #[test]
+    fn store_record_layout_matches_wire_encoder() {
+        let body = b"some body bytes";
+        let f = ReceivedFrame::from_parts(0x11, body, 1234);
+        let (rec, _) = f.into_store_data(0xfeed);
+        let mut want = Vec::new();
+        p5_wire::store::encode_data(&mut want, 1234, 0xfeed, 0x11, body);
+        assert_eq!(rec, want);
+    }
+
+    #[test]
+    fn reads_frames_then_eof_and_classifies_errors() {
+        let mut bytes = Vec::new();
+        frame::encode(&mut bytes, 0x20, &[0u8; 24]);
+        frame::encode(&mut bytes, 0x21, &[1u8; 8]);
+        rt().block_on(async {
+            let (mut r, _tx) = receiver(&bytes);
+            let Received::Frame(f) = r.next(Duration::from_secs(1)).await.unwrap() else {
+                panic!("expected a frame")
+            };
+            assert_eq!((f.ty(), f.body().len()), (0x20, 24));
+            assert!(matches!(
+                r.next(Duration::from_secs(1)).await,
+                Ok(Received::Frame(_))
+            ));
+            assert!(matches!(
+                r.next(Duration::from_secs(1)).await,
+                Ok(Received::Eof)
+            ));
+
+            let half = &bytes[..bytes.len() - 3];
+            let (mut r, _tx) = receiver(half);
+            r.next(Duration::from_secs(1)).await.unwrap();
+            assert!(matches!(
+                r.next(Duration::from_secs(1)).await,
+                Err(FrameError::HalfFrame)
+            ));
+
+            let mut bad = bytes.clone();
+            bad[12] ^= 0xff;
+            let (mut r, _tx) = receiver(&bad);
+            assert!(matches!(
+                r.next(Duration::from_secs(1)).await,
+                Err(FrameError::Checksum(_))
+            ));
+
+            let mut huge = bytes.clone();
+            huge[..4].copy_from_slice(&u32::MAX.to_le_bytes());
+            let (mut r, _tx) = receiver(&huge);
+            assert!(matches!(
+                r.next(Duration::from_secs(1)).await,
+                Err(FrameError::Length(_))
+            ));
+        });
+    }
+
+    #[test]
+    fn shutdown_stops_between_frames() {
+        rt().block_on(async {
+            let (mut r, tx) = receiver(b"");
+            tx.send(true).unwrap();
+            assert!(matches!(
+                r.next(Duration::from_secs(1)).await,
+                Ok(Received::Shutdown)
+            ));
+        });
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(512))]
+        /// Random bytes, alone or after a valid frame, never panic the frame reader or the
+        /// body validator; the reader always ends with EOF or an error.
+        #[test]
+        fn random_bytes_never_panic(noise in proptest::collection::vec(any::<u8>(), 0..2048),
+                                    prefix_frame in any::<bool>()) {
+            let mut bytes = Vec::new();
+            if prefix_frame {
+                frame::encode(&mut bytes, 0x21, &7u64.to_le_bytes());
+            }
+            bytes.extend_from_slice(&noise);
+            rt().block_on(async {
+                let (mut r, _tx) = receiver(&bytes);
+                for _ in 0..bytes.len() + 1 {
+                    match r.next(Duration::from_secs(1)).await {
+                        Ok(Received::Frame(f)) => {
+                            let _ = p5_wire::data::validate_client_frame(f.ty(), f.body());
+                        }
+                        Ok(_) | Err(_) => break,
+                    }
+                }
+            });
+        }
+
+        /// Frames with random type and body survive the round trip through the receiver.
+        #[test]
+        fn random_frames_round_trip(ty in any::<u8>(), body in proptest::collection::vec(any::<u8>(), 0..3000)) {
+            let mut bytes = Vec::new();
+            frame::encode(&mut bytes, ty, &body);
+            rt().block_on(async {
+                let (mut r, _tx) = receiver(&bytes);
+                match r.next(Duration::from_secs(1)).await {
+                    Ok(Received::Frame(f)) => {
+                        prop_assert_eq!(f.ty(), ty);
+                        prop_assert_eq!(f.body(), &body[..]);
+                    }
+                    other => prop_assert!(false, "unexpected {:?}", other),
+                }
+                Ok(())
+            })?;
+        }
+    }
+}

@@ -1,0 +1,253 @@
+//! Start-up recovery: make every session safe to append to, and remember what is stored.
+//!
+//! A server killed mid-write can leave the last segment of a session with a *torn tail*: a
+//! record cut short, or garbage where the length or checksum does not match. Nothing in it was
+//! acknowledged (acks follow `fdatasync`), so cutting it off loses nothing a client was told
+//! is safe; and every record *before* it passed its checksum, so nothing before a torn tail is
+//! ever lost. For each session recovery:
+//!
+//! 1. reads the last segment in full, verifying every record's length and crc32c, and
+//!    truncates the file at the first bad record (then syncs it); a last segment too short to
+//!    hold its header is removed. Each repair is logged and appended as one JSON line to
+//!    `<session>/recovery.jsonl`, where `inspect` shows it;
+//! 2. skims the record headers of all other segments (they were completed and synced before
+//!    the next one was begun, so their checksums are not re-verified) — damage found there is
+//!    reported but left in place;
+//! 3. rebuilds the deduplication map (process, stream) → highest stored seq from the keys of
+//!    all `StoreData` records, and picks the next segment index (one past the highest).
+//!
+//! Only the last segment of a session can be torn: each server run starts a new segment, and
+//! recovery runs before any run writes.
+
+use crate::clock::{RunClock, wall_ns};
+use crate::dedup::Dedup;
+use crate::error::{Error, io_at};
+use crate::layout::{self, RECOVERY_LOG};
+use crate::reader::{Fault, FaultKind, SegmentReader, StoreDir, list_segments};
+use p5_wire::store::SEGMENT_HEADER_LEN;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::fs::OpenOptions;
+use std::io::{BufRead, BufReader, Write};
+use std::path::Path;
+
+/// One torn tail cut off by recovery (a line of `recovery.jsonl`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Repair {
+    /// Segment file name.
+    pub segment: String,
+    /// Where the file was cut (its new length; 0 if the file was removed).
+    pub offset: u64,
+    /// Bytes removed.
+    pub removed_bytes: u64,
+    /// What was wrong at `offset`.
+    pub reason: String,
+    /// The server run that repaired it.
+    pub server_run_id: u64,
+    /// When, ns since the epoch.
+    pub repaired_at_wall_ns: i64,
+}
+
+/// What recovery did to one session.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct SessionRecovery {
+    /// Session name.
+    pub session: String,
+    /// Segments found.
+    pub segments: usize,
+    /// Records found (verified in the last segment, skimmed in the others).
+    pub records: u64,
+    /// Streams in the deduplication map.
+    pub streams: usize,
+    /// Torn tails repaired now.
+    pub repairs: Vec<Repair>,
+    /// Damage found but not repairable (not in the last segment).
+    pub faults: Vec<Fault>,
+}
+
+/// What recovery did to the store.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RecoveryReport {
+    /// Per session, in name order.
+    pub sessions: Vec<SessionRecovery>,
+}
+
+impl RecoveryReport {
+    /// All repairs made, with their session.
+    pub fn repairs(&self) -> impl Iterator<Item = (&str, &Repair)> {
+        self.sessions
+            .iter()
+            .flat_map(|s| s.repairs.iter().map(move |r| (s.session.as_str(), r)))
+    }
+}
+
+/// State a session writer starts from.
+#[derive(Debug, Default)]
+pub(crate) struct RecoveredState {
+    pub dedup: Dedup,
+    pub next_index: u64,
+}
+
+/// Recovers every session of the store at `root`.
+pub(crate) fn recover_store(
+    root: &Path,
+    clock: &RunClock,
+) -> Result<(RecoveryReport, HashMap<String, RecoveredState>), Error> {
+    let mut report = RecoveryReport::default();
+    let mut states = HashMap::new();
+    for session in StoreDir::open(root)?.sessions()? {
+        let (rec, state) = recover_session(&session.path, &session.name, clock)?;
+        tracing::info!(
+            session = %rec.session,
+            segments = rec.segments,
+            records = rec.records,
+            streams = rec.streams,
+            repairs = rec.repairs.len(),
+            "session recovered"
+        );
+        for f in &rec.faults {
+            tracing::warn!(session = %rec.session, "store damage left in place: {f}");
+        }
+        states.insert(session.name.clone(), state);
+        report.sessions.push(rec);
+    }
+    Ok((report, states))
+}
+
+/// Recovers one session directory (see the module documentation).
+pub(crate) fn recover_session(
+    dir: &Path,
+    name: &str,
+    clock: &RunClock,
+) -> Result<(SessionRecovery, RecoveredState), Error> {
+    let segments = list_segments(dir)?;
+    let mut rec = SessionRecovery {
+        session: name.to_owned(),
+        segments: segments.len(),
+        ..SessionRecovery::default()
+    };
+    let mut state = RecoveredState {
+        dedup: Dedup::new(),
+        next_index: segments.last().map_or(0, |s| s.index + 1),
+    };
+    for (i, seg) in segments.iter().enumerate() {
+        let last = i + 1 == segments.len();
+        let mut r = match SegmentReader::open(&seg.path) {
+            Ok(r) => r,
+            Err(Error::BadSegment { source, .. }) => {
+                if last && seg.len < SEGMENT_HEADER_LEN as u64 {
+                    std::fs::remove_file(&seg.path)
+                        .map_err(io_at("cannot remove torn segment", &seg.path))?;
+                    layout::sync_dir(dir)?;
+                    let repair = Repair {
+                        segment: seg.file_name(),
+                        offset: 0,
+                        removed_bytes: seg.len,
+                        reason: format!("torn segment header, file removed: {source}"),
+                        server_run_id: clock.server_run_id,
+                        repaired_at_wall_ns: wall_ns(),
+                    };
+                    note_repair(dir, name, &repair)?;
+                    rec.segments -= 1;
+                    rec.repairs.push(repair);
+                } else {
+                    rec.faults.push(Fault {
+                        segment: seg.file_name(),
+                        offset: 0,
+                        kind: FaultKind::BadHeader,
+                        error: source.to_string(),
+                    });
+                }
+                continue;
+            }
+            Err(e) => return Err(e),
+        };
+        let step = if last {
+            SegmentReader::advance
+        } else {
+            SegmentReader::skim
+        };
+        while step(&mut r)? {
+            if let Some(k) = r.data_key() {
+                state.dedup.observe(k.process_uid, k.stream, k.seq);
+            }
+        }
+        rec.records += r.records();
+        rec.faults.extend(r.skipped().iter().cloned());
+        match r.tail() {
+            Some(tail) if last => {
+                let keep = r.end_offset();
+                let now_len = std::fs::metadata(&seg.path)
+                    .map_err(io_at("cannot stat", &seg.path))?
+                    .len();
+                let file = OpenOptions::new()
+                    .write(true)
+                    .open(&seg.path)
+                    .map_err(io_at("cannot open for repair", &seg.path))?;
+                file.set_len(keep)
+                    .and_then(|()| file.sync_all())
+                    .map_err(io_at("cannot truncate torn tail of", &seg.path))?;
+                let repair = Repair {
+                    segment: seg.file_name(),
+                    offset: keep,
+                    removed_bytes: now_len.saturating_sub(keep),
+                    reason: tail.error.clone(),
+                    server_run_id: clock.server_run_id,
+                    repaired_at_wall_ns: wall_ns(),
+                };
+                note_repair(dir, name, &repair)?;
+                rec.repairs.push(repair);
+            }
+            Some(tail) => rec.faults.push(tail.clone()),
+            None => {}
+        }
+    }
+    rec.streams = state.dedup.len();
+    Ok((rec, state))
+}
+
+fn note_repair(dir: &Path, session: &str, repair: &Repair) -> Result<(), Error> {
+    tracing::warn!(
+        session,
+        segment = %repair.segment,
+        offset = repair.offset,
+        removed_bytes = repair.removed_bytes,
+        "repaired torn tail: {}",
+        repair.reason
+    );
+    let path = dir.join(RECOVERY_LOG);
+    let existed = path.exists();
+    let mut line = serde_json::to_string(repair)
+        .map_err(|e| Error::io("cannot encode repair", std::io::Error::other(e)))?;
+    line.push('\n');
+    let mut f = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .map_err(io_at("cannot open", &path))?;
+    f.write_all(line.as_bytes())
+        .and_then(|()| f.sync_all())
+        .map_err(io_at("cannot append to", &path))?;
+    if !existed {
+        layout::sync_dir(dir)?;
+    }
+    Ok(())
+}
+
+/// Reads a session's repair log (missing file: no repairs; unreadable lines are skipped).
+pub fn read_repairs(dir: &Path) -> Result<Vec<Repair>, Error> {
+    let path = dir.join(RECOVERY_LOG);
+    let file = match std::fs::File::open(&path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(Error::io(format!("cannot open {}", path.display()), e)),
+    };
+    let mut out = Vec::new();
+    for line in BufReader::new(file).lines() {
+        let line = line.map_err(io_at("cannot read", &path))?;
+        if let Ok(r) = serde_json::from_str(&line) {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}

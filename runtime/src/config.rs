@@ -1,0 +1,185 @@
+//! Configuration, read once from the environment at initialisation (a forked child reuses
+//! its parent's, so nothing is read from the environment in the child handler).
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `P5_DISABLE=1` | record nothing: no thread, no file, sensors cost one load | off |
+//! | `P5_LOGSERVER` | `host:port` of the log server | `127.0.0.1:28725` |
+//! | `P5_DIR` | spool directory; without `P5_LOGSERVER`: local-file mode (never connect) | `$TMPDIR/p5` |
+//! | `P5_SESSION` | session name sent in the handshake and used in file names | empty |
+//! | `P5_EXIT_TIMEOUT_MS` | how long exit and [`crate::flush`] wait for acknowledgements | 3000 |
+//! | `P5_RING_SLOTS` | slots per thread ring (power of two, 16 bytes each) | 65536 |
+//! | `P5_FLUSH_MS` | flusher period | 20 |
+//! | `P5_CLOCK=mono` | use CLOCK_MONOTONIC even where the TSC is invariant | TSC if invariant |
+//! | `P5_DISCARD=1` | drain rings but keep nothing (overhead measurements) | off |
+
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Default log-server address.
+pub const DEFAULT_LOGSERVER: &str = "127.0.0.1:28725";
+
+/// Where recorded frames go.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Mode {
+    /// Nothing is recorded.
+    Disabled,
+    /// Connect to a log server at `host:port`, spooling to disk while it is away.
+    Server(String),
+    /// Write everything to the spool file in [`Config::dir`]; never connect.
+    Local,
+    /// Drain rings and throw the contents away.
+    Discard,
+}
+
+/// Runtime configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Where data goes.
+    pub mode: Mode,
+    /// Spool directory.
+    pub dir: PathBuf,
+    /// Session name (may be empty: the server's default).
+    pub session: String,
+    /// Bound on waiting for acknowledgements at exit and in `flush`.
+    pub exit_timeout: Duration,
+    /// Slots per thread ring.
+    pub ring_slots: usize,
+    /// Flusher period.
+    pub flush_interval: Duration,
+    /// Allow the TSC as tick source (if invariant).
+    pub allow_tsc: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            mode: Mode::Server(DEFAULT_LOGSERVER.to_string()),
+            dir: default_dir(None),
+            session: String::new(),
+            exit_timeout: Duration::from_millis(3000),
+            ring_slots: 1 << 16,
+            flush_interval: Duration::from_millis(20),
+            allow_tsc: true,
+        }
+    }
+}
+
+fn default_dir(tmpdir: Option<OsString>) -> PathBuf {
+    match tmpdir {
+        Some(t) if !t.is_empty() => PathBuf::from(t).join("p5"),
+        _ => PathBuf::from("/tmp/p5"),
+    }
+}
+
+fn truthy(v: &Option<OsString>) -> bool {
+    v.as_ref()
+        .and_then(|v| v.to_str())
+        .is_some_and(|v| !matches!(v.trim(), "" | "0" | "false" | "no" | "off"))
+}
+
+fn number(v: Option<OsString>) -> Option<u64> {
+    v?.to_str()?.trim().parse().ok()
+}
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env() -> Self {
+        Self::from_lookup(|k| std::env::var_os(k))
+    }
+
+    /// Builds a configuration from any variable lookup (the environment, or a map in tests).
+    pub fn from_lookup(get: impl Fn(&str) -> Option<OsString>) -> Self {
+        let mut c = Config::default();
+        let nonempty = |k: &str| get(k).filter(|v| !v.is_empty());
+        let dir = nonempty("P5_DIR");
+        let server = nonempty("P5_LOGSERVER").and_then(|v| v.into_string().ok());
+        c.dir = match &dir {
+            Some(d) => PathBuf::from(d),
+            None => default_dir(get("TMPDIR")),
+        };
+        c.mode = if truthy(&get("P5_DISABLE")) {
+            Mode::Disabled
+        } else if truthy(&get("P5_DISCARD")) {
+            Mode::Discard
+        } else {
+            match (server, dir) {
+                (Some(s), _) => Mode::Server(s),
+                (None, Some(_)) => Mode::Local,
+                (None, None) => Mode::Server(DEFAULT_LOGSERVER.to_string()),
+            }
+        };
+        c.session = get("P5_SESSION")
+            .and_then(|v| v.into_string().ok())
+            .unwrap_or_default();
+        if let Some(ms) = number(get("P5_EXIT_TIMEOUT_MS")) {
+            c.exit_timeout = Duration::from_millis(ms);
+        }
+        if let Some(n) = number(get("P5_RING_SLOTS")) {
+            c.ring_slots = (n as usize).clamp(64, 1 << 28);
+        }
+        if let Some(ms) = number(get("P5_FLUSH_MS")) {
+            c.flush_interval = Duration::from_millis(ms.clamp(1, 10_000));
+        }
+        c.allow_tsc = get("P5_CLOCK").is_none_or(|v| v != "mono");
+        c
+    }
+
+    /// True unless the mode is [`Mode::Disabled`].
+    pub fn enabled(&self) -> bool {
+        self.mode != Mode::Disabled
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn cfg(vars: &[(&str, &str)]) -> Config {
+        let m: HashMap<String, OsString> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), OsString::from(v)))
+            .collect();
+        Config::from_lookup(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn modes() {
+        assert_eq!(cfg(&[]).mode, Mode::Server(DEFAULT_LOGSERVER.into()));
+        assert_eq!(cfg(&[]).dir, PathBuf::from("/tmp/p5"));
+        assert_eq!(cfg(&[("TMPDIR", "/x")]).dir, PathBuf::from("/x/p5"));
+        let local = cfg(&[("P5_DIR", "/d")]);
+        assert_eq!(local.mode, Mode::Local);
+        assert_eq!(local.dir, PathBuf::from("/d"));
+        let both = cfg(&[("P5_DIR", "/d"), ("P5_LOGSERVER", "h:1")]);
+        assert_eq!(both.mode, Mode::Server("h:1".into()));
+        assert_eq!(both.dir, PathBuf::from("/d"));
+        assert_eq!(
+            cfg(&[("P5_DISABLE", "1"), ("P5_DIR", "/d")]).mode,
+            Mode::Disabled
+        );
+        assert_eq!(
+            cfg(&[("P5_DISABLE", "0")]).mode,
+            Mode::Server(DEFAULT_LOGSERVER.into())
+        );
+        assert_eq!(cfg(&[("P5_DISCARD", "1")]).mode, Mode::Discard);
+    }
+
+    #[test]
+    fn numbers_and_bounds() {
+        let c = cfg(&[
+            ("P5_EXIT_TIMEOUT_MS", "250"),
+            ("P5_RING_SLOTS", "3"),
+            ("P5_FLUSH_MS", "junk"),
+            ("P5_CLOCK", "mono"),
+            ("P5_SESSION", "s1"),
+        ]);
+        assert_eq!(c.exit_timeout, Duration::from_millis(250));
+        assert_eq!(c.ring_slots, 64);
+        assert_eq!(c.flush_interval, Duration::from_millis(20));
+        assert!(!c.allow_tsc);
+        assert_eq!(c.session, "s1");
+    }
+}

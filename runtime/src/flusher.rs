@@ -1,0 +1,402 @@
+//! The flusher thread: drains every ring, converts ticks, builds frames, drives the outbox.
+//!
+//! It wakes every `P5_FLUSH_MS` (20 ms), when a ring passes half full or a thread exits (the
+//! doorbell), when a flush or exit is requested, and when the log-server socket is readable
+//! or writable. A drain:
+//!
+//! 1. adopts newly registered rings;
+//! 2. reads each ring's `closed` flag, then its published head (so a closed ring's head is
+//!    final);
+//! 3. takes a `(ticks, CLOCK_MONOTONIC)` snapshot — after the heads, so every tick drained
+//!    now lies between two snapshots and converts by interpolation;
+//! 4. per ring: a `StreamOpen` first (seq 0), then `Events` frames (split near 64 KiB,
+//!    each carrying the ring's cumulative drop count), and a `StreamClose` once a closed
+//!    ring is empty, after which the ring is freed.
+//!
+//! Allocation is fine here (frames are owned `Vec`s); the application threads never wait
+//! for this thread.
+
+use crate::clock::Timebase;
+use crate::config::Mode;
+use crate::outbox::Outbox;
+use crate::process::Process;
+use crate::record::{self, Decoded, Kind};
+use crate::registry::RingPtr;
+use crate::ring::Ring;
+use crate::stats::add;
+use p5_wire::data::{self, DataHeader, StreamClose, StreamKind, StreamOpen};
+use p5_wire::frame::{self, FrameType};
+use p5_wire::{Caps, Event, EventEncoder};
+use std::time::{Duration, Instant};
+
+/// Events frames are closed once their encoding passes this size.
+pub const FRAME_TARGET: usize = 64 * 1024;
+
+/// Entry point of the flusher thread.
+pub fn run(p: &'static Process) {
+    crate::sensor::mark_flusher_thread();
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Flusher::new(p).run()));
+    if r.is_err() {
+        // A bug in here must not leave rings filling forever.
+        crate::sensor::ACTIVE.store(false, std::sync::atomic::Ordering::Relaxed);
+    }
+    p.control.gone();
+}
+
+/// A ring being drained, with the stream's sending state.
+#[derive(Debug)]
+struct Stream {
+    ring: RingPtr,
+    next_seq: u64,
+    dropped_seen: u64,
+}
+
+impl Stream {
+    fn ring(&self) -> &Ring {
+        // SAFETY: the flusher frees a ring only after removing its Stream.
+        unsafe { self.ring.0.as_ref() }
+    }
+}
+
+struct Flusher {
+    p: &'static Process,
+    timebase: Timebase,
+    outbox: Outbox,
+    streams: Vec<Stream>,
+    enc: EventEncoder,
+    next_drain: Instant,
+    flush_seen: u64,
+    flush_pending: Option<(u64, u64)>,
+}
+
+impl Flusher {
+    fn new(p: &'static Process) -> Self {
+        let hello = crate::identity::hello_frame(&p.identity);
+        let path = p.config.dir.join(crate::spool::file_name(
+            &p.config.session,
+            p.identity.pid,
+            p.identity.process_uid,
+        ));
+        Flusher {
+            p,
+            timebase: Timebase::new(p.origin.tsc),
+            outbox: Outbox::new(
+                p.config.mode.clone(),
+                hello,
+                path,
+                p.origin,
+                &p.counters,
+                &p.fds,
+            ),
+            streams: Vec::new(),
+            enc: EventEncoder::new(),
+            next_drain: Instant::now(),
+            flush_seen: 0,
+            flush_pending: None,
+        }
+    }
+
+    fn run(mut self) {
+        // Connect before the first drain, so frames go straight to the server when it is
+        // there rather than through the spool.
+        self.outbox.service(Instant::now());
+        let mut woken = false;
+        loop {
+            let ctl = self.p.control.get();
+            if ctl.exit_req {
+                self.exit();
+                self.p.control.exit_done();
+                return;
+            }
+            let now = Instant::now();
+            let flush_asked = ctl.flush_req > self.flush_seen;
+            if woken || flush_asked || now >= self.next_drain {
+                self.drain();
+                self.next_drain = now + self.p.config.flush_interval;
+                if flush_asked {
+                    self.flush_seen = ctl.flush_req;
+                    self.flush_pending = Some((ctl.flush_req, self.outbox.produced()));
+                }
+            }
+            self.outbox.service(Instant::now());
+            if let Some((ticket, target)) = self.flush_pending
+                && self.outbox.settled() >= target
+            {
+                self.p.control.flush_done(ticket);
+                self.flush_pending = None;
+            }
+            let mut deadline = self.next_drain;
+            for d in [self.outbox.next_ping(), self.outbox.next_connect()]
+                .into_iter()
+                .flatten()
+            {
+                deadline = deadline.min(d);
+            }
+            woken = self.wait(deadline);
+        }
+    }
+
+    /// Sleeps until `deadline`, the doorbell or socket activity; returns whether the
+    /// doorbell rang.
+    fn wait(&mut self, deadline: Instant) -> bool {
+        let ms = deadline
+            .saturating_duration_since(Instant::now())
+            .as_micros()
+            .div_ceil(1000)
+            .min(1000) as i32;
+        let mut fds = [
+            libc::pollfd {
+                fd: self.p.waker.fd().unwrap_or(-1),
+                events: libc::POLLIN,
+                revents: 0,
+            },
+            libc::pollfd {
+                fd: -1,
+                events: 0,
+                revents: 0,
+            },
+        ];
+        if let Some((fd, ev)) = self.outbox.poll_interest() {
+            fds[1].fd = fd;
+            fds[1].events = ev;
+        }
+        // SAFETY: two valid pollfd entries (negative fds are ignored by poll).
+        unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+        (fds[0].revents != 0 || fds[0].fd < 0) && self.p.waker.take()
+    }
+
+    fn drain(&mut self) {
+        for r in self.p.registry.take() {
+            add(&self.p.counters.streams, 1);
+            self.streams.push(Stream {
+                ring: r,
+                next_seq: 0,
+                dropped_seen: 0,
+            });
+        }
+        let bounds: Vec<(bool, u64)> = self
+            .streams
+            .iter()
+            .map(|s| {
+                let closed = s.ring().is_closed();
+                (closed, s.ring().published())
+            })
+            .collect();
+        self.timebase.push(self.p.origin.snapshot());
+        let discard = self.p.config.mode == Mode::Discard;
+        for (s, &(closed, head)) in self.streams.iter_mut().zip(&bounds) {
+            if discard {
+                let ring = s.ring();
+                add(&self.p.counters.events, head - ring.consumed());
+                ring.release(head);
+            } else {
+                drain_stream(
+                    s,
+                    head,
+                    closed,
+                    &self.timebase,
+                    &mut self.enc,
+                    &mut self.outbox,
+                    self.p,
+                );
+            }
+            let d = s.ring().dropped();
+            add(&self.p.counters.dropped, d - s.dropped_seen);
+            s.dropped_seen = d;
+        }
+        let mut k = 0;
+        let mut gone = Vec::new();
+        self.streams.retain(|s| {
+            let closed = bounds[k].0;
+            k += 1;
+            if closed {
+                gone.push(s.ring);
+            }
+            !closed
+        });
+        for r in gone {
+            // SAFETY: the thread closed the ring (it will never touch it again), its last
+            // slots were drained above, and its Stream was just removed.
+            drop(unsafe { Box::from_raw(r.0.as_ptr()) });
+        }
+    }
+
+    fn exit(&mut self) {
+        let start = Instant::now();
+        let deadline = start + self.p.config.exit_timeout;
+        self.drain();
+        let mut attempts = 0;
+        while !self.outbox.all_acked() && Instant::now() < deadline {
+            if !self.outbox.connected() {
+                if attempts >= 2 {
+                    break;
+                }
+                attempts += 1;
+                self.outbox.connect(Instant::now());
+                if !self.outbox.connected() {
+                    break;
+                }
+            }
+            self.outbox.service(Instant::now());
+            self.wait(deadline.min(Instant::now() + Duration::from_millis(50)));
+        }
+        self.outbox
+            .close(deadline.max(Instant::now() + Duration::from_millis(100)));
+    }
+}
+
+/// Drains one ring up to `head` into frames.
+fn drain_stream(
+    s: &mut Stream,
+    head: u64,
+    closed: bool,
+    timebase: &Timebase,
+    enc: &mut EventEncoder,
+    outbox: &mut Outbox,
+    p: &Process,
+) {
+    // SAFETY: see Stream::ring; borrowing through the pointer keeps `s` mutable.
+    let ring: &Ring = unsafe { s.ring.0.as_ref() };
+    let stream = ring.meta.stream;
+    if s.next_seq == 0 {
+        let open = StreamOpen {
+            header: DataHeader {
+                stream,
+                seq: 0,
+                t_p: 0,
+            },
+            kind_raw: StreamKind::Thread as u8,
+            tid: ring.meta.tid,
+            name: ring.meta.name.clone(),
+        };
+        let mut f = Vec::new();
+        frame::encode(&mut f, FrameType::StreamOpen as u8, &open.encode_body());
+        outbox.push(f);
+        s.next_seq = 1;
+    }
+    let comm_ok = outbox.caps().contains(Caps::COMM);
+    let mut conv = timebase.converter();
+    let mut i = ring.consumed();
+    let mut events = 0u64;
+    enc.clear();
+    while i < head {
+        // SAFETY: consumed() <= i < head <= published().
+        let first = unsafe { ring.slot(i) };
+        i += 1;
+        let mut next = || {
+            (i < head).then(|| {
+                i += 1;
+                // SAFETY: as above.
+                unsafe { ring.slot(i - 1) }
+            })
+        };
+        let Ok(d) = record::decode(first, &mut next) else {
+            // A torn record (only a signal handler racing its own thread can cause one):
+            // the rest of this batch is skipped.
+            break;
+        };
+        match d {
+            Decoded::Simple { kind, t, sensor } => {
+                let t = conv.ns(t);
+                match kind {
+                    Kind::Enter => enc.enter(t, sensor),
+                    Kind::Exit => enc.exit(t, sensor),
+                    _ => enc.push(&Event::Mark { t, sensor }),
+                }
+            }
+            Decoded::Counter { t, sensor, value } => enc.push(&Event::Counter {
+                t: conv.ns(t),
+                sensor,
+                value,
+            }),
+            Decoded::Comm {
+                t,
+                end,
+                sensor,
+                op,
+                fd,
+                result,
+                peer,
+            } => {
+                let (Some(op), true) = (op, comm_ok) else {
+                    continue;
+                };
+                let start = conv.ns(t);
+                enc.push(&Event::Comm {
+                    t: start,
+                    sensor,
+                    op,
+                    fd,
+                    duration: conv.ns(end).saturating_sub(start),
+                    result,
+                    peer,
+                });
+            }
+            Decoded::Socket {
+                t,
+                sensor,
+                fd,
+                proto,
+                local,
+                peer,
+            } => {
+                if !comm_ok {
+                    continue;
+                }
+                enc.push(&Event::Socket {
+                    t: conv.ns(t),
+                    sensor,
+                    fd,
+                    proto,
+                    local,
+                    peer,
+                });
+            }
+        }
+        events += 1;
+        if enc.encoded_len() >= FRAME_TARGET {
+            emit_events(s, stream, ring.dropped(), enc, outbox);
+            ring.release(i);
+        }
+    }
+    ring.release(head);
+    add(&p.counters.events, events);
+    let dropped = ring.dropped();
+    if !enc.is_empty() || dropped != s.dropped_seen {
+        emit_events(s, stream, dropped, enc, outbox);
+    }
+    if closed {
+        let close = StreamClose {
+            header: DataHeader {
+                stream,
+                seq: s.next_seq,
+                t_p: 0,
+            },
+            t_end: conv.ns(record::ticks_of(ring.close_ticks())),
+            dropped,
+        };
+        let mut f = Vec::new();
+        frame::encode(&mut f, FrameType::StreamClose as u8, &close.encode_body());
+        outbox.push(f);
+        s.next_seq += 1;
+    }
+}
+
+fn emit_events(
+    s: &mut Stream,
+    stream: u32,
+    dropped: u64,
+    enc: &mut EventEncoder,
+    outbox: &mut Outbox,
+) {
+    let mut f = Vec::with_capacity(enc.encoded_len() + 48);
+    let header = DataHeader {
+        stream,
+        seq: s.next_seq,
+        t_p: 0,
+    };
+    data::encode_events(&mut f, header, dropped, enc);
+    outbox.push(f);
+    s.next_seq += 1;
+    enc.clear();
+}

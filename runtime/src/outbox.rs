@@ -1,0 +1,572 @@
+//! Where finished data frames go, and how they become durable.
+//!
+//! Every data frame is either *in flight* (queued or written on the current connection and
+//! not yet covered by an `Ack{count}`), *in the spool*, or acknowledged. Rules:
+//!
+//! - Connected, no spool: frames are kept in memory (`inflight`) until acknowledged; `Ack`
+//!   pops them in order. Past [`MEM_LIMIT`] bytes the outbox spills to the spool.
+//! - The connection goes away (or never came): unacknowledged in-memory frames are written
+//!   to the spool, and while a spool exists *every* new frame is appended to it, so each
+//!   stream's frames stay in order.
+//! - Reconnected with a spool: the spool is replayed from its `acked` offset in bounded
+//!   chunks, newly appended frames included; once all of it is acknowledged it is deleted
+//!   and frames go straight to memory again. The server deduplicates by
+//!   `(process_uid, stream, seq)`, so resending something it already stored is harmless.
+//! - Before each transmission the frame's `t_p` is stamped (and its CRC resealed).
+//!
+//! Local-file mode is the degenerate case: the spool is the output and is never replayed.
+
+use crate::clock::Origin;
+use crate::config::Mode;
+use crate::conn::{Conn, Reply};
+use crate::spool::Spool;
+use crate::stats::{Counters, add};
+use p5_wire::Caps;
+use p5_wire::data::{Ping, stamp_send_time};
+use p5_wire::frame::{self, FrameType};
+use std::collections::VecDeque;
+use std::os::fd::RawFd;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicI32, Ordering};
+use std::time::{Duration, Instant};
+
+/// Bytes of unacknowledged frames kept in memory before spilling to the spool.
+pub const MEM_LIMIT: usize = 16 << 20;
+/// Bytes read ahead from the spool onto the connection.
+const WRITE_AHEAD: usize = 1 << 20;
+/// Interval between pings.
+pub const PING_INTERVAL: Duration = Duration::from_millis(500);
+/// First reconnect delay; doubles up to [`MAX_BACKOFF`].
+const MIN_BACKOFF: Duration = Duration::from_millis(500);
+/// Longest reconnect delay.
+const MAX_BACKOFF: Duration = Duration::from_millis(1000);
+
+/// Descriptors a forked child must close (it must not touch its parent's connection).
+#[derive(Debug)]
+pub struct Fds {
+    /// Connection socket, or −1.
+    pub conn: AtomicI32,
+    /// Spool file, or −1.
+    pub spool: AtomicI32,
+}
+
+impl Default for Fds {
+    fn default() -> Self {
+        Fds {
+            conn: AtomicI32::new(-1),
+            spool: AtomicI32::new(-1),
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Inflight {
+    /// The encoded frame (emptied once written if it can be re-read from the spool).
+    frame: Vec<u8>,
+    /// Offset just after this frame in the spool, if it is there.
+    spool_end: Option<u64>,
+}
+
+/// The frame sink of one process incarnation (owned by the flusher thread).
+#[derive(Debug)]
+pub struct Outbox {
+    mode: Mode,
+    hello: Vec<u8>,
+    spool_path: PathBuf,
+    origin: Origin,
+    counters: &'static Counters,
+    fds: &'static Fds,
+    conn: Option<Conn>,
+    spool: Option<Spool>,
+    spool_broken: bool,
+    closing: bool,
+    inflight: VecDeque<Inflight>,
+    written: usize,
+    partial: usize,
+    ctrl: Vec<u8>,
+    conn_acked: u64,
+    mem_bytes: usize,
+    produced: u64,
+    last_ack: Option<(u64, u64)>,
+    next_connect: Instant,
+    backoff: Duration,
+    next_ping: Instant,
+}
+
+impl Outbox {
+    /// A sink for `mode`; in local-file mode the output file is created right away.
+    pub fn new(
+        mode: Mode,
+        hello: Vec<u8>,
+        spool_path: PathBuf,
+        origin: Origin,
+        counters: &'static Counters,
+        fds: &'static Fds,
+    ) -> Self {
+        let now = Instant::now();
+        let mut o = Outbox {
+            mode,
+            hello,
+            spool_path,
+            origin,
+            counters,
+            fds,
+            conn: None,
+            spool: None,
+            spool_broken: false,
+            closing: false,
+            inflight: VecDeque::new(),
+            written: 0,
+            partial: 0,
+            ctrl: Vec::new(),
+            conn_acked: 0,
+            mem_bytes: 0,
+            produced: 0,
+            last_ack: None,
+            next_connect: now,
+            backoff: MIN_BACKOFF,
+            next_ping: now,
+        };
+        if o.mode == Mode::Local {
+            o.ensure_spool();
+        }
+        o
+    }
+
+    /// Capabilities to encode for: the server's accepted set while connected, else all.
+    pub fn caps(&self) -> Caps {
+        self.conn.as_ref().map_or(Caps::ALL, |c| c.caps)
+    }
+
+    /// Data frames pushed so far.
+    pub fn produced(&self) -> u64 {
+        self.produced
+    }
+
+    /// Data frames pushed so far that are acknowledged, spooled or lost (a prefix of them).
+    pub fn settled(&self) -> u64 {
+        match (&self.mode, &self.spool) {
+            (Mode::Server(_), None) => self.produced - self.inflight.len() as u64,
+            _ => self.produced,
+        }
+    }
+
+    /// True when nothing is waiting for the server (no in-flight frames, no spool).
+    pub fn all_acked(&self) -> bool {
+        !matches!(self.mode, Mode::Server(_)) || (self.inflight.is_empty() && self.spool.is_none())
+    }
+
+    /// True while connected.
+    pub fn connected(&self) -> bool {
+        self.conn.is_some()
+    }
+
+    /// When the next connection attempt is due (if disconnected in server mode).
+    pub fn next_connect(&self) -> Option<Instant> {
+        (matches!(self.mode, Mode::Server(_)) && self.conn.is_none()).then_some(self.next_connect)
+    }
+
+    /// When the next ping is due (if connected).
+    pub fn next_ping(&self) -> Option<Instant> {
+        self.conn.as_ref().map(|_| self.next_ping)
+    }
+
+    /// The socket and poll events the flusher should wait for.
+    pub fn poll_interest(&self) -> Option<(RawFd, i16)> {
+        let c = self.conn.as_ref()?;
+        let mut ev = libc::POLLIN;
+        if !self.ctrl.is_empty() || self.written < self.inflight.len() || self.can_refill() {
+            ev |= libc::POLLOUT;
+        }
+        Some((c.raw_fd(), ev))
+    }
+
+    fn can_refill(&self) -> bool {
+        self.spool.as_ref().is_some_and(|s| !s.fully_sent())
+    }
+
+    /// Accepts one finished data frame.
+    pub fn push(&mut self, frame: Vec<u8>) {
+        self.produced += 1;
+        add(&self.counters.frames, 1);
+        match self.mode {
+            Mode::Discard | Mode::Disabled => {}
+            Mode::Local => {
+                self.store(&frame);
+            }
+            Mode::Server(_) => {
+                if self.spool.is_none()
+                    && self.conn.is_some()
+                    && self.mem_bytes + frame.len() <= MEM_LIMIT
+                {
+                    self.mem_bytes += frame.len();
+                    self.inflight.push_back(Inflight {
+                        frame,
+                        spool_end: None,
+                    });
+                } else {
+                    self.spill();
+                    self.store(&frame);
+                }
+            }
+        }
+    }
+
+    fn ensure_spool(&mut self) -> bool {
+        if self.spool.is_some() {
+            return true;
+        }
+        if self.spool_broken {
+            return false;
+        }
+        match Spool::create(&self.spool_path, &self.hello) {
+            Ok(s) => {
+                self.fds.spool.store(s.raw_fd(), Ordering::Relaxed);
+                self.spool = Some(s);
+                self.counters.spool_active.store(1, Ordering::Relaxed);
+                true
+            }
+            Err(e) => {
+                self.spool_broken = true;
+                eprintln!("p5: cannot create spool {}: {e}", self.spool_path.display());
+                false
+            }
+        }
+    }
+
+    /// Appends a data frame to the spool; returns its end offset (`None`: lost).
+    fn store(&mut self, frame: &[u8]) -> Option<u64> {
+        if !self.ensure_spool() {
+            add(&self.counters.frames_lost, 1);
+            return None;
+        }
+        let spool = self.spool.as_mut()?;
+        match spool.append(frame) {
+            Ok(end) => {
+                add(&self.counters.frames_spooled, 1);
+                Some(end)
+            }
+            Err(e) => {
+                if !self.spool_broken {
+                    eprintln!("p5: cannot write spool {}: {e}", spool.path().display());
+                }
+                self.spool_broken = true;
+                add(&self.counters.frames_lost, 1);
+                None
+            }
+        }
+    }
+
+    /// Moves the in-memory in-flight frames into the spool (creating it), in order. Frames
+    /// that were already fully written stay in flight but drop their bytes.
+    fn spill(&mut self) {
+        if self.spool.is_some() || !matches!(self.mode, Mode::Server(_)) {
+            return;
+        }
+        let connected = self.conn.is_some();
+        if !self.ensure_spool() {
+            if !connected {
+                add(&self.counters.frames_lost, self.inflight.len() as u64);
+                self.inflight.clear();
+                self.mem_bytes = 0;
+            }
+            // Connected: the frames stay in memory (past the bound) so acks still line up.
+            return;
+        }
+        let entries: Vec<Inflight> = self.inflight.drain(..).collect();
+        self.mem_bytes = 0;
+        for (i, mut e) in entries.into_iter().enumerate() {
+            match self.store(&e.frame) {
+                Some(end) if connected => {
+                    if i < self.written {
+                        e.frame = Vec::new();
+                    }
+                    e.spool_end = Some(end);
+                    self.inflight.push_back(e);
+                }
+                // The spool failed: keep the frame in memory so acks still line up.
+                None if connected => {
+                    self.mem_bytes += e.frame.len();
+                    self.inflight.push_back(e);
+                }
+                _ => {}
+            }
+        }
+        if let Some(s) = self.spool.as_mut() {
+            if connected {
+                s.sent = s.len;
+            } else {
+                s.sent = s.acked;
+            }
+        }
+        self.written = self.written.min(self.inflight.len());
+    }
+
+    /// Connects if due, reads acks, refills from the spool, pings, and writes what the
+    /// socket takes. Never blocks except for a connection attempt.
+    pub fn service(&mut self, now: Instant) {
+        if self.conn.is_none() {
+            if matches!(self.mode, Mode::Server(_)) && now >= self.next_connect {
+                self.connect(now);
+            }
+            if self.conn.is_none() {
+                return;
+            }
+        }
+        if let Err(e) = self.io(now) {
+            self.disconnect(now, &e.to_string());
+        }
+        self.maybe_drop_spool();
+    }
+
+    /// Tries one connection now.
+    pub fn connect(&mut self, now: Instant) {
+        let Mode::Server(addr) = &self.mode else {
+            return;
+        };
+        match Conn::open(addr, &self.hello) {
+            Ok(c) => {
+                add(&self.counters.connects, 1);
+                self.fds.conn.store(c.raw_fd(), Ordering::Relaxed);
+                self.conn = Some(c);
+                self.conn_acked = 0;
+                self.written = 0;
+                self.partial = 0;
+                self.ctrl.clear();
+                self.backoff = MIN_BACKOFF;
+                self.next_ping = now;
+                if let Some(s) = self.spool.as_mut() {
+                    s.sent = s.acked;
+                }
+            }
+            Err(_) => {
+                self.next_connect = now + self.backoff;
+                self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+            }
+        }
+    }
+
+    fn disconnect(&mut self, now: Instant, _why: &str) {
+        if let Some(c) = self.conn.take() {
+            self.fds.conn.store(-1, Ordering::Relaxed);
+            add(&self.counters.disconnects, 1);
+            drop(c);
+        }
+        self.ctrl.clear();
+        self.written = 0;
+        self.partial = 0;
+        if self.spool.is_none() && !self.inflight.is_empty() {
+            self.spill();
+        }
+        self.inflight.clear();
+        self.mem_bytes = 0;
+        if let Some(s) = self.spool.as_mut() {
+            s.sent = s.acked;
+        }
+        self.next_connect = now + self.backoff;
+    }
+
+    fn io(&mut self, now: Instant) -> std::io::Result<()> {
+        let Some(conn) = self.conn.as_mut() else {
+            return Ok(());
+        };
+        for r in conn.read_replies()? {
+            match r {
+                Reply::Ack(a) => self.on_ack(a.count, a.t_s),
+                Reply::Error(m) => {
+                    return Err(std::io::Error::other(format!("server error: {m}")));
+                }
+            }
+        }
+        self.refill()?;
+        if now >= self.next_ping {
+            // Always move the deadline on (a blocked socket must not make the flusher spin);
+            // skip this ping if the previous control frame has not left yet.
+            self.next_ping = now + PING_INTERVAL;
+            if self.ctrl.is_empty() {
+                self.queue_ping();
+            }
+        }
+        self.write()
+    }
+
+    fn on_ack(&mut self, count: u64, t_s: u64) {
+        self.last_ack = Some((t_s, self.origin.elapsed_ns()));
+        let n = count
+            .saturating_sub(self.conn_acked)
+            .min(self.written as u64);
+        for _ in 0..n {
+            if let Some(e) = self.inflight.pop_front() {
+                match e.spool_end {
+                    Some(end) => {
+                        if let Some(s) = self.spool.as_mut() {
+                            s.acked = s.acked.max(end);
+                        }
+                    }
+                    None => self.mem_bytes = self.mem_bytes.saturating_sub(e.frame.len()),
+                }
+            }
+        }
+        self.written -= n as usize;
+        self.conn_acked += n;
+        add(&self.counters.frames_acked, n);
+    }
+
+    fn refill(&mut self) -> std::io::Result<()> {
+        let Some(spool) = self.spool.as_mut() else {
+            return Ok(());
+        };
+        if self.mode == Mode::Local {
+            return Ok(());
+        }
+        let mut ahead: usize = self
+            .inflight
+            .iter()
+            .skip(self.written)
+            .map(|e| e.frame.len())
+            .sum();
+        while ahead < WRITE_AHEAD && !spool.fully_sent() {
+            let frames = match spool.next_frames() {
+                Ok(f) => f,
+                Err(e) => {
+                    eprintln!("p5: {e}");
+                    break;
+                }
+            };
+            for (f, end) in frames {
+                let data = f
+                    .get(frame::HEADER_LEN)
+                    .and_then(|&t| FrameType::from_u8(t))
+                    .is_some_and(FrameType::is_data);
+                if data {
+                    ahead += f.len();
+                    self.inflight.push_back(Inflight {
+                        frame: f,
+                        spool_end: Some(end),
+                    });
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn queue_ping(&mut self) {
+        let echo = match (self.caps().contains(Caps::PING_ECHO), self.last_ack) {
+            (true, Some(a)) => a,
+            _ => (0, 0),
+        };
+        let ping = Ping {
+            t_p: self.origin.elapsed_ns(),
+            echo_t_s: echo.0,
+            echo_t_p: echo.1,
+        };
+        frame::encode(&mut self.ctrl, FrameType::Ping as u8, &ping.encode_body());
+    }
+
+    fn write(&mut self) -> std::io::Result<()> {
+        let Some(conn) = self.conn.as_mut() else {
+            return Ok(());
+        };
+        loop {
+            if self.partial == 0 {
+                if !self.ctrl.is_empty() {
+                    let n = conn.write_some(&self.ctrl)?;
+                    if n == 0 {
+                        return Ok(());
+                    }
+                    add(&self.counters.bytes_sent, n as u64);
+                    self.ctrl.drain(..n);
+                    continue;
+                }
+                if self.closing {
+                    // After Goodbye nothing new starts; unsent frames go to the spool.
+                    return Ok(());
+                }
+            }
+            let Some(e) = self.inflight.get_mut(self.written) else {
+                return Ok(());
+            };
+            if self.partial == 0 {
+                stamp_send_time(&mut e.frame, self.origin.elapsed_ns());
+                add(&self.counters.frames_sent, 1);
+            }
+            let n = conn.write_some(&e.frame[self.partial..])?;
+            if n == 0 {
+                return Ok(());
+            }
+            add(&self.counters.bytes_sent, n as u64);
+            self.partial += n;
+            if self.partial == e.frame.len() {
+                if e.spool_end.is_some() {
+                    e.frame = Vec::new();
+                }
+                self.written += 1;
+                self.partial = 0;
+            }
+        }
+    }
+
+    fn maybe_drop_spool(&mut self) {
+        if self.mode == Mode::Local || self.conn.is_none() || !self.inflight.is_empty() {
+            return;
+        }
+        if self.spool.as_ref().is_some_and(Spool::fully_sent)
+            && let Some(s) = self.spool.take()
+        {
+            self.fds.spool.store(-1, Ordering::Relaxed);
+            self.counters.spool_active.store(0, Ordering::Relaxed);
+            s.remove();
+        }
+    }
+
+    /// Ends the connection and the spool for a clean exit: queues `Goodbye` on the
+    /// connection (giving it until `deadline` to leave), spills what is unacknowledged,
+    /// appends `Goodbye` to any spool that remains and syncs it.
+    pub fn close(&mut self, deadline: Instant) {
+        let mut goodbye = Vec::new();
+        let t_p = self.origin.elapsed_ns().to_le_bytes();
+        frame::encode(&mut goodbye, FrameType::Goodbye as u8, &t_p);
+        self.closing = true;
+        if self.conn.is_some() {
+            self.ctrl.extend_from_slice(&goodbye);
+            while self.conn.is_some() && !self.ctrl.is_empty() && Instant::now() < deadline {
+                if let Err(e) = self.write() {
+                    self.disconnect(Instant::now(), &e.to_string());
+                    break;
+                }
+                if !self.ctrl.is_empty() {
+                    self.wait_writable(deadline);
+                }
+            }
+        }
+        // Whatever is not acknowledged now goes to (or stays in) the spool.
+        if !self.inflight.is_empty() && self.spool.is_none() {
+            self.spill();
+        }
+        self.inflight.clear();
+        if let Some(c) = self.conn.take() {
+            self.fds.conn.store(-1, Ordering::Relaxed);
+            drop(c);
+        }
+        if let Some(s) = self.spool.as_mut() {
+            let _ = s.append(&goodbye);
+            s.sync();
+        }
+    }
+
+    fn wait_writable(&self, deadline: Instant) {
+        if let Some(c) = &self.conn {
+            let ms = deadline
+                .saturating_duration_since(Instant::now())
+                .as_millis()
+                .min(50) as i32;
+            let mut p = libc::pollfd {
+                fd: c.raw_fd(),
+                events: libc::POLLOUT,
+                revents: 0,
+            };
+            // SAFETY: one valid pollfd.
+            unsafe { libc::poll(&mut p, 1, ms) };
+        }
+    }
+}
