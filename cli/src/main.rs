@@ -16,16 +16,8 @@ enum Cmd {
     /// Build the bundled sample (a multi-threaded TCP client/server in C), record it with a log
     /// server, and print a summary of the recorded session.
     Demo(p5_cli::demo::DemoArgs),
-    /// Run a log server in the foreground (the same server as `p5-logserver`, default
-    /// options; use `p5-logserver` for all of them).
-    Logserver {
-        /// Address to listen on.
-        #[arg(long, default_value = p5_logserver::config::DEFAULT_LISTEN)]
-        listen: String,
-        /// Store directory.
-        #[arg(long, default_value = p5_logserver::config::DEFAULT_STORE)]
-        store: PathBuf,
-    },
+    /// Run a log server (the same as `p5-logserver`, with the same options and subcommands).
+    Logserver(p5_logserver::cli::Cli),
     /// Summarize a session store (sessions, processes, streams, events per sensor, offsets).
     Inspect {
         /// Store directory.
@@ -37,26 +29,27 @@ enum Cmd {
 }
 
 fn main() -> ExitCode {
+    let cli = Cli::parse();
+    // The log server reports connections at info level; the other commands only warnings.
+    let level = match cli.cmd {
+        Cmd::Logserver(_) => "info",
+        _ => "warn",
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("P5_LOG")
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(level)),
         )
         .with_writer(std::io::stderr)
         .init();
-    let cli = Cli::parse();
     let result = match cli.cmd {
         Cmd::Demo(args) => p5_cli::demo::run(&args),
-        Cmd::Inspect { dir, json } => p5_cli::inspect(&dir, json),
-        Cmd::Logserver { listen, store } => p5_logserver::run(p5_logserver::ServerConfig {
-            listen,
-            store,
-            ..Default::default()
-        })
-        .map_err(Into::into),
+        Cmd::Inspect { dir, json } => p5_logserver::cli::inspect(&dir, json),
+        Cmd::Logserver(cli) => p5_logserver::cli::run(cli),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        Err(e) if p5_logserver::cli::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("p5: {e:#}");
             ExitCode::FAILURE

@@ -18,6 +18,7 @@
 //! CLOCK_MONOTONIC based); each segment header carries the run's CLOCK_MONOTONIC and wall-clock
 //! start so several runs can be put on one time base.
 
+pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod conn;

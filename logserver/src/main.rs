@@ -1,88 +1,9 @@
 //! `p5-logserver`: the p5 log server binary. Parses the command line and calls the library.
 
-use anyhow::Context as _;
-use clap::{Args, Parser, Subcommand};
-use p5_logserver::config::{self, ConnLimits, ServerConfig, StoreConfig};
+use clap::Parser as _;
+use p5_logserver::cli::{Cli, is_broken_pipe, run};
 use std::io::{IsTerminal as _, Write as _};
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
-
-/// The p5 log server: receives event frames from instrumented processes and keeps them,
-/// exactly once and durably, in an append-only session store.
-#[derive(Debug, Parser)]
-#[command(
-    name = "p5-logserver",
-    version,
-    about,
-    args_conflicts_with_subcommands = true
-)]
-struct Cli {
-    #[command(flatten)]
-    serve: ServeArgs,
-    #[command(subcommand)]
-    command: Option<Command>,
-}
-
-/// Options of the server (no subcommand).
-#[derive(Debug, Args)]
-struct ServeArgs {
-    /// Address to listen on; the default port 28725 = 0x7035 = 'p5'. Port 0 picks a free port;
-    /// the first line on stdout is `listening on ADDR`.
-    #[arg(long, default_value = config::DEFAULT_LISTEN)]
-    listen: String,
-    /// Store directory.
-    #[arg(long, default_value = config::DEFAULT_STORE)]
-    store: PathBuf,
-    /// Close connections that send nothing for this long (e.g. 500ms, 30s, 10m).
-    #[arg(long, default_value = "10m", value_parser = config::parse_duration)]
-    idle_timeout: Duration,
-    /// A new connection must send its Hello within this time.
-    #[arg(long, default_value = "10s", value_parser = config::parse_duration)]
-    hello_timeout: Duration,
-    /// A frame must complete within this time of its first byte (slow-loris guard).
-    #[arg(long, default_value = "30s", value_parser = config::parse_duration)]
-    frame_timeout: Duration,
-    /// Most concurrent connections.
-    #[arg(long, default_value_t = 1024)]
-    max_connections: usize,
-    /// Bytes of received, not yet durable frames held in memory, server-wide (e.g. 256M).
-    #[arg(long, default_value = "256M", value_parser = config::parse_size)]
-    inflight: u64,
-    /// Start a new segment once one would grow past this size.
-    #[arg(long, default_value = "256M", value_parser = config::parse_size)]
-    segment_size: u64,
-    /// Group commit: sync after at most this many queued bytes.
-    #[arg(long, default_value = "16M", value_parser = config::parse_size)]
-    commit_bytes: u64,
-    /// Group commit: wait this long before each sync for more records to join.
-    #[arg(long, default_value = "0ms", value_parser = config::parse_duration)]
-    commit_delay: Duration,
-    /// Async worker threads (default: one per core).
-    #[arg(long)]
-    threads: Option<usize>,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Summarize a store: sessions, processes, streams, sensors, clock samples, repairs.
-    Inspect {
-        /// Store directory.
-        dir: PathBuf,
-        /// Print JSON instead of text.
-        #[arg(long)]
-        json: bool,
-    },
-    /// Import runtime spool files (a Hello frame followed by data frames) into a store.
-    Import {
-        /// Store directory (must not be in use by a running server).
-        #[arg(long)]
-        store: PathBuf,
-        /// Spool files.
-        #[arg(required = true)]
-        files: Vec<PathBuf>,
-    },
-}
 
 fn main() -> ExitCode {
     tracing_subscriber::fmt()
@@ -93,99 +14,12 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
         )
         .init();
-    let cli = Cli::parse();
-    let result = match cli.command {
-        None => serve(cli.serve),
-        Some(Command::Inspect { dir, json }) => inspect(&dir, json),
-        Some(Command::Import { store, files }) => import(&store, &files),
-    };
-    match result {
+    match run(Cli::parse()) {
         Ok(()) => ExitCode::SUCCESS,
-        // `p5-logserver inspect STORE | head` is not an error.
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             let _ = writeln!(std::io::stderr(), "p5-logserver: error: {e:#}");
             ExitCode::FAILURE
         }
     }
-}
-
-fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
-            .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
-            || c.downcast_ref::<serde_json::Error>()
-                .and_then(|j| j.io_error_kind())
-                .is_some_and(|k| k == std::io::ErrorKind::BrokenPipe)
-    })
-}
-
-fn serve(a: ServeArgs) -> anyhow::Result<()> {
-    let config = ServerConfig {
-        listen: a.listen,
-        store: a.store,
-        limits: ConnLimits {
-            hello_timeout: a.hello_timeout,
-            idle_timeout: a.idle_timeout,
-            frame_timeout: a.frame_timeout,
-            ..ConnLimits::default()
-        },
-        max_connections: a.max_connections,
-        inflight_bytes: usize::try_from(a.inflight).unwrap_or(usize::MAX),
-        worker_threads: a.threads,
-        store_config: StoreConfig {
-            segment_max_bytes: a.segment_size,
-            commit_max_bytes: usize::try_from(a.commit_bytes).unwrap_or(usize::MAX),
-            commit_delay: a.commit_delay,
-            ..StoreConfig::default()
-        },
-    };
-    let store = config.store.clone();
-    p5_logserver::run(config)
-        .with_context(|| format!("log server on store {} failed", store.display()))
-}
-
-fn inspect(dir: &std::path::Path, json: bool) -> anyhow::Result<()> {
-    let summary = p5_logserver::inspect::inspect(dir)
-        .with_context(|| format!("cannot inspect {}", dir.display()))?;
-    let mut out = std::io::stdout().lock();
-    if json {
-        serde_json::to_writer_pretty(&mut out, &summary).context("cannot write JSON")?;
-        writeln!(out)?;
-    } else {
-        p5_logserver::inspect::render_text(&summary, &mut out).context("cannot write output")?;
-    }
-    Ok(())
-}
-
-fn import(store: &std::path::Path, files: &[PathBuf]) -> anyhow::Result<()> {
-    let report = p5_logserver::import::import_files(store, files, StoreConfig::default())
-        .with_context(|| format!("cannot import into {}", store.display()))?;
-    let mut out = std::io::stdout().lock();
-    for f in &report.files {
-        let status = match (&f.error, &f.tail) {
-            (Some(e), _) => format!("FAILED: {e}"),
-            (None, Some(t)) => format!("stopped early: {t}"),
-            (None, None) => "ok".into(),
-        };
-        writeln!(
-            out,
-            "{}: {} process(es), {} data frames, {} events: {status}",
-            f.path.display(),
-            f.processes.len(),
-            f.data_frames,
-            f.events
-        )?;
-    }
-    for (session, s) in &report.sessions {
-        writeln!(
-            out,
-            "session {session}: {} frames stored, {} duplicates skipped",
-            s.frames, s.duplicates
-        )?;
-    }
-    if report.has_errors() {
-        anyhow::bail!("some files could not be imported");
-    }
-    Ok(())
 }

@@ -570,3 +570,138 @@ impl Outbox {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use p5_wire::data::{Ack, DataHeader, StreamOpen};
+    use p5_wire::{Caps, Hello, HelloAck};
+    use std::io::{Read, Write};
+    use std::net::{TcpListener, TcpStream};
+
+    fn leak<T>(t: T) -> &'static T {
+        Box::leak(Box::new(t))
+    }
+
+    fn data_frame(stream: u32) -> Vec<u8> {
+        let open = StreamOpen {
+            header: DataHeader {
+                stream,
+                seq: 0,
+                t_p: 0,
+            },
+            kind_raw: 1,
+            tid: 1,
+            name: format!("s{stream}"),
+        };
+        let mut f = Vec::new();
+        frame::encode(&mut f, FrameType::StreamOpen as u8, &open.encode_body());
+        f
+    }
+
+    fn read_frame(s: &mut TcpStream) -> Option<(u8, Vec<u8>)> {
+        let mut h = [0u8; frame::HEADER_LEN];
+        s.read_exact(&mut h).ok()?;
+        let (len, crc) = frame::parse_header(&h, frame::MAX_FRAME_LEN).ok()?;
+        let mut p = vec![0u8; len as usize];
+        s.read_exact(&mut p).ok()?;
+        let f = frame::check(crc, &p).ok()?;
+        Some((f.ty, f.body.to_vec()))
+    }
+
+    /// Acknowledges every data frame; returns the streams of the data frames, in order,
+    /// once the client says Goodbye.
+    fn ack_all(l: TcpListener) -> std::thread::JoinHandle<Vec<u32>> {
+        std::thread::spawn(move || {
+            let (mut s, _) = l.accept().unwrap();
+            let (ty, body) = read_frame(&mut s).unwrap();
+            assert_eq!(ty, FrameType::Hello as u8);
+            Hello::decode_body(&body).unwrap();
+            let ack = HelloAck {
+                version: 1,
+                caps: Caps::ALL,
+                server_run_id: 1,
+                t_s: 5,
+            };
+            let mut out = Vec::new();
+            frame::encode(&mut out, FrameType::HelloAck as u8, &ack.encode_body());
+            s.write_all(&out).unwrap();
+            let mut streams = Vec::new();
+            while let Some((ty, body)) = read_frame(&mut s) {
+                if ty == FrameType::Goodbye as u8 {
+                    break;
+                }
+                if ty == FrameType::StreamOpen as u8 {
+                    let h = DataHeader::peek(&body).unwrap();
+                    assert!(h.t_p > 0, "send time stamped");
+                    streams.push(h.stream);
+                    let a = Ack {
+                        count: streams.len() as u64,
+                        t_s: 9,
+                    };
+                    let mut out = Vec::new();
+                    frame::encode(&mut out, FrameType::Ack as u8, &a.encode_body());
+                    s.write_all(&out).unwrap();
+                }
+            }
+            streams
+        })
+    }
+
+    fn service_until(o: &mut Outbox, done: impl Fn(&Outbox) -> bool) {
+        for _ in 0..10_000 {
+            if done(o) {
+                return;
+            }
+            o.service(Instant::now());
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        panic!("outbox never got there: {o:?}");
+    }
+
+    #[test]
+    fn spools_while_absent_then_replays_and_goes_direct() {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let addr = format!("127.0.0.1:{port}");
+        let dir = std::env::temp_dir().join(format!("p5-outbox-test-{}", std::process::id()));
+        let path = dir.join("x.p5spool");
+        let hello = crate::identity::hello_frame(&p5_wire::Identity::default());
+        let counters = leak(Counters::default());
+        let mut o = Outbox::new(
+            Mode::Server(addr.clone()),
+            hello,
+            path.clone(),
+            Origin::capture(false),
+            counters,
+            leak(Fds::default()),
+        );
+        // Nobody listens: frames go to the spool and count as settled.
+        o.service(Instant::now());
+        assert!(!o.connected());
+        for s in 1..=3 {
+            o.push(data_frame(s));
+        }
+        assert_eq!(o.settled(), 3);
+        assert!(path.exists());
+        assert!(!o.all_acked());
+        // The server appears: the spool is replayed, acknowledged and deleted.
+        let server = ack_all(TcpListener::bind(&addr).unwrap());
+        o.connect(Instant::now());
+        assert!(o.connected());
+        service_until(&mut o, Outbox::all_acked);
+        assert!(!path.exists(), "acknowledged spool deleted");
+        // Now frames travel from memory and are settled only once acknowledged.
+        o.push(data_frame(4));
+        assert_eq!(o.settled(), 3);
+        service_until(&mut o, |o| o.settled() == 4);
+        o.close(Instant::now() + Duration::from_secs(5));
+        assert_eq!(server.join().unwrap(), [1, 2, 3, 4]);
+        let s = counters.snapshot();
+        assert_eq!((s.frames, s.frames_acked, s.frames_spooled), (4, 4, 3));
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
