@@ -143,6 +143,7 @@ fn record(exe: &Path, logserver: &str, args: &DemoArgs) -> anyhow::Result<()> {
             &args.requests.to_string(),
         ])
         .envs(env)
+        .stdout(Stdio::null())
         .status()
         .context("cannot run the pingpong client")?;
     let server_status = wait_bounded(&mut server, Duration::from_secs(60))?;
@@ -154,8 +155,11 @@ fn record(exe: &Path, logserver: &str, args: &DemoArgs) -> anyhow::Result<()> {
 
 fn first_line_port(child: &mut Child) -> anyhow::Result<u16> {
     let out = child.stdout.take().context("no stdout from the server")?;
+    let mut reader = BufReader::new(out);
     let mut line = String::new();
-    BufReader::new(out).read_line(&mut line)?;
+    reader.read_line(&mut line)?;
+    // Keep draining so later output can never block or kill the server with SIGPIPE.
+    std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
     line.trim()
         .rsplit(':')
         .next()

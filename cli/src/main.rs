@@ -5,7 +5,11 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 #[derive(Parser, Debug)]
-#[command(name = "p5", version, about = "p5: one synchronized picture of a distributed program")]
+#[command(
+    name = "p5",
+    version,
+    about = "p5: one synchronized picture of a distributed program"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,

@@ -44,11 +44,14 @@ pub fn static_lib() -> anyhow::Result<PathBuf> {
     let release = exe_dir.components().any(|c| c.as_os_str() == "release");
     eprintln!("building {LIB_NAME} (cargo build -p p5-runtime)...");
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cmd.current_dir(&workspace).args(["build", "-p", "p5-runtime"]);
+    cmd.current_dir(&workspace)
+        .args(["build", "-p", "p5-runtime"]);
     if release {
         cmd.arg("--release");
     }
-    let status = cmd.status().context("cannot run cargo to build the runtime")?;
+    let status = cmd
+        .status()
+        .context("cannot run cargo to build the runtime")?;
     if !status.success() {
         bail!("cargo build -p p5-runtime failed ({status})");
     }
@@ -56,7 +59,12 @@ pub fn static_lib() -> anyhow::Result<PathBuf> {
         .iter()
         .find(|p| p.is_file())
         .cloned()
-        .with_context(|| format!("{LIB_NAME} still missing after the build in {}", exe_dir.display()))
+        .with_context(|| {
+            format!(
+                "{LIB_NAME} still missing after the build in {}",
+                exe_dir.display()
+            )
+        })
 }
 
 /// Compiles C sources into `out` with the runtime linked in. `include_dir` must hold `p5.h`.
@@ -79,7 +87,10 @@ pub fn compile_c(
         .status()
         .with_context(|| format!("cannot run the C compiler {cc:?} (install gcc)"))?;
     if !status.success() {
-        bail!("the C compiler failed ({status}) building {}", out.display());
+        bail!(
+            "the C compiler failed ({status}) building {}",
+            out.display()
+        );
     }
     Ok(())
 }

@@ -37,7 +37,12 @@ struct LogServer(Child);
 impl LogServer {
     fn start(store: &Path, port: u16) -> Self {
         let mut child = Command::new(env!("CARGO_BIN_EXE_p5"))
-            .args(["logserver", "--listen", &format!("127.0.0.1:{port}"), "--store"])
+            .args([
+                "logserver",
+                "--listen",
+                &format!("127.0.0.1:{port}"),
+                "--store",
+            ])
             .arg(store)
             .stdout(Stdio::piped())
             .spawn()
@@ -71,20 +76,35 @@ impl Drop for LogServer {
 }
 
 fn loadgen(port: u16, session: &str, spool: &Path, args: &[&str]) -> Child {
-    Command::new(env!("CARGO_BIN_EXE_p5-loadgen"))
-        .args(args)
-        .env("P5_LOGSERVER", format!("127.0.0.1:{port}"))
-        .env("P5_SESSION", session)
-        .env("P5_DIR", spool)
-        .env("P5_EXIT_TIMEOUT_MS", "20000")
-        .stdout(Stdio::null())
+    loadgen_cmd(port, session, spool, args)
         .spawn()
         .expect("start p5-loadgen")
 }
 
-fn wait_ok(mut c: Child) {
-    let status = c.wait().unwrap();
-    assert!(status.success(), "p5-loadgen exit: {status}");
+fn loadgen_cmd(port: u16, session: &str, spool: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_p5-loadgen"));
+    c.args(args)
+        .env("P5_LOGSERVER", format!("127.0.0.1:{port}"))
+        .env("P5_SESSION", session)
+        .env("P5_DIR", spool)
+        .env("P5_EXIT_TIMEOUT_MS", "20000")
+        .stdout(Stdio::piped());
+    c
+}
+
+fn wait_ok(c: Child) -> String {
+    let out = c.wait_with_output().unwrap();
+    assert!(out.status.success(), "p5-loadgen exit: {}", out.status);
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A counter from p5-loadgen's `key=value` stats line.
+fn stat(report: &str, key: &str) -> u64 {
+    report
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix(key)?.strip_prefix('='))
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| panic!("no {key} in {report:?}"))
 }
 
 /// One process as read back from the store.
@@ -109,7 +129,12 @@ fn read_session(store: &Path, session: &str) -> BTreeMap<u64, Proc> {
                 p.pid = identity.pid;
                 p.ppid = identity.ppid;
             }
-            StoreRecord::Data { process_uid, ty, body, .. } => {
+            StoreRecord::Data {
+                process_uid,
+                ty,
+                body,
+                ..
+            } => {
                 let p = procs.entry(process_uid).or_default();
                 if ty == FrameType::StreamOpen as u8 {
                     let o = StreamOpen::decode_body(body).unwrap();
@@ -125,7 +150,11 @@ fn read_session(store: &Path, session: &str) -> BTreeMap<u64, Proc> {
             _ => {}
         }
     }
-    assert!(records.faults().is_empty(), "faults: {:?}", records.faults());
+    assert!(
+        records.faults().is_empty(),
+        "faults: {:?}",
+        records.faults()
+    );
     procs
 }
 
@@ -137,7 +166,13 @@ fn check_load(p: &Proc, threads: usize, events: usize) {
         .values()
         .filter(|(name, _)| name.starts_with("load-"))
         .collect();
-    assert_eq!(loads.len(), threads, "threads of pid {}: {:?}", p.pid, p.streams.keys());
+    assert_eq!(
+        loads.len(),
+        threads,
+        "threads of pid {}: {:?}",
+        p.pid,
+        p.streams.keys()
+    );
     for (name, evs) in loads {
         assert_eq!(evs.len(), events, "{name} of pid {}", p.pid);
         let mut last = 0;
@@ -162,7 +197,12 @@ fn threads_events_arrive_exactly_once_in_order() {
     let store = dir.path().join("store");
     let port = free_port();
     let server = LogServer::start(&store, port);
-    wait_ok(loadgen(port, "once", dir.path(), &["--threads", "4", "--events", "50000"]));
+    wait_ok(loadgen(
+        port,
+        "once",
+        dir.path(),
+        &["--threads", "4", "--events", "50000"],
+    ));
     server.terminate();
     let procs = read_session(&store, "once");
     assert_eq!(procs.len(), 1);
@@ -176,18 +216,30 @@ fn log_server_killed_mid_run_and_restarted_loses_nothing() {
     let port = free_port();
     let server = LogServer::start(&store, port);
     // ~2.5 s of recording: 4 threads, 200 pauses of 10 ms each.
-    let gen = loadgen(
+    let load = loadgen(
         port,
         "kill",
         dir.path(),
-        &["--threads", "4", "--events", "200000", "--pause-us", "10000"],
+        &[
+            "--threads",
+            "4",
+            "--events",
+            "200000",
+            "--pause-us",
+            "10000",
+        ],
     );
     std::thread::sleep(Duration::from_millis(800));
     server.sigkill();
     std::thread::sleep(Duration::from_millis(500));
     let server = LogServer::start(&store, port);
-    wait_ok(gen);
+    let report = wait_ok(load);
     server.terminate();
+    assert!(
+        stat(&report, "connects") >= 2,
+        "reconnected after the kill: {report}"
+    );
+    assert_eq!(stat(&report, "lost"), 0, "{report}");
     let procs = read_session(&store, "kill");
     assert_eq!(procs.len(), 1);
     check_load(procs.values().next().unwrap(), 4, 200_000);
@@ -198,19 +250,32 @@ fn log_server_absent_at_start_then_started_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let store = dir.path().join("store");
     let port = free_port();
-    let gen = loadgen(
+    let load = loadgen(
         port,
         "late",
         dir.path(),
-        &["--threads", "2", "--events", "40000", "--pause-us", "10000"],
+        // ~2 s of recording: 400 pauses of 10 ms; the server comes up after 0.7 s.
+        &[
+            "--threads",
+            "2",
+            "--events",
+            "400000",
+            "--pause-us",
+            "10000",
+        ],
     );
     std::thread::sleep(Duration::from_millis(700));
     let server = LogServer::start(&store, port);
-    wait_ok(gen);
+    let report = wait_ok(load);
     server.terminate();
+    assert!(
+        stat(&report, "spooled") > 0,
+        "frames went to the spool first: {report}"
+    );
+    assert_eq!(stat(&report, "lost"), 0, "{report}");
     let procs = read_session(&store, "late");
     assert_eq!(procs.len(), 1);
-    check_load(procs.values().next().unwrap(), 2, 40_000);
+    check_load(procs.values().next().unwrap(), 2, 400_000);
     // Everything was delivered, so no spool file is left behind.
     let left: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
@@ -218,6 +283,41 @@ fn log_server_absent_at_start_then_started_loses_nothing() {
         .filter(|e| e.file_name().to_string_lossy().ends_with(".p5spool"))
         .collect();
     assert!(left.is_empty(), "spool files left: {left:?}");
+}
+
+#[test]
+fn process_that_never_reached_a_server_leaves_a_spool_that_imports_exactly() {
+    let dir = tempfile::tempdir().unwrap();
+    let spool_dir = dir.path().join("spool");
+    let store = dir.path().join("store");
+    std::fs::create_dir_all(&spool_dir).unwrap();
+    // Nothing listens on the port: the process runs and exits without a log server.
+    let mut load = loadgen_cmd(
+        free_port(),
+        "away",
+        &spool_dir,
+        &["--threads", "3", "--events", "30000"],
+    );
+    load.env_remove("P5_EXIT_TIMEOUT_MS");
+    let report = wait_ok(load.spawn().unwrap());
+    assert_eq!(stat(&report, "connects"), 0, "{report}");
+    let spools: Vec<_> = std::fs::read_dir(&spool_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "p5spool"))
+        .collect();
+    assert_eq!(spools.len(), 1, "one spool file: {spools:?}");
+    let status = Command::new(env!("CARGO_BIN_EXE_p5"))
+        .args(["logserver", "import", "--store"])
+        .arg(&store)
+        .arg(&spools[0])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let procs = read_session(&store, "away");
+    assert_eq!(procs.len(), 1);
+    check_load(procs.values().next().unwrap(), 3, 30_000);
 }
 
 #[test]
@@ -252,7 +352,15 @@ fn demo_records_the_c_sample() {
     let out = dir.path().join("demo");
     let started = Instant::now();
     let output = Command::new(env!("CARGO_BIN_EXE_p5"))
-        .args(["demo", "--threads", "3", "--requests", "150", "--json", "--out"])
+        .args([
+            "demo",
+            "--threads",
+            "3",
+            "--requests",
+            "150",
+            "--json",
+            "--out",
+        ])
         .arg(&out)
         .output()
         .expect("run p5 demo");
@@ -295,6 +403,9 @@ fn demo_records_the_c_sample() {
     // Three handler threads plus the main thread on the server.
     assert!(server["streams"].as_array().unwrap().len() >= 4);
     for p in procs {
-        assert!(p["offsets"]["count"].as_u64().unwrap() > 0, "offset samples");
+        assert!(
+            p["offsets"]["count"].as_u64().unwrap() > 0,
+            "offset samples"
+        );
     }
 }

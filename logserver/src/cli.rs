@@ -1,9 +1,9 @@
 //! The command line of `p5-logserver`, in the library so that the `p5` umbrella command
 //! offers the same options (`p5 logserver ...`) without copying them.
 
+use crate::config::{self, ConnLimits, ServerConfig, StoreConfig};
 use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
-use crate::config::{self, ConnLimits, ServerConfig, StoreConfig};
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -126,8 +126,7 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
         },
     };
     let store = config.store.clone();
-    crate::run(config)
-        .with_context(|| format!("log server on store {} failed", store.display()))
+    crate::run(config).with_context(|| format!("log server on store {} failed", store.display()))
 }
 
 /// Prints a summary of a store, as text or JSON.

@@ -55,6 +55,7 @@ pub fn run(config: ServerConfig) -> Result<(), Error> {
         .map_err(|e| Error::io("cannot start the async runtime", e))?;
     runtime.block_on(async move {
         let server = Server::bind(config).await?;
+        let shutdown = server::shutdown_signal()?;
         let addr = server.local_addr();
         let mut out = std::io::stdout().lock();
         if let Err(e) = writeln!(out, "listening on {addr}").and_then(|()| out.flush()) {
@@ -62,7 +63,7 @@ pub fn run(config: ServerConfig) -> Result<(), Error> {
         }
         drop(out);
         tracing::info!(%addr, "listening");
-        let summary = server.run(server::shutdown_signal()).await?;
+        let summary = server.run(shutdown).await?;
         tracing::info!(
             connections = summary.connections,
             "log server stopped: store flushed and synced"

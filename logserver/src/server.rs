@@ -173,22 +173,19 @@ fn report_task(done: Result<(), tokio::task::JoinError>) {
     }
 }
 
-/// Resolves on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
+/// Installs SIGINT and SIGTERM handlers now and returns a future that resolves when either
+/// arrives. Install before announcing the address, so that a signal sent right after the
+/// announcement still drains the server instead of killing it.
+pub fn shutdown_signal() -> Result<impl Future<Output = ()>, Error> {
     use tokio::signal::unix::{SignalKind, signal};
-    match (
-        signal(SignalKind::interrupt()),
-        signal(SignalKind::terminate()),
-    ) {
-        (Ok(mut int), Ok(mut term)) => {
-            tokio::select! {
-                _ = int.recv() => tracing::info!("SIGINT received"),
-                _ = term.recv() => tracing::info!("SIGTERM received"),
-            }
+    let mut int = signal(SignalKind::interrupt())
+        .map_err(|e| Error::io("cannot install the SIGINT handler", e))?;
+    let mut term = signal(SignalKind::terminate())
+        .map_err(|e| Error::io("cannot install the SIGTERM handler", e))?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => tracing::info!("SIGINT received"),
+            _ = term.recv() => tracing::info!("SIGTERM received"),
         }
-        (Err(e), _) | (_, Err(e)) => {
-            tracing::warn!("cannot install signal handlers: {e}");
-            std::future::pending::<()>().await;
-        }
-    }
+    })
 }

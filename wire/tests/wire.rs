@@ -23,16 +23,16 @@ fn event() -> impl Strategy<Value = Event> {
     let sensor = prop_oneof![0u64..20, any::<u64>()];
     let t = any::<u64>();
     prop_oneof![
-        (t.clone(), sensor.clone()).prop_map(|(t, sensor)| Event::Enter { t, sensor }),
-        (t.clone(), sensor.clone()).prop_map(|(t, sensor)| Event::Exit { t, sensor }),
-        (t.clone(), sensor.clone()).prop_map(|(t, sensor)| Event::Mark { t, sensor }),
-        (t.clone(), sensor.clone(), any::<i64>()).prop_map(|(t, sensor, value)| Event::Counter {
+        (t, sensor.clone()).prop_map(|(t, sensor)| Event::Enter { t, sensor }),
+        (t, sensor.clone()).prop_map(|(t, sensor)| Event::Exit { t, sensor }),
+        (t, sensor.clone()).prop_map(|(t, sensor)| Event::Mark { t, sensor }),
+        (t, sensor.clone(), any::<i64>()).prop_map(|(t, sensor, value)| Event::Counter {
             t,
             sensor,
             value
         }),
         (
-            t.clone(),
+            t,
             sensor.clone(),
             1u8..=12,
             any::<i64>(),
@@ -184,7 +184,7 @@ fn realistic_trace_is_under_eight_bytes_per_event() {
             enc.exit(t, stack.pop().unwrap());
         }
         n += 1;
-        if n % 50 == 0 {
+        if n.is_multiple_of(50) {
             enc.push(&Event::Comm {
                 t,
                 sensor: 77,

@@ -76,5 +76,18 @@ fn run(args: &Args) {
     }
     p5_runtime::flush();
     let s = p5_runtime::stats();
-    println!("pid {} recorded {:?}", std::process::id(), s);
+    // One line per process, `key=value` pairs, for scripts and tests.
+    println!(
+        "pid={} events={} dropped={} frames={} sent={} acked={} spooled={} lost={} connects={} disconnects={}",
+        std::process::id(),
+        s.events,
+        s.dropped,
+        s.frames,
+        s.frames_sent,
+        s.frames_acked,
+        s.frames_spooled,
+        s.frames_lost,
+        s.connects,
+        s.disconnects
+    );
 }
