@@ -189,10 +189,6 @@ fn import_frames(store: &Store, path: &Path, out: &mut FileImport) -> Result<(),
                 let h = DataHeader::peek(f.body()).map_err(|e| {
                     Error::Invalid(format!("invalid data frame at offset {offset}: {e}"))
                 })?;
-                if (t == FrameType::StreamOpen) != (h.seq == 0) {
-                    out.tail = Some(format!("{t:?} frame with seq {} at offset {offset}", h.seq));
-                    break;
-                }
                 let key = DataKey {
                     process_uid: cur.uid,
                     stream: h.stream,

@@ -912,7 +912,7 @@ fn bad_input_closes_only_that_connection() {
     let mut p = after_hello(addr, id);
     let (f, _) = events_frame(0, 0, 10, 1);
     p.send(&f);
-    cases.push(("seq 0", id, p.expect_closed()));
+    cases.push(("sequence number", id, p.expect_closed()));
 
     // A frame type clients may not send.
     let id = next_uid();
