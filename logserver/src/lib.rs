@@ -12,7 +12,7 @@
 //! repairs torn segment tails and rebuilds the deduplication state. The reading side
 //! ([`reader`]) is a streaming API over sessions, segments and records that `p5 merge` reuses;
 //! [`inspect`] summarizes a store with it, and [`import`] loads runtime spool files
-//! ([`spool`]) through the same writer. The on-disk layout is specified in `STORE.md`.
+//! ([`spool`]) through the same writer. The on-disk layout is specified in `docs/store.md`.
 //!
 //! Times: every `t_s` is nanoseconds since this server run started ([`clock::RunClock`],
 //! CLOCK_MONOTONIC based); each segment header carries the run's CLOCK_MONOTONIC and wall-clock

@@ -21,6 +21,7 @@ use crate::codec::{Reader, put_ivarint, put_varint};
 use crate::endpoint::Endpoint;
 use crate::error::{DecodeError, Result};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// A stable 64-bit sensor id. 0 means "no sensor".
 pub type SensorId = u64;
@@ -248,11 +249,32 @@ impl Event {
     }
 }
 
+/// Hashes a sensor id with one multiplication (Fibonacci hashing): ids are either hashes
+/// already or small numbers, and SipHash per event was most of the encoder's cost.
+#[derive(Debug, Default, Clone, Copy)]
+struct SensorHasher(u64);
+
+impl Hasher for SensorHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &b in bytes {
+            self.0 = (self.0.rotate_left(8) ^ b as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+        }
+    }
+
+    fn write_u64(&mut self, v: u64) {
+        self.0 = (self.0 ^ v).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+    }
+}
+
 /// Builds the sensor table and event bytes of one `Events` frame.
 #[derive(Debug, Default)]
 pub struct EventEncoder {
     sensors: Vec<SensorId>,
-    slots: HashMap<SensorId, u32>,
+    slots: HashMap<SensorId, u32, BuildHasherDefault<SensorHasher>>,
     bytes: Vec<u8>,
     base: u64,
     last: u64,
@@ -285,6 +307,8 @@ impl EventEncoder {
         self.sensors.clear();
         self.slots.clear();
         self.bytes.clear();
+        self.base = 0;
+        self.last = 0;
         self.count = 0;
     }
 
