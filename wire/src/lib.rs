@@ -22,6 +22,7 @@ pub mod error;
 pub mod event;
 pub mod frame;
 pub mod hello;
+pub mod manifest;
 pub mod store;
 
 pub use data::{DataHeader, EventsFrame, StreamKind, StreamOpen};

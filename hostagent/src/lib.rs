@@ -1,0 +1,1 @@
+//! p5-hostagent (being written).

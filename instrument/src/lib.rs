@@ -1,0 +1,1 @@
+//! p5-instrument (being written).

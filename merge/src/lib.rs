@@ -1,0 +1,1 @@
+//! p5-merge (being written).
