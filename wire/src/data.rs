@@ -10,6 +10,9 @@
 //! Events:      DataHeader | u64 dropped | u64 base | u32 count | varint n
 //!              | n × u64 sensor | events (see `event`)                          (seq ≥ 1)
 //! StreamClose: DataHeader | u64 t_end | u64 dropped                             (last seq)
+//! Names:       DataHeader | varint n | n × (u64 id | str name | str unit | ivarint scale_exp)
+//! ClockSamples: DataHeader | u64 peer_process_uid | varint n | n × (u64 t_recv | u64 t_send)
+//! Control:     str json      (not sequenced; agents and `hostagent ctl`)
 //! Ping:        u64 t_p | u64 echo_t_s | u64 echo_t_p    (echo: server time of the last
 //!              ack and the client time it arrived, 0/0 if none)
 //! Goodbye:     u64 t_p
@@ -206,6 +209,128 @@ impl StreamClose {
     }
 }
 
+/// One entry of a `Names` frame: what a metric id (used as the sensor of `Counter` events)
+/// means. The quantity is `value × 10^scale_exp` in `unit`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Name {
+    /// The id used in events.
+    pub id: u64,
+    /// Dotted name, e.g. `cpu.total.busy`, `net.eth0.rx_bytes`, `irq.24`.
+    pub name: String,
+    /// Unit, e.g. `%`, `bytes`, `pages`, `count`.
+    pub unit: String,
+    /// Decimal exponent applied to values.
+    pub scale_exp: i32,
+}
+
+/// Body of a `Names` frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Names {
+    /// Header.
+    pub header: DataHeader,
+    /// Entries.
+    pub names: Vec<Name>,
+}
+
+impl Names {
+    /// Encodes the body.
+    pub fn encode_body(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(32 + self.names.len() * 32);
+        self.header.encode(&mut out);
+        crate::codec::put_varint(&mut out, self.names.len() as u64);
+        for n in &self.names {
+            out.extend_from_slice(&n.id.to_le_bytes());
+            put_str(&mut out, &n.name);
+            put_str(&mut out, &n.unit);
+            crate::codec::put_ivarint(&mut out, n.scale_exp as i64);
+        }
+        out
+    }
+
+    /// Decodes a body.
+    pub fn decode_body(body: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(body);
+        let header = DataHeader::decode(&mut r)?;
+        let n = r.varint()?;
+        // Each entry takes at least 11 bytes.
+        if n > (r.remaining() / 11) as u64 {
+            return Err(DecodeError::Invalid {
+                field: "names count",
+                value: n,
+            });
+        }
+        let mut names = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            let id = r.u64()?;
+            let name = r.str("metric name")?;
+            let unit = r.str("metric unit")?;
+            let e = r.ivarint()?;
+            let scale_exp = i32::try_from(e).map_err(|_| DecodeError::Invalid {
+                field: "scale_exp",
+                value: e as u64,
+            })?;
+            names.push(Name {
+                id,
+                name,
+                unit,
+                scale_exp,
+            });
+        }
+        Ok(Self { header, names })
+    }
+}
+
+/// Body of a `ClockSamples` frame: pairs `(t_recv, t_send)` the sender recorded while
+/// receiving frames from a peer (a child agent): `t_recv` on the sender's clock, `t_send` on
+/// the peer's. Composed along the agent tree by the merge stage.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClockSamples {
+    /// Header.
+    pub header: DataHeader,
+    /// The peer whose send times these are.
+    pub peer_process_uid: u64,
+    /// `(t_recv, t_send)` pairs.
+    pub samples: Vec<(u64, u64)>,
+}
+
+impl ClockSamples {
+    /// Encodes the body.
+    pub fn encode_body(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(40 + self.samples.len() * 16);
+        self.header.encode(&mut out);
+        out.extend_from_slice(&self.peer_process_uid.to_le_bytes());
+        crate::codec::put_varint(&mut out, self.samples.len() as u64);
+        for (r, s) in &self.samples {
+            out.extend_from_slice(&r.to_le_bytes());
+            out.extend_from_slice(&s.to_le_bytes());
+        }
+        out
+    }
+
+    /// Decodes a body.
+    pub fn decode_body(body: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(body);
+        let header = DataHeader::decode(&mut r)?;
+        let peer_process_uid = r.u64()?;
+        let n = r.varint()?;
+        if n > (r.remaining() / 16) as u64 {
+            return Err(DecodeError::Invalid {
+                field: "clock sample count",
+                value: n,
+            });
+        }
+        let mut samples = Vec::with_capacity(n as usize);
+        for _ in 0..n {
+            samples.push((r.u64()?, r.u64()?));
+        }
+        Ok(Self {
+            header,
+            peer_process_uid,
+            samples,
+        })
+    }
+}
+
 /// Body of a `Ping` frame.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Ping {
@@ -295,6 +420,15 @@ pub fn validate_client_frame(ty: u8, body: &[u8]) -> Result<u32> {
             let c = StreamClose::decode_body(body)?;
             check_seq(c.header, false).map(|_| 0)
         }
+        Some(FrameType::Names) => {
+            let n = Names::decode_body(body)?;
+            check_seq(n.header, false).map(|_| 0)
+        }
+        Some(FrameType::ClockSamples) => {
+            let c = ClockSamples::decode_body(body)?;
+            check_seq(c.header, false).map(|_| 0)
+        }
+        Some(FrameType::Control) => Reader::new(body).str("control").map(|_| 0),
         Some(FrameType::Ping) => Ping::decode_body(body).map(|_| 0),
         Some(FrameType::Goodbye) => Reader::new(body).u64().map(|_| 0),
         _ => Err(DecodeError::Invalid {

@@ -12,7 +12,14 @@
 //!   3 Counter:  ivarint value
 //!   4 Comm:     u8 op | ivarint fd | varint duration_ns | ivarint result | Endpoint peer
 //!   5 Socket:   ivarint fd | u8 proto | Endpoint local | Endpoint peer
+//!   6 Switch:   varint cpu | varint prev_tid | u8 prev_state | varint next_tid   (sensor 0)
+//!   7 Wakeup:   varint cpu | varint tid                                          (sensor 0)
+//!   8 Irq:      varint cpu | varint irq | varint duration_ns | u8 handled        (sensor 0)
 //! ```
+//!
+//! Kinds 6–8 come from OS monitors (kernel scheduling and interrupt events, stamped relative
+//! to the monitor's start like every other time) and need the `SCHED` capability. Host
+//! metrics use `Counter` events whose sensor is a metric id declared in a `Names` frame.
 //!
 //! Enter/exit pairs of a realistic trace take 2–3 bytes per event. Sensor ids are 64-bit and
 //! stable (the instrumenter derives them); the frame carries each id once in its table.
@@ -145,8 +152,10 @@ impl SocketProto {
     }
 }
 
-/// One decoded event. `t` is ns since the process start.
+/// One decoded event. `t` is ns since the process start. New kinds may be added (the
+/// capability flags say which a peer understands), hence `non_exhaustive`.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Event {
     /// A sensor's scope was entered (function body, region).
     Enter {
@@ -210,6 +219,41 @@ pub enum Event {
         /// Peer address.
         peer: Endpoint,
     },
+    /// The kernel switched a CPU from one thread to another (`sched_switch`).
+    Switch {
+        /// Time.
+        t: u64,
+        /// CPU.
+        cpu: u32,
+        /// Thread that left the CPU (0 = idle).
+        prev_tid: u32,
+        /// Its state as the kernel letter (`R`, `S`, `D`, ...) in ASCII.
+        prev_state: u8,
+        /// Thread that got the CPU (0 = idle).
+        next_tid: u32,
+    },
+    /// A thread became runnable (`sched_wakeup`).
+    Wakeup {
+        /// Time.
+        t: u64,
+        /// Target CPU.
+        cpu: u32,
+        /// The thread.
+        tid: u32,
+    },
+    /// An interrupt handler ran from `t` for `duration` ns (`irq_handler_entry`/`exit`).
+    Irq {
+        /// Entry time.
+        t: u64,
+        /// CPU.
+        cpu: u32,
+        /// IRQ line.
+        irq: u32,
+        /// Handler duration, ns.
+        duration: u64,
+        /// 1 if the handler reported it handled the interrupt.
+        handled: u8,
+    },
 }
 
 impl Event {
@@ -221,7 +265,10 @@ impl Event {
             | Event::Mark { t, .. }
             | Event::Counter { t, .. }
             | Event::Comm { t, .. }
-            | Event::Socket { t, .. } => *t,
+            | Event::Socket { t, .. }
+            | Event::Switch { t, .. }
+            | Event::Wakeup { t, .. }
+            | Event::Irq { t, .. } => *t,
         }
     }
 
@@ -234,6 +281,7 @@ impl Event {
             | Event::Counter { sensor, .. }
             | Event::Comm { sensor, .. }
             | Event::Socket { sensor, .. } => *sensor,
+            Event::Switch { .. } | Event::Wakeup { .. } | Event::Irq { .. } => 0,
         }
     }
 
@@ -245,6 +293,9 @@ impl Event {
             Event::Counter { .. } => 3,
             Event::Comm { .. } => 4,
             Event::Socket { .. } => 5,
+            Event::Switch { .. } => 6,
+            Event::Wakeup { .. } => 7,
+            Event::Irq { .. } => 8,
         }
     }
 }
@@ -377,6 +428,34 @@ impl EventEncoder {
                 local.encode(&mut self.bytes);
                 peer.encode(&mut self.bytes);
             }
+            Event::Switch {
+                cpu,
+                prev_tid,
+                prev_state,
+                next_tid,
+                ..
+            } => {
+                put_varint(&mut self.bytes, *cpu as u64);
+                put_varint(&mut self.bytes, *prev_tid as u64);
+                self.bytes.push(*prev_state);
+                put_varint(&mut self.bytes, *next_tid as u64);
+            }
+            Event::Wakeup { cpu, tid, .. } => {
+                put_varint(&mut self.bytes, *cpu as u64);
+                put_varint(&mut self.bytes, *tid as u64);
+            }
+            Event::Irq {
+                cpu,
+                irq,
+                duration,
+                handled,
+                ..
+            } => {
+                put_varint(&mut self.bytes, *cpu as u64);
+                put_varint(&mut self.bytes, *irq as u64);
+                put_varint(&mut self.bytes, *duration);
+                self.bytes.push(*handled);
+            }
         }
     }
 
@@ -501,6 +580,25 @@ impl<'a> EventDecoder<'a> {
                 proto: SocketProto::from_u8(self.r.u8()?),
                 local: Endpoint::decode(&mut self.r)?,
                 peer: Endpoint::decode(&mut self.r)?,
+            },
+            6 => Event::Switch {
+                t,
+                cpu: self.r.varint_u32("cpu")?,
+                prev_tid: self.r.varint_u32("prev_tid")?,
+                prev_state: self.r.u8()?,
+                next_tid: self.r.varint_u32("next_tid")?,
+            },
+            7 => Event::Wakeup {
+                t,
+                cpu: self.r.varint_u32("cpu")?,
+                tid: self.r.varint_u32("tid")?,
+            },
+            8 => Event::Irq {
+                t,
+                cpu: self.r.varint_u32("cpu")?,
+                irq: self.r.varint_u32("irq")?,
+                duration: self.r.varint()?,
+                handled: self.r.u8()?,
             },
             k => {
                 return Err(DecodeError::Invalid {

@@ -22,6 +22,7 @@ pub const MAX_FRAME_LEN: u32 = 8 << 20;
 /// reader may skip them (frames are length-prefixed), which is how the format grows.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]
+#[non_exhaustive]
 pub enum FrameType {
     /// Client → server: magic, version, capabilities, process identity.
     Hello = 0x01,
@@ -37,10 +38,16 @@ pub enum FrameType {
     Events = 0x11,
     /// Data: the stream ended (its thread exited).
     StreamClose = 0x12,
+    /// Data: names, units and scales of metric ids used by `Counter` events of the stream.
+    Names = 0x13,
+    /// Data: clock samples the sender took while receiving frames from a peer (agent tree).
+    ClockSamples = 0x14,
     /// Control: a clock sample and keep-alive; may echo the last ack's server time.
     Ping = 0x20,
     /// Control: the process is exiting cleanly.
     Goodbye = 0x21,
+    /// Control: a steering request or reply between host agents and `hostagent ctl` (JSON).
+    Control = 0x30,
     /// Store: a process connected (server time + the Hello body).
     StoreProcess = 0x81,
     /// Store: a data frame as received (server time, process uid, frame).
@@ -63,8 +70,11 @@ impl FrameType {
             0x10 => StreamOpen,
             0x11 => Events,
             0x12 => StreamClose,
+            0x13 => Names,
+            0x14 => ClockSamples,
             0x20 => Ping,
             0x21 => Goodbye,
+            0x30 => Control,
             0x81 => StoreProcess,
             0x82 => StoreData,
             0x83 => StoreSample,
@@ -75,7 +85,10 @@ impl FrameType {
 
     /// True for sequenced data frames (acknowledged, deduplicated, stored).
     pub fn is_data(self) -> bool {
-        matches!(self, Self::StreamOpen | Self::Events | Self::StreamClose)
+        matches!(
+            self,
+            Self::StreamOpen | Self::Events | Self::StreamClose | Self::Names | Self::ClockSamples
+        )
     }
 }
 

@@ -32,8 +32,16 @@ impl Caps {
     pub const COMM: Caps = Caps(1 << 1);
     /// Pings echo the server time of the last ack (two-way clock samples).
     pub const PING_ECHO: Caps = Caps(1 << 2);
+    /// OS-monitor events (switch, wakeup, irq).
+    pub const SCHED: Caps = Caps(1 << 3);
+    /// `Names` frames (metric names, units, scales).
+    pub const NAMES: Caps = Caps(1 << 4);
+    /// `ClockSamples` frames (per-hop clock samples of the agent tree).
+    pub const CLOCK_SAMPLES: Caps = Caps(1 << 5);
+    /// `Control` frames.
+    pub const CONTROL: Caps = Caps(1 << 6);
     /// Everything this implementation understands.
-    pub const ALL: Caps = Caps(0b111);
+    pub const ALL: Caps = Caps(0b111_1111);
 
     /// True if every flag of `other` is set.
     pub fn contains(self, other: Caps) -> bool {

@@ -49,6 +49,25 @@ fn event() -> impl Strategy<Value = Event> {
                 result,
                 peer
             }),
+        (t, any::<(u32, u32, u8, u32)>()).prop_map(|(t, (cpu, prev_tid, prev_state, next_tid))| {
+            Event::Switch {
+                t,
+                cpu,
+                prev_tid,
+                prev_state,
+                next_tid,
+            }
+        }),
+        (t, any::<(u32, u32)>()).prop_map(|(t, (cpu, tid))| Event::Wakeup { t, cpu, tid }),
+        (t, any::<(u32, u32, u64, u8)>()).prop_map(|(t, (cpu, irq, duration, handled))| {
+            Event::Irq {
+                t,
+                cpu,
+                irq,
+                duration,
+                handled,
+            }
+        }),
         (t, sensor, any::<i64>(), 0u8..5, endpoint(), endpoint()).prop_map(
             |(t, sensor, fd, proto, local, peer)| Event::Socket {
                 t,
@@ -133,7 +152,7 @@ proptest! {
     fn decoders_are_total_on_random_bytes(bytes in proptest::collection::vec(any::<u8>(), 0..600)) {
         let _ = frame::decode(&bytes);
         for f in Frames::new(&bytes) { let _ = f; }
-        for ty in [0x01u8, 0x10, 0x11, 0x12, 0x20, 0x21, 0x7f] {
+        for ty in [0x01u8, 0x10, 0x11, 0x12, 0x13, 0x14, 0x20, 0x21, 0x30, 0x7f] {
             let _ = data::validate_client_frame(ty, &bytes);
         }
         for ty in 0x80u8..0x86 {
@@ -407,6 +426,100 @@ fn vectors() -> Vec<(String, Value, Vec<u8>)> {
         b,
     ));
 
+    let os = vec![
+        Event::Switch {
+            t: 5_000,
+            cpu: 1,
+            prev_tid: 4243,
+            prev_state: b'S',
+            next_tid: 0,
+        },
+        Event::Wakeup {
+            t: 6_000,
+            cpu: 1,
+            tid: 4243,
+        },
+        Event::Irq {
+            t: 6_100,
+            cpu: 0,
+            irq: 24,
+            duration: 1_800,
+            handled: 1,
+        },
+        Event::Counter {
+            t: 7_000,
+            sensor: 0xc0,
+            value: 4_250,
+        },
+    ];
+    let b = events_frame(
+        DataHeader {
+            stream: 3,
+            seq: 1,
+            t_p: 8_000,
+        },
+        0,
+        &os,
+    );
+    v.push((
+        "events_os_monitor".into(),
+        json!({"frame": "events", "stream": 3, "seq": 1, "t_p": 8000, "dropped": 0,
+               "events": os.iter().map(event_json).collect::<Vec<_>>()}),
+        b,
+    ));
+
+    let names = data::Names {
+        header: DataHeader {
+            stream: 3,
+            seq: 2,
+            t_p: 9_000,
+        },
+        names: vec![data::Name {
+            id: 0xc0,
+            name: "cpu.total.busy".into(),
+            unit: "%".into(),
+            scale_exp: -2,
+        }],
+    };
+    let mut b = Vec::new();
+    frame::encode(&mut b, FrameType::Names as u8, &names.encode_body());
+    v.push((
+        "names".into(),
+        json!({"frame": "names", "stream": 3, "seq": 2, "t_p": 9000,
+               "names": [{"id": 0xc0, "name": "cpu.total.busy", "unit": "%", "scale_exp": -2}]}),
+        b,
+    ));
+
+    let cs = data::ClockSamples {
+        header: DataHeader {
+            stream: 4,
+            seq: 1,
+            t_p: 10_000,
+        },
+        peer_process_uid: 0xfeed,
+        samples: vec![(9_500, 1_200), (9_900, 1_650)],
+    };
+    let mut b = Vec::new();
+    frame::encode(&mut b, FrameType::ClockSamples as u8, &cs.encode_body());
+    v.push((
+        "clock_samples".into(),
+        json!({"frame": "clock_samples", "stream": 4, "seq": 1, "t_p": 10000,
+               "peer_process_uid": 0xfeed, "samples": [[9500, 1200], [9900, 1650]]}),
+        b,
+    ));
+
+    let mut b = Vec::new();
+    frame::encode(&mut b, FrameType::Control as u8, &{
+        let mut body = Vec::new();
+        p5_wire::codec::put_str(&mut body, r#"{"op":"status"}"#);
+        body
+    });
+    v.push((
+        "control".into(),
+        json!({"frame": "control", "json": r#"{"op":"status"}"#}),
+        b,
+    ));
+
     let ha = p5_wire::HelloAck {
         version: 1,
         caps: Caps::ALL,
@@ -452,6 +565,28 @@ fn event_json(e: &Event) -> Value {
         } => json!({
             "kind": "socket", "t": t, "sensor": sensor, "fd": fd, "proto": *proto as u8,
             "local": local.to_string(), "peer": peer.to_string()}),
+        Event::Switch {
+            t,
+            cpu,
+            prev_tid,
+            prev_state,
+            next_tid,
+        } => json!({
+            "kind": "switch", "t": t, "sensor": 0, "cpu": cpu, "prev_tid": prev_tid,
+            "prev_state": prev_state, "next_tid": next_tid}),
+        Event::Wakeup { t, cpu, tid } => {
+            json!({"kind": "wakeup", "t": t, "sensor": 0, "cpu": cpu, "tid": tid})
+        }
+        Event::Irq {
+            t,
+            cpu,
+            irq,
+            duration,
+            handled,
+        } => json!({
+            "kind": "irq", "t": t, "sensor": 0, "cpu": cpu, "irq": irq, "duration": duration,
+            "handled": handled}),
+        other => panic!("test vector for an event kind the test does not know: {other:?}"),
     }
 }
 
