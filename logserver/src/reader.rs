@@ -289,7 +289,7 @@ fn read_err(segment: &str, e: io::Error) -> Error {
 }
 
 /// Reads until `buf` is full or the file ends; returns the bytes read.
-fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
+pub(crate) fn read_up_to(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
     let mut n = 0;
     while n < buf.len() {
         match r.read(&mut buf[n..]) {

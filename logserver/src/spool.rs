@@ -37,19 +37,6 @@ pub struct SpoolReader<R> {
     offset: u64,
 }
 
-fn fill(r: &mut impl Read, buf: &mut [u8]) -> io::Result<usize> {
-    let mut n = 0;
-    while n < buf.len() {
-        match r.read(&mut buf[n..]) {
-            Ok(0) => break,
-            Ok(k) => n += k,
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(n)
-}
-
 impl<R: Read> SpoolReader<R> {
     /// Wraps a reader.
     pub fn new(inner: R) -> Self {
@@ -68,7 +55,7 @@ impl<R: Read> SpoolReader<R> {
     pub fn next_frame(&mut self) -> Result<Option<ReceivedFrame>, SpoolError> {
         let offset = self.offset;
         let mut h = [0u8; frame::HEADER_LEN];
-        match fill(&mut self.inner, &mut h)? {
+        match crate::reader::read_up_to(&mut self.inner, &mut h)? {
             0 => return Ok(None),
             n if n < h.len() => return Err(SpoolError::Truncated { offset }),
             _ => {}
@@ -76,7 +63,7 @@ impl<R: Read> SpoolReader<R> {
         let (len, crc) = frame::parse_header(&h, MAX_FRAME_LEN)
             .map_err(|source| SpoolError::Corrupt { offset, source })?;
         let mut f = ReceivedFrame::with_payload_len(len as usize, 0, None);
-        if fill(&mut self.inner, f.payload_mut())? < len as usize {
+        if crate::reader::read_up_to(&mut self.inner, f.payload_mut())? < len as usize {
             return Err(SpoolError::Truncated { offset });
         }
         frame::check(crc, f.payload()).map_err(|source| SpoolError::Corrupt { offset, source })?;

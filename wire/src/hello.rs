@@ -20,6 +20,9 @@ use crate::error::{DecodeError, Result};
 pub const MAGIC: &[u8; 6] = b"P5WIRE";
 /// Most argv entries kept.
 pub const MAX_ARGS: usize = 4096;
+/// Most bytes of argv text kept in a Hello (later arguments are dropped), so a Hello always
+/// fits in a frame.
+pub const MAX_ARGV_BYTES: usize = 256 * 1024;
 
 /// Capability flags (a bit set).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -162,7 +165,18 @@ impl Identity {
         ] {
             put_str(out, s);
         }
-        let n = self.argv.len().min(MAX_ARGS);
+        // Keep whole arguments while they fit in MAX_ARGV_BYTES (each is also cut at MAX_STRING).
+        let mut budget = MAX_ARGV_BYTES;
+        let n = self
+            .argv
+            .iter()
+            .take(MAX_ARGS)
+            .take_while(|a| {
+                let len = a.len().min(crate::codec::MAX_STRING) + 3;
+                budget = budget.saturating_sub(len);
+                budget > 0
+            })
+            .count();
         put_varint(out, n as u64);
         for a in &self.argv[..n] {
             put_str(out, a);

@@ -627,6 +627,27 @@ fn test_vectors_match() {
 }
 
 #[test]
+fn huge_argv_still_fits_in_a_frame() {
+    let identity = Identity {
+        argv: vec!["x".repeat(60_000); 4000],
+        ..Identity::default()
+    };
+    let body = Hello {
+        version: 1,
+        caps: Caps::ALL,
+        identity,
+    }
+    .encode_body();
+    assert!(
+        body.len() < frame::MAX_FRAME_LEN as usize,
+        "{} bytes",
+        body.len()
+    );
+    let back = Hello::decode_body(&body).unwrap();
+    assert!(!back.identity.argv.is_empty() && back.identity.argv.len() < 4000);
+}
+
+#[test]
 fn store_records_round_trip() {
     let seg = SegmentHeader {
         version: 1,
