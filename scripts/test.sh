@@ -5,6 +5,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 bash scripts/install-deps.sh
+# PostgreSQL for the merge tests: $P5_TEST_PG_URL, the local server, or a throwaway one.
+eval "$(bash scripts/pg-test-server.sh)"
 
 echo "== cargo fmt --check"
 cargo fmt --all --check

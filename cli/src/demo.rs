@@ -1,7 +1,8 @@
 //! `p5 demo`: builds the bundled sample — `pingpong`, a multi-threaded TCP client/server in C,
 //! instrumented by hand with the runtime's C ABI — records one run of it with an in-process log
-//! server, and prints a summary of the recorded session: processes, threads, events per sensor
-//! and clock-offset samples. Later stages (instrumenter, merge, web) extend this command.
+//! server, prints a summary of the recorded session (processes, threads, events per sensor,
+//! clock-offset samples), and merges it into SQLite (`p5 merge`: clock sync, message
+//! matching). Later stages (instrumenter, web) extend this command.
 
 use crate::runtime_lib;
 use anyhow::{Context as _, bail};
@@ -69,12 +70,12 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     std::fs::write(src.join("pingpong.c"), PINGPONG_C)?;
     std::fs::write(src.join("p5.h"), runtime_lib::HEADER)?;
 
-    eprintln!("[1/4] building the sample (gcc, linked with the p5 runtime)");
+    eprintln!("[1/5] building the sample (gcc, linked with the p5 runtime)");
     let lib = runtime_lib::static_lib()?;
     let exe = bin.join("pingpong");
     runtime_lib::compile_c(&[&src.join("pingpong.c")], &src, &exe, &lib)?;
 
-    eprintln!("[2/4] starting a log server");
+    eprintln!("[2/5] starting a log server");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -93,7 +94,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     }));
 
     eprintln!(
-        "[3/4] running pingpong: {} client threads x {} requests against log server {addr}",
+        "[3/5] running pingpong: {} client threads x {} requests against log server {addr}",
         args.threads, args.requests
     );
     let recorded = record(&exe, &addr.to_string(), args);
@@ -102,7 +103,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     recorded?;
     served?;
 
-    eprintln!("[4/4] reading the session store");
+    eprintln!("[4/5] reading the session store");
     let summary = p5_logserver::inspect::inspect(&store)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary)?);
@@ -114,6 +115,21 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         .find(|s| s.name == SESSION)
         .with_context(|| format!("session {SESSION:?} missing from {}", store.display()))?;
     print_summary(session, &store, started.elapsed());
+
+    eprintln!("[5/5] merging into SQLite (clock sync, message matching)");
+    let merge = p5_merge::MergeArgs {
+        quiet: true,
+        ..p5_merge::MergeArgs::new(&store)
+    };
+    let merged = rt.block_on(p5_merge::merge_store(&merge))?;
+    println!();
+    for s in &merged {
+        print!("{}", p5_merge::render(s));
+    }
+    println!(
+        "database: sqlite:{}  (schema: docs/schema.md)",
+        store.join("p5.sqlite").display()
+    );
     Ok(())
 }
 
@@ -208,9 +224,9 @@ fn print_summary(s: &SessionSummary, store: &Path, took: Duration) {
         print_process(p);
     }
     println!();
-    println!("store: {}", store.display());
     println!(
-        "full details: p5 inspect {}   (add --json for machine-readable output)",
+        "store: {}   (details: p5 inspect {} [--json])",
+        store.display(),
         store.display()
     );
 }

@@ -22,6 +22,9 @@ enum Cmd {
     Demo(p5_cli::demo::DemoArgs),
     /// Run a log server (the same as `p5-logserver`, with the same options and subcommands).
     Logserver(p5_logserver::cli::Cli),
+    /// Merge a session store into SQLite (default) or PostgreSQL: clock synchronization with
+    /// drift, send/receive matching, intervals and states for the views.
+    Merge(p5_merge::MergeArgs),
     /// Summarize a session store (sessions, processes, streams, events per sensor, offsets).
     Inspect {
         /// Store directory.
@@ -50,6 +53,7 @@ fn main() -> ExitCode {
         Cmd::Demo(args) => p5_cli::demo::run(&args),
         Cmd::Inspect { dir, json } => p5_logserver::cli::inspect(&dir, json),
         Cmd::Logserver(cli) => p5_logserver::cli::run(cli),
+        Cmd::Merge(args) => p5_merge::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -17,6 +17,9 @@ pub struct RunClock {
     pub start_mono_ns: u64,
     /// Wall clock at `t_s = 0`, ns since the Unix epoch (label only).
     pub start_wall_ns: i64,
+    /// This host's boot id (zero if unreadable): processes on the same boot share the
+    /// server's CLOCK_MONOTONIC.
+    pub boot_id: [u8; 16],
 }
 
 impl RunClock {
@@ -30,6 +33,10 @@ impl RunClock {
             server_run_id: random_u64(),
             start_mono_ns,
             start_wall_ns,
+            boot_id: std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+                .ok()
+                .and_then(|s| p5_wire::store::parse_boot_id(&s))
+                .unwrap_or([0; 16]),
         }
     }
 

@@ -607,6 +607,7 @@ mod tests {
             server_start_mono_ns: 100,
             server_start_wall_ns: 200,
             segment_index: 0,
+            server_boot_id: [0; 16],
         };
         f.write_all(&h.encode()).unwrap();
         for r in records {

@@ -542,6 +542,7 @@ impl Writer {
             server_start_mono_ns: self.clock.start_mono_ns,
             server_start_wall_ns: self.clock.start_wall_ns,
             segment_index: index,
+            server_boot_id: self.clock.boot_id,
         };
         file.write_all(&header.encode())
             .map_err(io_at("cannot write segment header to", &path))?;

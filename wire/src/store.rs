@@ -6,9 +6,10 @@
 //! run's CLOCK_MONOTONIC start so runs on the same host can be put on one time base.
 //!
 //! ```text
-//! SegmentHeader (48 bytes): magic "P5SEGMT\0" | u32 version | u32 header_len (48)
+//! SegmentHeader (64 bytes): magic "P5SEGMT\0" | u32 version | u32 header_len (64)
 //!                           | u64 server_run_id | u64 server_start_mono_ns
 //!                           | i64 server_start_wall_ns | u64 segment_index
+//!                           | [16] server_boot_id   (absent in 48-byte headers: zero)
 //! StoreProcess:    u64 t_s | u64 conn_id | Hello body
 //! StoreData:       u64 t_s | u64 process_uid | u8 frame type | frame body (as received)
 //! StoreSample:     u64 t_s | u64 process_uid | u64 t_p | u64 echo_t_s | u64 echo_t_p | u8 source
@@ -25,7 +26,9 @@ pub const SEGMENT_MAGIC: &[u8; 8] = b"P5SEGMT\0";
 /// Segment format version written by this implementation.
 pub const SEGMENT_VERSION: u32 = 1;
 /// Size of [`SegmentHeader`] as written by this version.
-pub const SEGMENT_HEADER_LEN: usize = 48;
+pub const SEGMENT_HEADER_LEN: usize = 64;
+/// Smallest header a reader accepts (version 1 as first written, without the boot id).
+pub const MIN_SEGMENT_HEADER_LEN: usize = 48;
 /// Largest segment header a reader accepts (later versions may write longer ones).
 pub const MAX_SEGMENT_HEADER_LEN: usize = 64 * 1024;
 /// Largest store record: a `StoreData` record wraps a whole received frame (up to
@@ -45,10 +48,29 @@ pub struct SegmentHeader {
     pub server_start_wall_ns: i64,
     /// Position of the segment within the session (0, 1, ...).
     pub segment_index: u64,
+    /// Boot id of the server's host (the UUID's 16 bytes; zero if unknown). A process whose
+    /// handshake carries the same boot id shares the server's CLOCK_MONOTONIC, so its times
+    /// map onto the server's exactly.
+    pub server_boot_id: [u8; 16],
+}
+
+/// Parses a boot id (`/proc/sys/kernel/random/boot_id`, a UUID with or without dashes) into
+/// its 16 bytes; `None` if it is not 32 hex digits.
+pub fn parse_boot_id(s: &str) -> Option<[u8; 16]> {
+    let hex: Vec<u8> = s.trim().bytes().filter(|&b| b != b'-').collect();
+    if hex.len() != 32 {
+        return None;
+    }
+    let mut out = [0u8; 16];
+    for (i, pair) in hex.chunks(2).enumerate() {
+        let text = std::str::from_utf8(pair).ok()?;
+        out[i] = u8::from_str_radix(text, 16).ok()?;
+    }
+    Some(out)
 }
 
 impl SegmentHeader {
-    /// Encodes the 48-byte header.
+    /// Encodes the 64-byte header.
     pub fn encode(&self) -> [u8; SEGMENT_HEADER_LEN] {
         let mut b = [0u8; SEGMENT_HEADER_LEN];
         b[..8].copy_from_slice(SEGMENT_MAGIC);
@@ -58,6 +80,7 @@ impl SegmentHeader {
         b[24..32].copy_from_slice(&self.server_start_mono_ns.to_le_bytes());
         b[32..40].copy_from_slice(&self.server_start_wall_ns.to_le_bytes());
         b[40..48].copy_from_slice(&self.segment_index.to_le_bytes());
+        b[48..64].copy_from_slice(&self.server_boot_id);
         b
     }
 
@@ -73,7 +96,7 @@ impl SegmentHeader {
         let version = r.u32()?;
         let header_len = r.u32()?;
         if version == 0
-            || (header_len as usize) < SEGMENT_HEADER_LEN
+            || (header_len as usize) < MIN_SEGMENT_HEADER_LEN
             || header_len as usize > MAX_SEGMENT_HEADER_LEN
         {
             return Err(DecodeError::Invalid {
@@ -87,7 +110,12 @@ impl SegmentHeader {
             server_start_mono_ns: r.u64()?,
             server_start_wall_ns: r.i64()?,
             segment_index: r.u64()?,
+            server_boot_id: [0; 16],
         };
+        let mut h = h;
+        if header_len as usize >= SEGMENT_HEADER_LEN {
+            h.server_boot_id = r.array()?;
+        }
         if buf.len() < header_len as usize {
             return Err(DecodeError::Truncated {
                 need: header_len as usize - buf.len(),
@@ -236,5 +264,38 @@ impl<'a> StoreRecord<'a> {
             },
             _ => StoreRecord::Unknown { ty },
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn boot_ids_parse_with_or_without_dashes() {
+        let b = parse_boot_id("3d1219c7-c4c5-404a-aa1f-6d2a48adfda4\n").unwrap();
+        assert_eq!(b[0], 0x3d);
+        assert_eq!(b[15], 0xa4);
+        assert_eq!(parse_boot_id("3d1219c7c4c5404aaa1f6d2a48adfda4"), Some(b));
+        assert_eq!(parse_boot_id("not a uuid"), None);
+        assert_eq!(parse_boot_id("3d1219c7-c4c5-404a-aa1f-6d2a48adfdzz"), None);
+    }
+
+    #[test]
+    fn short_version_one_headers_still_decode() {
+        let h = SegmentHeader {
+            version: 1,
+            server_run_id: 1,
+            server_start_mono_ns: 2,
+            server_start_wall_ns: 3,
+            segment_index: 4,
+            server_boot_id: [9; 16],
+        };
+        let mut old = h.encode()[..MIN_SEGMENT_HEADER_LEN].to_vec();
+        old[12..16].copy_from_slice(&(MIN_SEGMENT_HEADER_LEN as u32).to_le_bytes());
+        let (back, start) = SegmentHeader::decode(&old).unwrap();
+        assert_eq!(start, MIN_SEGMENT_HEADER_LEN);
+        assert_eq!(back.server_boot_id, [0; 16]);
+        assert_eq!(back.segment_index, 4);
     }
 }

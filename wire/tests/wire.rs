@@ -655,6 +655,7 @@ fn store_records_round_trip() {
         server_start_mono_ns: 10,
         server_start_wall_ns: -3,
         segment_index: 2,
+        server_boot_id: [7; 16],
     };
     let (back, off) = SegmentHeader::decode(&seg.encode()).unwrap();
     assert_eq!((back, off), (seg, store::SEGMENT_HEADER_LEN));

@@ -1,0 +1,212 @@
+//! The command line (`hostagent …` and `hostagent ctl …`) and [`run`], which starts an agent's
+//! threads: uplink, listener, OS monitor, and the sampling loop on the calling thread.
+
+use crate::agent::{self, Shared};
+use crate::clock::AgentClock;
+use crate::ctl;
+use crate::osmon::{self, OsmonConfig};
+use crate::outbox::Outbox;
+use crate::sample::{ProcessFilter, ProcessFinder, Sampler};
+use crate::settings::{Settings, split_patterns};
+use crate::{identity, signal, spool};
+use anyhow::{Context as _, bail};
+use clap::{Args, Parser, Subcommand};
+use std::io::Write as _;
+use std::net::TcpListener;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+/// The default log server address.
+pub const DEFAULT_LOGSERVER: &str = "127.0.0.1:28725";
+
+/// `hostagent`: host metrics and kernel events for p5, delivered through an agent tree.
+#[derive(Debug, Parser)]
+#[command(name = "hostagent", version, args_conflicts_with_subcommands = true)]
+pub struct Cli {
+    /// Run an agent with these options.
+    #[command(flatten)]
+    pub agent: AgentArgs,
+    /// Or steer a running tree.
+    #[command(subcommand)]
+    pub command: Option<Command>,
+}
+
+/// Subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Steer the agent tree: `status`, `start`, `stop`, `set interval=MS metrics=GLOB,…`.
+    Ctl {
+        /// The agent to talk to (its --listen address; the top agent steers the whole tree).
+        #[arg(long, default_value = "127.0.0.1:28726")]
+        agent: String,
+        /// Print the reply as JSON.
+        #[arg(long)]
+        json: bool,
+        /// The command words.
+        #[arg(required = true, num_args = 1..)]
+        words: Vec<String>,
+    },
+}
+
+/// Options of an agent.
+#[derive(Debug, Clone, Args)]
+pub struct AgentArgs {
+    /// Session name sent in the Hello (the log server's session directory).
+    #[arg(long, default_value = "")]
+    pub session: String,
+    /// The log server (used by the top agent, i.e. without --parent).
+    #[arg(long, default_value = DEFAULT_LOGSERVER)]
+    pub logserver: String,
+    /// Join this parent agent instead of talking to the log server.
+    #[arg(long)]
+    pub parent: Option<String>,
+    /// Accept child agents and `ctl` on this address (port 0 picks one; the bound address
+    /// is printed as `listening on ADDR`). Conventionally port 28726, which is what
+    /// `hostagent ctl` and children assume when not told otherwise.
+    #[arg(long)]
+    pub listen: Option<String>,
+    /// Sampling interval (`100`, `100ms`, `1s`).
+    #[arg(long, default_value = "100ms")]
+    pub interval: String,
+    /// Record only metrics matching these globs (comma-separated; default: everything).
+    #[arg(long)]
+    pub metrics: Option<String>,
+    /// Start with recording stopped (until `ctl start`).
+    #[arg(long)]
+    pub stopped: bool,
+    /// Monitor this process (CPU, RSS, OS monitor); repeatable.
+    #[arg(long = "pid")]
+    pub pids: Vec<u32>,
+    /// Monitor processes with this name (comm, glob); repeatable.
+    #[arg(long = "process")]
+    pub processes: Vec<String>,
+    /// Enable the OS monitor (tracefs as root, /proc sampling otherwise).
+    #[arg(long)]
+    pub sched: bool,
+    /// OS monitor mode: `auto` (tracefs where possible, else /proc) or `proc` (always the
+    /// lower-fidelity /proc sampling).
+    #[arg(long, default_value = "auto", value_parser = ["auto", "proc"])]
+    pub sched_mode: String,
+    /// IRQ lines for the OS monitor (default: the NIC's); repeatable.
+    #[arg(long = "irq")]
+    pub irqs: Vec<u32>,
+    /// Directory for the spool file used while upstream is unreachable.
+    #[arg(long)]
+    pub spool_dir: Option<PathBuf>,
+    /// Bound of the spool, MiB.
+    #[arg(long, default_value_t = spool::DEFAULT_MAX_BYTES >> 20)]
+    pub spool_max_mib: u64,
+}
+
+/// Runs `ctl`; returns the process exit code.
+pub fn run_ctl(agent: &str, json: bool, words: &[String]) -> anyhow::Result<()> {
+    let req = ctl::parse_command(words)?;
+    let rep = ctl::send(agent, &req)?;
+    let mut out = std::io::stdout().lock();
+    if json {
+        writeln!(out, "{}", serde_json::to_string_pretty(&rep)?)?;
+    } else {
+        write!(out, "{}", ctl::render(&rep))?;
+    }
+    if !rep.unanswered.is_empty() {
+        bail!("{} agent(s) did not answer", rep.unanswered.len());
+    }
+    Ok(())
+}
+
+/// Runs an agent until SIGINT/SIGTERM.
+pub fn run(a: AgentArgs) -> anyhow::Result<()> {
+    let interval = ctl::parse_interval(&a.interval)?;
+    let settings = Settings {
+        interval_ms: interval,
+        metrics: a.metrics.as_deref().map(split_patterns).unwrap_or_default(),
+        recording: !a.stopped,
+    };
+    settings.validate()?;
+    signal::install();
+    let clock = AgentClock::start();
+    let id = identity::agent_identity(&clock, &a.session);
+    let hello = identity::hello_frame(&id);
+    let spool_dir = a
+        .spool_dir
+        .clone()
+        .unwrap_or_else(|| std::env::temp_dir().join("p5-hostagent"));
+    let session = if a.session.is_empty() {
+        "default"
+    } else {
+        &a.session
+    };
+    let spool_path = spool_dir.join(format!(
+        "{session}-{}-{:016x}.p5spool",
+        id.pid, id.process_uid
+    ));
+    let outbox = Outbox::new(hello.clone(), spool_path, a.spool_max_mib << 20);
+    let (upstream, is_agent) = match &a.parent {
+        Some(p) => (p.clone(), true),
+        None => (a.logserver.clone(), false),
+    };
+    let shared = Arc::new(Shared::new(
+        clock, id, upstream, is_agent, settings, outbox, hello,
+    ));
+    if let Some(l) = &a.listen {
+        let listener = TcpListener::bind(l).with_context(|| format!("cannot listen on {l}"))?;
+        let addr = listener.local_addr()?;
+        let mut out = std::io::stdout().lock();
+        writeln!(out, "listening on {addr}")?;
+        out.flush()?;
+        let sh = shared.clone();
+        std::thread::Builder::new()
+            .name("p5ha-listen".into())
+            .spawn(move || crate::tree::serve(sh, listener))?;
+    }
+    let sh = shared.clone();
+    let uplink = std::thread::Builder::new()
+        .name("p5ha-uplink".into())
+        .spawn(move || crate::uplink::run(&sh))?;
+    let filter = ProcessFilter {
+        pids: a.pids.clone(),
+        names: a.processes.clone(),
+    };
+    let (osmon_rx, osmon_thread) = if a.sched {
+        if filter.is_empty() {
+            bail!("--sched needs monitored processes (--pid or --process)");
+        }
+        let (tx, rx) = std::sync::mpsc::channel();
+        let cfg = OsmonConfig {
+            clock,
+            finder: ProcessFinder::new(filter.clone()),
+            irqs: (!a.irqs.is_empty()).then(|| a.irqs.clone()),
+            interval: Duration::from_millis(interval),
+            force_proc: a.sched_mode == "proc",
+        };
+        let sh = shared.clone();
+        let t = std::thread::Builder::new()
+            .name("p5ha-osmon".into())
+            .spawn(move || {
+                let st = |s: String| *agent::lock(&sh.sched_state) = s;
+                let rec = || sh.settings().recording;
+                osmon::run(cfg, tx, &sh.stop, &rec, &st);
+            })?;
+        (Some(rx), Some(t))
+    } else {
+        (None, None)
+    };
+    let sampler = Sampler::new(filter).context("cannot start the system sampler")?;
+    tracing::info!(upstream = %shared.upstream, "host agent started");
+    let stop_osmon = || {
+        shared.stop.store(true, Ordering::Release);
+        // Joined so the trace instance is removed and the last events are queued.
+        if let Some(t) = osmon_thread
+            && t.join().is_err()
+        {
+            tracing::error!("the os monitor thread panicked");
+        }
+    };
+    agent::sampling_loop(stop_osmon, &shared, sampler, osmon_rx);
+    if uplink.join().is_err() {
+        bail!("the uplink thread panicked");
+    }
+    Ok(())
+}

@@ -1,0 +1,28 @@
+//! `hostagent`: parses the command line and runs an agent or `hostagent ctl`.
+
+use clap::Parser as _;
+use p5_hostagent::cli::{Cli, Command};
+
+fn main() -> std::process::ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let res = match cli.command {
+        Some(Command::Ctl { agent, json, words }) => {
+            p5_hostagent::cli::run_ctl(&agent, json, &words)
+        }
+        None => p5_hostagent::cli::run(cli.agent),
+    };
+    match res {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("hostagent: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

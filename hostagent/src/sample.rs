@@ -1,0 +1,366 @@
+//! Taking one sample of the host: memory and swap through sysinfo; CPU (total and per core)
+//! and load, paging, network, disk I/O and interrupts from `/proc` (see [`crate::proc_stat`]);
+//! CPU time and RSS of the monitored processes from `/proc/PID/stat` (the name scan runs
+//! once a second).
+//!
+//! Cost: the agent reads the same handful of files ten times a second, so the `/proc` files
+//! are kept open and re-read from offset 0 ([`proc_stat::ProcFile`]); sysinfo's per-process
+//! refresh (several files per pid, reopened each time) cost more than everything else
+//! together and is not used. CPU usage is computed from `/proc/stat` deltas because sysinfo
+//! refreshes CPU usage at most every 200 ms (`MINIMUM_CPU_UPDATE_INTERVAL`): at the default
+//! 100 ms interval every other value would be a repeat.
+//!
+//! Groups nobody selected are not read at all, so interactive mode is also cheaper.
+
+use crate::metric::{Sample, component};
+use crate::proc_stat;
+use crate::settings::Selection;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+use sysinfo::{MemoryRefreshKind, System};
+
+/// How often monitored processes are looked up by name.
+const NAME_SCAN: Duration = Duration::from_secs(1);
+
+/// Which processes to monitor (CPU/RSS metrics and the OS monitor).
+#[derive(Debug, Clone, Default)]
+pub struct ProcessFilter {
+    /// Explicit pids.
+    pub pids: Vec<u32>,
+    /// `comm` names (exact, or globs).
+    pub names: Vec<String>,
+}
+
+impl ProcessFilter {
+    /// True if nothing is to be monitored.
+    pub fn is_empty(&self) -> bool {
+        self.pids.is_empty() && self.names.is_empty()
+    }
+}
+
+/// Finds the monitored processes: listed pids still alive plus name matches.
+#[derive(Debug)]
+pub struct ProcessFinder {
+    filter: ProcessFilter,
+    names: Option<globset::GlobSet>,
+    last_scan: Option<Instant>,
+    found: Vec<u32>,
+}
+
+impl ProcessFinder {
+    /// Compiles the name patterns (a bad pattern is matched literally).
+    pub fn new(filter: ProcessFilter) -> Self {
+        let names = if filter.names.is_empty() {
+            None
+        } else {
+            let mut b = globset::GlobSetBuilder::new();
+            for n in &filter.names {
+                let g = globset::Glob::new(n).or_else(|_| globset::Glob::new(&globset::escape(n)));
+                if let Ok(g) = g {
+                    b.add(g);
+                }
+            }
+            b.build().ok()
+        };
+        Self {
+            filter,
+            names,
+            last_scan: None,
+            found: Vec::new(),
+        }
+    }
+
+    /// The monitored pids now (name scan at most once per second).
+    pub fn pids(&mut self) -> &[u32] {
+        if self.filter.is_empty() {
+            return &[];
+        }
+        let due = self.last_scan.is_none_or(|t| t.elapsed() >= NAME_SCAN);
+        if due {
+            self.last_scan = Some(Instant::now());
+            let mut v: Vec<u32> = self
+                .filter
+                .pids
+                .iter()
+                .copied()
+                .filter(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
+                .collect();
+            if let Some(set) = &self.names {
+                v.extend(proc_stat::pids_by_comm(&|c| set.is_match(c)));
+            }
+            v.sort_unstable();
+            v.dedup();
+            self.found = v;
+        }
+        &self.found
+    }
+}
+
+/// The sampler: keeps sysinfo state between samples (CPU usage needs two refreshes).
+#[derive(Debug)]
+pub struct Sampler {
+    sys: System,
+    finder: ProcessFinder,
+    page_size: u64,
+    ns_per_tick: u64,
+    stat: proc_stat::ProcFile,
+    cpu_prev: Vec<proc_stat::CpuTimes>,
+    loadavg: proc_stat::ProcFile,
+    vmstat: proc_stat::ProcFile,
+    net_dev: proc_stat::ProcFile,
+    diskstats: proc_stat::ProcFile,
+    interrupts: proc_stat::ProcFile,
+    pid_stat: HashMap<u32, proc_stat::ProcFile>,
+}
+
+impl Sampler {
+    /// A sampler for the host and the given processes.
+    pub fn new(filter: ProcessFilter) -> Result<Self, sysinfo::Error> {
+        let sys = System::new()?;
+        let mut stat = proc_stat::ProcFile::new("/proc/stat");
+        let cpu_prev = proc_stat::parse_cpu_times(stat.read());
+        // SAFETY: sysconf has no preconditions.
+        let ps = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+        Ok(Self {
+            sys,
+            finder: ProcessFinder::new(filter),
+            page_size: if ps > 0 { ps as u64 } else { 4096 },
+            ns_per_tick: 1_000_000_000 / proc_stat::clock_ticks(),
+            stat,
+            cpu_prev,
+            loadavg: proc_stat::ProcFile::new("/proc/loadavg"),
+            vmstat: proc_stat::ProcFile::new("/proc/vmstat"),
+            net_dev: proc_stat::ProcFile::new("/proc/net/dev"),
+            diskstats: proc_stat::ProcFile::new("/proc/diskstats"),
+            interrupts: proc_stat::ProcFile::new("/proc/interrupts"),
+            pid_stat: HashMap::new(),
+        })
+    }
+
+    /// The monitored pids now.
+    pub fn monitored(&mut self) -> Vec<u32> {
+        self.finder.pids().to_vec()
+    }
+
+    /// Takes one sample of everything `sel` wants, appending to `out`.
+    pub fn sample(&mut self, sel: &Selection, out: &mut Vec<Sample>) {
+        let mut push = |s: Sample| {
+            if sel.wants(&s.name) {
+                out.push(s);
+            }
+        };
+        if sel.wants_group("cpu") {
+            let now = proc_stat::parse_cpu_times(self.stat.read());
+            for (i, (b, a)) in self.cpu_prev.iter().zip(&now).enumerate() {
+                let name = match i {
+                    0 => "cpu.total.busy".to_owned(),
+                    n => format!("cpu.{}.busy", n - 1),
+                };
+                push(Sample::centi(name, "%", proc_stat::busy_percent(*b, *a)));
+            }
+            self.cpu_prev = now;
+        }
+        if sel.wants_group("load")
+            && let Some(l) = proc_stat::parse_loadavg(self.loadavg.read())
+        {
+            push(Sample::centi("load.1".into(), "", l[0]));
+            push(Sample::centi("load.5".into(), "", l[1]));
+            push(Sample::centi("load.15".into(), "", l[2]));
+        }
+        if sel.wants_group("mem") || sel.wants_group("swap") {
+            self.sys
+                .refresh_memory_specifics(MemoryRefreshKind::everything());
+            let b = |v: u64| v.min(i64::MAX as u64) as i64;
+            push(Sample::new(
+                "mem.total".into(),
+                "bytes",
+                b(self.sys.total_memory()),
+            ));
+            push(Sample::new(
+                "mem.used".into(),
+                "bytes",
+                b(self.sys.used_memory()),
+            ));
+            push(Sample::new(
+                "mem.available".into(),
+                "bytes",
+                b(self.sys.available_memory()),
+            ));
+            push(Sample::new(
+                "swap.total".into(),
+                "bytes",
+                b(self.sys.total_swap()),
+            ));
+            push(Sample::new(
+                "swap.used".into(),
+                "bytes",
+                b(self.sys.used_swap()),
+            ));
+        }
+        let c = |v: u64| v.min(i64::MAX as u64) as i64;
+        if sel.wants_group("vm") {
+            let v = proc_stat::parse_vmstat(self.vmstat.read());
+            push(Sample::new("vm.pgpgin_total".into(), "KiB", c(v.pgpgin)));
+            push(Sample::new("vm.pgpgout_total".into(), "KiB", c(v.pgpgout)));
+            push(Sample::new("vm.pswpin_total".into(), "pages", c(v.pswpin)));
+            push(Sample::new(
+                "vm.pswpout_total".into(),
+                "pages",
+                c(v.pswpout),
+            ));
+            push(Sample::new(
+                "vm.pgfault_total".into(),
+                "count",
+                c(v.pgfault),
+            ));
+            push(Sample::new(
+                "vm.pgmajfault_total".into(),
+                "count",
+                c(v.pgmajfault),
+            ));
+        }
+        if sel.wants_group("net") {
+            const Q: [(&str, &str); 4] = [
+                ("bytes", "bytes"),
+                ("packets", "count"),
+                ("errors", "count"),
+                ("drops", "count"),
+            ];
+            for d in proc_stat::parse_net_dev(self.net_dev.read()) {
+                let i = component(&d.name);
+                for (k, (q, unit)) in Q.iter().enumerate() {
+                    push(Sample::new(
+                        format!("net.{i}.rx_{q}_total"),
+                        unit,
+                        c(d.rx[k]),
+                    ));
+                    push(Sample::new(
+                        format!("net.{i}.tx_{q}_total"),
+                        unit,
+                        c(d.tx[k]),
+                    ));
+                }
+            }
+        }
+        if sel.wants_group("disk") {
+            for d in proc_stat::parse_diskstats(self.diskstats.read()) {
+                let n = component(&d.name);
+                push(Sample::new(
+                    format!("disk.{n}.reads_total"),
+                    "count",
+                    c(d.reads),
+                ));
+                push(Sample::new(
+                    format!("disk.{n}.writes_total"),
+                    "count",
+                    c(d.writes),
+                ));
+                push(Sample::new(
+                    format!("disk.{n}.read_bytes_total"),
+                    "bytes",
+                    c(d.read_sectors.saturating_mul(512)),
+                ));
+                push(Sample::new(
+                    format!("disk.{n}.write_bytes_total"),
+                    "bytes",
+                    c(d.write_sectors.saturating_mul(512)),
+                ));
+                push(Sample::new(
+                    format!("disk.{n}.io_ms_total"),
+                    "ms",
+                    c(d.io_ms),
+                ));
+            }
+        }
+        if sel.wants_group("irq") {
+            for l in proc_stat::parse_interrupts(self.interrupts.read()) {
+                push(Sample::new(
+                    format!("irq.{}.interrupts_total", component(&l.irq)),
+                    "count",
+                    c(l.count),
+                ));
+            }
+        }
+        if sel.wants_group("proc") {
+            let pids = self.finder.pids().to_vec();
+            self.pid_stat.retain(|p, _| pids.contains(p));
+            for pid in pids {
+                let f = self
+                    .pid_stat
+                    .entry(pid)
+                    .or_insert_with(|| proc_stat::ProcFile::new(format!("/proc/{pid}/stat")));
+                let Some(st) = proc_stat::parse_task_stat(f.read()) else {
+                    continue;
+                };
+                let name = component(&st.comm);
+                push(Sample::new(
+                    format!("proc.{name}.{pid}.cpu_ns_total"),
+                    "ns",
+                    c(st.cpu_ticks.saturating_mul(self.ns_per_tick)),
+                ));
+                push(Sample::new(
+                    format!("proc.{name}.{pid}.rss"),
+                    "bytes",
+                    c(st.rss_pages.saturating_mul(self.page_size)),
+                ));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::settings::{Selection, split_patterns};
+
+    #[test]
+    fn samples_everything_and_respects_selection() {
+        let mut s = Sampler::new(ProcessFilter {
+            pids: vec![std::process::id()],
+            names: vec![],
+        })
+        .unwrap();
+        let all = Selection::new(&[]).unwrap();
+        let mut out = Vec::new();
+        s.sample(&all, &mut out);
+        let has = |p: &str| out.iter().any(|x| x.name.starts_with(p));
+        for p in [
+            "cpu.total.busy",
+            "cpu.0.busy",
+            "load.1",
+            "mem.used",
+            "vm.pgfault_total",
+            "net.lo.rx_bytes_total",
+            "irq.",
+            "proc.",
+        ] {
+            assert!(
+                has(p),
+                "missing {p}: {:?}",
+                out.iter().map(|x| &x.name).collect::<Vec<_>>()
+            );
+        }
+        let rss = out.iter().find(|x| x.name.ends_with(".rss")).unwrap();
+        assert!(rss.value > 1_000_000, "{rss:?}");
+        let sel = Selection::new(&split_patterns("mem.*")).unwrap();
+        out.clear();
+        s.sample(&sel, &mut out);
+        assert!(!out.is_empty());
+        assert!(out.iter().all(|x| x.name.starts_with("mem.")));
+    }
+
+    #[test]
+    fn finds_processes_by_name() {
+        let comm = std::fs::read_to_string("/proc/self/comm").unwrap();
+        let mut f = ProcessFinder::new(ProcessFilter {
+            pids: vec![],
+            names: vec![comm.trim().to_owned()],
+        });
+        assert!(f.pids().contains(&std::process::id()));
+        let mut none = ProcessFinder::new(ProcessFilter {
+            pids: vec![u32::MAX - 1],
+            names: vec![],
+        });
+        assert!(none.pids().is_empty());
+    }
+}

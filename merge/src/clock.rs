@@ -1,0 +1,552 @@
+//! Clock synchronization: maps each source's relative times onto the session's time base.
+//!
+//! Pure: no I/O. Inputs are offset samples, outputs are linear clock maps with an error bound.
+//!
+//! A *forward* sample is a data frame or ping: the sender stamped `t_p` on its clock, the log
+//! server its receipt `t_s`, so `y = t_s − t_p = O(t_p) + d` with a delay `d ≥ 0` (CoSMoS §3).
+//! A *backward* sample is an echoed ack: the server sent it at `t_s`, the client saw it at
+//! `t_p`, so `y = t_s − t_p = O(t_p) − d' ≤ O(t_p)`. With a clock that drifts linearly,
+//! `O(x) = a + b·x`:
+//!
+//! - CoSMoS takes `min y` over the forward samples ([`Fit::cosmos_min_ns`]);
+//! - we take the lower convex hull of the forward points and pick the hull edge spanning their
+//!   mean `x` — the line minimizing the total delay `Σ (y − O(x))` subject to `O(x) ≤ y` for all
+//!   samples (the classic linear-programming estimator of offset and skew);
+//! - with backward samples the same on the upper hull of those, and the estimate is the
+//!   midline. Any linear truth lies below the forward hull and above the backward hull, so at
+//!   each `x` the truth is in `[upper(backward)(x), lower(forward)(x)]`; the estimate's error
+//!   is bounded by the larger distance to either end, evaluated at the two ends of the range
+//!   both sides cover (the error of a line against a line is largest at an end).
+//!   [`Fit::error_bound_ns`] is that bound; one-way fits have none.
+//!
+//! Processes on one host share CLOCK_MONOTONIC, so their samples are pooled in monotonic
+//! coordinates (`start_mono_ns + t`): one fit per host, exact relative alignment of the
+//! processes and of kernel (OS monitor) events there. Offsets compose along agent trees
+//! ([`Fit::compose`]). Messages then tighten the fits ([`tighten`]).
+
+/// Largest plausible drift; a steeper hull edge (too few or too close samples) falls back to
+/// the CoSMoS minimum without drift.
+pub const MAX_DRIFT: f64 = 1e-3;
+
+/// How an estimate was obtained.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// The source shares the log server's CLOCK_MONOTONIC (same boot): offset known exactly
+    /// from the two monotonic starts, no drift, error bound 0.
+    Exact,
+    /// Forward and backward hulls (offset, drift and an error bound).
+    TwoWay,
+    /// Lower hull of forward samples only (offset and drift, no bound).
+    Hull,
+    /// The CoSMoS minimum (one sample, or an implausible hull slope).
+    Min,
+    /// Samples plus matched messages against already-fitted clocks.
+    Messages,
+    /// Composed through an agent's `ClockSamples`.
+    Tree,
+    /// No samples at all: times stay relative to the source's start.
+    None,
+}
+
+impl Method {
+    /// Name stored in the database.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Exact => "exact",
+            Method::TwoWay => "two-way",
+            Method::Hull => "hull",
+            Method::Min => "min",
+            Method::Messages => "messages",
+            Method::Tree => "tree",
+            Method::None => "none",
+        }
+    }
+}
+
+/// A linear clock map `base(t) = t + offset + drift·t`.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Fit {
+    /// Offset at `t = 0`, ns (where the source's zero lies on the base).
+    pub offset: f64,
+    /// Drift as a ratio (1e-6 = 1 ppm); positive: the source's clock runs slow.
+    pub drift: f64,
+    /// How it was obtained.
+    pub method: Method,
+    /// Forward samples used.
+    pub forward: u64,
+    /// Backward samples used.
+    pub backward: u64,
+    /// Bound on |estimate − truth| over the sampled range, ns (two-way fits only).
+    pub error_bound_ns: Option<i64>,
+    /// The CoSMoS estimate, `min(t_s − t_p)`, for comparison.
+    pub cosmos_min_ns: Option<i64>,
+}
+
+impl Fit {
+    /// The identity map (no samples).
+    pub const NONE: Fit = Fit {
+        offset: 0.0,
+        drift: 0.0,
+        method: Method::None,
+        forward: 0,
+        backward: 0,
+        error_bound_ns: None,
+        cosmos_min_ns: None,
+    };
+
+    /// Maps a source time onto the base.
+    pub fn map(&self, t: i64) -> i64 {
+        let v = t as f64 + self.offset + self.drift * t as f64;
+        if v.is_finite() { v.round() as i64 } else { t }
+    }
+
+    /// Drift in parts per million.
+    pub fn drift_ppm(&self) -> f64 {
+        self.drift * 1e6
+    }
+
+    /// Re-expresses a fit made in coordinates `x = t + shift` for times `t`.
+    pub fn shifted(&self, shift: i64) -> Fit {
+        Fit {
+            offset: self.offset + shift as f64 * (1.0 + self.drift),
+            ..*self
+        }
+    }
+
+    /// `self ∘ inner`: `inner` maps a child's clock onto this source's clock.
+    pub fn compose(&self, inner: &Fit) -> Fit {
+        Fit {
+            offset: inner.offset * (1.0 + self.drift) + self.offset,
+            drift: (1.0 + inner.drift) * (1.0 + self.drift) - 1.0,
+            method: Method::Tree,
+            forward: inner.forward,
+            backward: inner.backward,
+            error_bound_ns: None,
+            cosmos_min_ns: inner.cosmos_min_ns,
+        }
+    }
+}
+
+/// Offset samples of one clock domain: `(x, y)` with `y = t_s − t_p` at `x = t_p`.
+#[derive(Debug, Clone, Default)]
+pub struct Samples {
+    /// Forward (`y ≥ O(x)`).
+    pub forward: Vec<(i64, i64)>,
+    /// Backward (`y ≤ O(x)`).
+    pub backward: Vec<(i64, i64)>,
+}
+
+impl Samples {
+    /// True if there is nothing to fit.
+    pub fn is_empty(&self) -> bool {
+        self.forward.is_empty()
+    }
+}
+
+fn cross(o: (f64, f64), a: (f64, f64), b: (f64, f64)) -> f64 {
+    (a.0 - o.0) * (b.1 - o.1) - (a.1 - o.1) * (b.0 - o.0)
+}
+
+/// Lower convex hull of points (`upper = false`) or upper hull (`upper = true`), sorted by x;
+/// points relative to `x0` for precision.
+fn hull(points: &[(i64, i64)], upper: bool) -> Vec<(f64, f64)> {
+    let mut p: Vec<(i64, i64)> = points.to_vec();
+    p.sort_unstable();
+    // Keep the extreme y per x.
+    let mut q: Vec<(i64, i64)> = Vec::with_capacity(p.len());
+    for (x, y) in p {
+        match q.last_mut() {
+            Some(last) if last.0 == x => {
+                if (upper && y > last.1) || (!upper && y < last.1) {
+                    last.1 = y;
+                }
+            }
+            _ => q.push((x, y)),
+        }
+    }
+    let sign = if upper { -1.0 } else { 1.0 };
+    let mut h: Vec<(f64, f64)> = Vec::new();
+    for (x, y) in q {
+        let pt = (x as f64, y as f64);
+        while h.len() >= 2 && sign * cross(h[h.len() - 2], h[h.len() - 1], pt) <= 0.0 {
+            h.pop();
+        }
+        h.push(pt);
+    }
+    h
+}
+
+/// Value of a hull (as a piecewise-linear function) at `x` (clamped to its range).
+fn hull_at(h: &[(f64, f64)], x: f64) -> f64 {
+    match h {
+        [] => 0.0,
+        [p] => p.1,
+        _ => {
+            if x <= h[0].0 {
+                return h[0].1;
+            }
+            for w in h.windows(2) {
+                if x <= w[1].0 {
+                    let t = (x - w[0].0) / (w[1].0 - w[0].0);
+                    return w[0].1 + t * (w[1].1 - w[0].1);
+                }
+            }
+            h[h.len() - 1].1
+        }
+    }
+}
+
+/// The hull edge spanning `mean`: `(a, b)` with `y = a + b·x`.
+fn edge_line(h: &[(f64, f64)], mean: f64) -> (f64, f64) {
+    match h {
+        [] => (0.0, 0.0),
+        [p] => (p.1, 0.0),
+        _ => {
+            let i = h
+                .windows(2)
+                .position(|w| mean <= w[1].0)
+                .unwrap_or(h.len() - 2);
+            let (p, q) = (h[i], h[i + 1]);
+            let b = (q.1 - p.1) / (q.0 - p.0);
+            (p.1 - b * p.0, b)
+        }
+    }
+}
+
+fn mean_x(points: &[(i64, i64)]) -> f64 {
+    points.iter().map(|p| p.0 as f64).sum::<f64>() / points.len().max(1) as f64
+}
+
+/// Fits offset and drift to a domain's samples (in the domain's coordinates).
+pub fn fit(s: &Samples) -> Fit {
+    // Work relative to the first sample time: hull tests multiply coordinates, and absolute
+    // times of hours would cost f64 precision.
+    let Some(x0) = s.forward.iter().map(|p| p.0).min() else {
+        return Fit::NONE;
+    };
+    let rel = |v: &[(i64, i64)]| -> Vec<(i64, i64)> {
+        v.iter().map(|&(x, y)| (x.saturating_sub(x0), y)).collect()
+    };
+    let mut f = fit_relative(&Samples {
+        forward: rel(&s.forward),
+        backward: rel(&s.backward),
+    });
+    // y = a + b·(x − x0) = (a − b·x0) + b·x
+    f.offset -= f.drift * x0 as f64;
+    f
+}
+
+fn fit_relative(s: &Samples) -> Fit {
+    if s.forward.is_empty() {
+        return Fit::NONE;
+    }
+    let cosmos = s.forward.iter().map(|p| p.1).min();
+    let lower = hull(&s.forward, false);
+    let (mut a, mut b) = edge_line(&lower, mean_x(&s.forward));
+    let mut method = Method::Hull;
+    if lower.len() < 2 || b.abs() > MAX_DRIFT || !a.is_finite() {
+        (a, b) = (cosmos.unwrap_or(0) as f64, 0.0);
+        method = Method::Min;
+    }
+    let mut f = Fit {
+        offset: a,
+        drift: b,
+        method,
+        forward: s.forward.len() as u64,
+        backward: 0,
+        error_bound_ns: None,
+        cosmos_min_ns: cosmos,
+    };
+    if s.backward.is_empty() {
+        return f;
+    }
+    let upper = hull(&s.backward, true);
+    let (mut ab, mut bb) = edge_line(&upper, mean_x(&s.backward));
+    if upper.len() < 2 || bb.abs() > MAX_DRIFT || !ab.is_finite() {
+        // A single backward point: a flat line through it.
+        let m = s.backward.iter().map(|p| p.1).max().unwrap_or(0) as f64;
+        (ab, bb) = (m, 0.0);
+        if method == Method::Min {
+            (ab, bb) = (m, b);
+        }
+    }
+    let (ma, mb) = ((a + ab) / 2.0, (b + bb) / 2.0);
+    let lo_x = lower[0].0.max(upper[0].0);
+    let hi_x = lower[lower.len() - 1].0.min(upper[upper.len() - 1].0);
+    let mut bound: Option<f64> = None;
+    if lo_x <= hi_x {
+        for x in [lo_x, hi_x] {
+            let est = ma + mb * x;
+            let up = hull_at(&lower, x);
+            let down = hull_at(&upper, x);
+            let e = (up - est).max(est - down);
+            bound = Some(bound.map_or(e, |b: f64| b.max(e)));
+        }
+    }
+    f.offset = ma;
+    f.drift = mb;
+    f.backward = s.backward.len() as u64;
+    f.method = Method::TwoWay;
+    f.error_bound_ns = bound
+        .filter(|b| b.is_finite())
+        .map(|b| b.ceil().max(0.0) as i64 + 1);
+    f
+}
+
+/// True if the backward samples nowhere lie above the forward samples' lower hull (and the
+/// forward samples nowhere below the backward upper hull) — i.e. some line fits between them.
+/// Messages against another clock's estimate can make the two sides cross.
+pub fn consistent(s: &Samples) -> bool {
+    if s.forward.is_empty() || s.backward.is_empty() {
+        return true;
+    }
+    let lower = hull(&s.forward, false);
+    let upper = hull(&s.backward, true);
+    let (lo, hi) = (
+        lower[0].0.max(upper[0].0),
+        lower[lower.len() - 1].0.min(upper[upper.len() - 1].0),
+    );
+    let inside = |x: f64| x >= lo && x <= hi;
+    upper
+        .iter()
+        .filter(|p| inside(p.0))
+        .all(|p| hull_at(&lower, p.0) >= p.1)
+        && lower
+            .iter()
+            .filter(|p| inside(p.0))
+            .all(|p| p.1 >= hull_at(&upper, p.0))
+}
+
+/// A causality constraint from one matched message between clock domains: after mapping,
+/// `recv_end − send_start` must be ≥ 0; `slack` is that difference under the current fits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Constraint {
+    /// Sending domain.
+    pub from: usize,
+    /// Receiving domain.
+    pub to: usize,
+    /// `recv_end − send_start` on the base, ns (negative: a violation).
+    pub slack: i64,
+}
+
+/// Tightens domain offsets with message constraints (Trace Compass-style): finds shifts
+/// `δ` so that `slack + δ[to] − δ[from] ≥ 0` for as many messages as possible, moving each
+/// domain in proportion to its `weight` (its uncertainty; 0 pins it) and never beyond
+/// `limit[d]` (its error bound; `None` = unlimited). Returns the shifts; run
+/// [`violations`] afterwards to count what remains.
+pub fn tighten(
+    constraints: &[Constraint],
+    weight: &[f64],
+    limit: &[Option<i64>],
+    rounds: usize,
+) -> Vec<i64> {
+    let n = weight.len();
+    let mut delta = vec![0i64; n];
+    // Only the tightest constraint per ordered pair matters for a pure offset shift.
+    let mut worst: std::collections::BTreeMap<(usize, usize), i64> = Default::default();
+    for c in constraints {
+        if c.from >= n || c.to >= n || c.from == c.to {
+            continue;
+        }
+        let e = worst.entry((c.from, c.to)).or_insert(c.slack);
+        *e = (*e).min(c.slack);
+    }
+    let clamp = |d: usize, v: i64| match limit[d] {
+        Some(l) => v.clamp(-l, l),
+        None => v,
+    };
+    for _ in 0..rounds {
+        let mut changed = false;
+        for (&(from, to), &slack) in &worst {
+            let cur = slack + delta[to] - delta[from];
+            if cur >= 0 {
+                continue;
+            }
+            let need = -cur;
+            let (wf, wt) = (weight[from].max(0.0), weight[to].max(0.0));
+            if wf + wt <= 0.0 {
+                continue;
+            }
+            let share_to = ((need as f64) * wt / (wf + wt)).ceil() as i64;
+            let share_from = need - share_to;
+            let nt = clamp(to, delta[to] + share_to);
+            let nf = clamp(from, delta[from] - share_from);
+            if nt != delta[to] || nf != delta[from] {
+                changed = true;
+            }
+            delta[to] = nt;
+            delta[from] = nf;
+        }
+        if !changed {
+            break;
+        }
+    }
+    delta
+}
+
+/// Messages still received before they were sent after shifting domains by `delta`.
+pub fn violations(constraints: &[Constraint], delta: &[i64]) -> u64 {
+    constraints
+        .iter()
+        .filter(|c| {
+            let d = |i: usize| delta.get(i).copied().unwrap_or(0);
+            c.slack + d(c.to) - d(c.from) < 0
+        })
+        .count() as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// A synthetic source: true offset `o` and drift `b`; forward samples every `step` ns with
+    /// delays drawn by the caller; backward samples likewise.
+    fn synth(o: f64, b: f64, delays: &[(u32, u32)], step: i64, base: i64) -> Samples {
+        let mut s = Samples::default();
+        for (i, &(df, db)) in delays.iter().enumerate() {
+            let x = base + i as i64 * step;
+            let truth = o + b * x as f64;
+            s.forward.push((x, (truth + df as f64).round() as i64));
+            let xb = x + step / 2;
+            let tb = o + b * xb as f64;
+            s.backward.push((xb, (tb - db as f64).round() as i64));
+        }
+        s
+    }
+
+    #[test]
+    fn one_sample_is_the_cosmos_minimum() {
+        let s = Samples {
+            forward: vec![(10, 500)],
+            backward: vec![],
+        };
+        let f = fit(&s);
+        assert_eq!(f.method, Method::Min);
+        assert_eq!(f.map(10), 510);
+        assert_eq!(f.cosmos_min_ns, Some(500));
+        assert_eq!(fit(&Samples::default()).method, Method::None);
+    }
+
+    #[test]
+    fn exact_samples_recover_offset_and_drift() {
+        let delays = vec![(0, 0); 50];
+        let f = fit(&synth(5e9, 50e-6, &delays, 20_000_000, 1_000_000));
+        assert!((f.drift_ppm() - 50.0).abs() < 0.01, "{f:?}");
+        assert!((f.offset - 5e9).abs() < 2.0, "{f:?}");
+        assert!(f.error_bound_ns.unwrap() <= 3, "{f:?}");
+    }
+
+    #[test]
+    fn composition_and_shift_agree_with_direct_maps() {
+        let outer = Fit {
+            offset: 1000.0,
+            drift: 1e-4,
+            ..Fit::NONE
+        };
+        let inner = Fit {
+            offset: -300.0,
+            drift: -5e-5,
+            ..Fit::NONE
+        };
+        let c = outer.compose(&inner);
+        for t in [0i64, 1_000_000, 3_000_000_000] {
+            assert!((c.map(t) - outer.map(inner.map(t))).abs() <= 1);
+            let s = outer.shifted(777);
+            assert!((s.map(t) - outer.map(t + 777)).abs() <= 1);
+        }
+    }
+
+    #[test]
+    fn crossing_hulls_are_inconsistent() {
+        let mut s = Samples {
+            forward: vec![(0, 100), (10, 100)],
+            backward: vec![(5, 90)],
+        };
+        assert!(consistent(&s));
+        s.backward.push((6, 120));
+        assert!(!consistent(&s));
+    }
+
+    #[test]
+    fn tightening_removes_violations_within_limits() {
+        // Domain 1 is 1 ms early: its receipts appear before the sends of domain 0.
+        let cs = vec![
+            Constraint {
+                from: 0,
+                to: 1,
+                slack: -1_000_000,
+            },
+            Constraint {
+                from: 0,
+                to: 1,
+                slack: -400_000,
+            },
+            Constraint {
+                from: 1,
+                to: 0,
+                slack: 3_000_000,
+            },
+        ];
+        assert_eq!(violations(&cs, &[0, 0]), 2);
+        let d = tighten(&cs, &[0.0, 1.0], &[None, None], 50);
+        assert_eq!(d, vec![0, 1_000_000]);
+        assert_eq!(violations(&cs, &d), 0);
+        // A limit that forbids the full shift leaves violations to count.
+        let d = tighten(&cs, &[0.0, 1.0], &[None, Some(500_000)], 50);
+        assert_eq!(violations(&cs, &d), 1);
+        // Contradictory constraints (a round trip shorter than zero) cannot be met.
+        let bad = vec![
+            Constraint {
+                from: 0,
+                to: 1,
+                slack: -10,
+            },
+            Constraint {
+                from: 1,
+                to: 0,
+                slack: -10,
+            },
+        ];
+        let d = tighten(&bad, &[1.0, 1.0], &[None, None], 50);
+        assert!(violations(&bad, &d) >= 1);
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// Known offsets, drifts up to ±100 ppm, sessions starting up to ~3 h into the source's
+        /// life and random positive delays in both
+        /// directions: the two-way estimate is within its stated bound everywhere in the
+        /// sampled range, and the one-way estimate (whose edge may be extrapolated over up to half
+        /// the range) within twice the largest delay.
+        #[test]
+        fn offsets_are_recovered_within_the_stated_bound(
+            o in -5e9f64..5e9,
+            ppm in -100.0f64..100.0,
+            delays in prop::collection::vec((0u32..200_000, 0u32..200_000), 2..120),
+            step in 1_000_000i64..500_000_000,
+            base in 0i64..10_000_000_000_000,
+        ) {
+            let b = ppm * 1e-6;
+            let s = synth(o, b, &delays, step, base);
+            let f = fit(&s);
+            prop_assert_eq!(f.method, Method::TwoWay);
+            let bound = f.error_bound_ns.unwrap() as f64 + 1.0;
+            let xs: Vec<i64> = s.forward.iter().map(|p| p.0).collect();
+            let (lo, hi) = (xs[0] + step / 2, xs[xs.len() - 1]);
+            for x in [lo, (lo + hi) / 2, hi] {
+                let truth = x as f64 + o + b * x as f64;
+                let err = (f.map(x) as f64 - truth).abs();
+                prop_assert!(err <= bound, "x {} err {} bound {} fit {:?}", x, err, bound, f);
+            }
+            let one = fit(&Samples { forward: s.forward.clone(), backward: vec![] });
+            let max_delay = delays.iter().map(|d| d.0).max().unwrap() as f64;
+            for &x in &xs {
+                let truth = x as f64 + o + b * x as f64;
+                let err = (one.map(x) as f64 - truth).abs();
+                prop_assert!(err <= 2.0 * max_delay + 2.0, "one-way err {} > {}", err, max_delay);
+            }
+        }
+    }
+}

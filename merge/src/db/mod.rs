@@ -1,0 +1,281 @@
+//! The database side: connect, migrate, replace a session, and write rows in bulk.
+//!
+//! The only modules that touch sqlx. [`Writer`] buffers rows per table and hands full
+//! batches to the backend: SQLite gets multi-row `INSERT … VALUES (…),(…)` statements of up to
+//! [`sqlite::MAX_PARAMS`] bound parameters (sqlx runs SQLite on a worker thread, so one row per
+//! statement would cost a round trip each), PostgreSQL gets `COPY … FROM STDIN` in text
+//! format. A whole merge is one transaction: a failed merge leaves the previous contents.
+
+pub mod postgres;
+pub mod sqlite;
+
+use crate::error::Error;
+use crate::schema::{self, Backend, Table, Value};
+use sqlx::{PgConnection, SqliteConnection};
+use std::collections::HashMap;
+
+/// A connection to either backend.
+#[derive(Debug)]
+pub enum Db {
+    /// SQLite.
+    Sqlite(SqliteConnection),
+    /// PostgreSQL.
+    Postgres(PgConnection),
+}
+
+impl Db {
+    /// Connects: `sqlite:PATH` (created if missing) or `postgres://…`.
+    pub async fn connect(url: &str) -> Result<Db, Error> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            Ok(Db::Postgres(postgres::connect(url).await?))
+        } else if url.starts_with("sqlite:") {
+            Ok(Db::Sqlite(sqlite::connect(url).await?))
+        } else {
+            Err(Error::Url(url.to_owned()))
+        }
+    }
+
+    /// Which backend.
+    pub fn backend(&self) -> Backend {
+        match self {
+            Db::Sqlite(_) => Backend::Sqlite,
+            Db::Postgres(_) => Backend::Postgres,
+        }
+    }
+
+    /// Applies the embedded migrations.
+    pub async fn migrate(&mut self) -> Result<(), Error> {
+        let m = schema::migrator(self.backend());
+        match self {
+            Db::Sqlite(c) => m.run(&mut *c).await?,
+            Db::Postgres(c) => m.run(&mut *c).await?,
+        }
+        Ok(())
+    }
+
+    /// Runs a statement without results.
+    pub async fn execute(&mut self, sql: &'static str) -> Result<(), Error> {
+        match self {
+            Db::Sqlite(c) => {
+                sqlx::raw_sql(sql).execute(c).await?;
+            }
+            Db::Postgres(c) => {
+                sqlx::raw_sql(sql).execute(c).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Starts the merge's transaction.
+    pub async fn begin(&mut self) -> Result<(), Error> {
+        self.execute("BEGIN").await
+    }
+
+    /// Commits it.
+    pub async fn commit(&mut self) -> Result<(), Error> {
+        self.execute("COMMIT").await
+    }
+
+    /// Deletes every row of session `name` and returns the id to write it under (its old id,
+    /// or one above the largest). `alone`: no other session is in the database, so whole
+    /// tables are emptied (much faster than deleting row by row).
+    pub async fn replace_session(&mut self, name: &str, alone: bool) -> Result<i64, Error> {
+        match self {
+            Db::Sqlite(c) => sqlite::replace_session(c, name, alone).await,
+            Db::Postgres(c) => postgres::replace_session(c, name, alone).await,
+        }
+    }
+
+    /// True if no session other than `name` is in the database (a bulk load may then drop
+    /// the indexes and build them afterwards, which is much faster than maintaining them).
+    pub async fn alone(&mut self, name: &str) -> Result<bool, Error> {
+        use sqlx::Row;
+        let n: i64 = match self {
+            Db::Sqlite(c) => sqlx::query("SELECT COUNT(*) FROM session WHERE name <> ?")
+                .bind(name)
+                .fetch_one(c)
+                .await?
+                .get(0),
+            Db::Postgres(c) => {
+                // Serialize concurrent merges into one database from here to the commit.
+                sqlx::query("LOCK TABLE session IN EXCLUSIVE MODE")
+                    .execute(&mut *c)
+                    .await?;
+                sqlx::query("SELECT COUNT(*) FROM session WHERE name <> $1")
+                    .bind(name)
+                    .fetch_one(c)
+                    .await?
+                    .get(0)
+            }
+        };
+        Ok(n == 0)
+    }
+
+    /// Drops (`create = false`) or creates the schema's indexes.
+    pub async fn indexes(&mut self, create: bool) -> Result<(), Error> {
+        for (name, sql) in schema::indexes(self.backend()) {
+            let stmt = if create {
+                sql.to_owned()
+            } else {
+                format!("DROP INDEX IF EXISTS {name}")
+            };
+            match self {
+                Db::Sqlite(c) => {
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(stmt)).execute(c).await?;
+                }
+                Db::Postgres(c) => {
+                    sqlx::raw_sql(sqlx::AssertSqlSafe(stmt)).execute(c).await?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Writes `rows` (flattened, `table.columns.len()` values per row).
+    pub async fn insert(&mut self, table: Table, rows: Vec<Value>) -> Result<(), Error> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        match self {
+            Db::Sqlite(c) => sqlite::insert(c, table.name, table.columns, rows).await,
+            Db::Postgres(c) => postgres::insert(c, table.name, table.columns, rows).await,
+        }
+    }
+
+    /// Writes the `session` row.
+    pub async fn insert_session(&mut self, row: Vec<Value>) -> Result<(), Error> {
+        match self {
+            Db::Sqlite(c) => sqlite::insert(c, "session", schema::SESSION_COLUMNS, row).await,
+            Db::Postgres(c) => postgres::insert(c, "session", schema::SESSION_COLUMNS, row).await,
+        }
+    }
+
+    /// Closes the connection.
+    pub async fn close(self) -> Result<(), Error> {
+        use sqlx::Connection;
+        match self {
+            Db::Sqlite(c) => c.close().await?,
+            Db::Postgres(c) => c.close().await?,
+        }
+        Ok(())
+    }
+}
+
+/// A batch on its way to the database task.
+type Batch = (Table, Vec<Value>);
+
+/// Rows per table waiting for a batch. Full batches go to a separate task that owns the
+/// connection, so building rows overlaps with the database's work (SQLite's worker thread or
+/// the PostgreSQL server); at most [`IN_FLIGHT`] batches wait in between, bounding memory.
+#[derive(Debug)]
+pub struct Writer {
+    tx: Option<tokio::sync::mpsc::Sender<Batch>>,
+    task: Option<tokio::task::JoinHandle<(Db, Result<(), Error>)>>,
+    buffers: HashMap<&'static str, (Table, Vec<Value>)>,
+    batch_values: usize,
+    rows: HashMap<&'static str, u64>,
+}
+
+/// Batches queued for the database task.
+pub const IN_FLIGHT: usize = 4;
+
+impl Writer {
+    /// Starts the database task for `db` (call inside a tokio runtime).
+    pub fn new(db: Db) -> Self {
+        let batch_values = match db.backend() {
+            Backend::Sqlite => sqlite::MAX_PARAMS,
+            Backend::Postgres => postgres::BATCH_VALUES,
+        };
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Batch>(IN_FLIGHT);
+        let task = tokio::spawn(async move {
+            let mut db = db;
+            while let Some((table, rows)) = rx.recv().await {
+                if let Err(e) = db.insert(table, rows).await {
+                    return (db, Err(e));
+                }
+            }
+            (db, Ok(()))
+        });
+        Writer {
+            tx: Some(tx),
+            task: Some(task),
+            buffers: HashMap::new(),
+            batch_values,
+            rows: HashMap::new(),
+        }
+    }
+
+    async fn send(&mut self, table: Table, rows: Vec<Value>) -> Result<(), Error> {
+        if rows.is_empty() {
+            return Ok(());
+        }
+        let sent = match &self.tx {
+            Some(tx) => tx.send((table, rows)).await.is_ok(),
+            None => false,
+        };
+        if sent {
+            Ok(())
+        } else {
+            // The task stopped on an error: report that error.
+            self.tx = None;
+            match self.task.take() {
+                Some(task) => match task.await {
+                    Ok((_, Err(e))) => Err(e),
+                    Ok((_, Ok(()))) => Err(Error::WriterStopped),
+                    Err(e) => Err(Error::Task(e.to_string())),
+                },
+                None => Err(Error::WriterStopped),
+            }
+        }
+    }
+
+    /// Adds one row (`values.len() == table.columns.len()`); queues a batch when full.
+    pub async fn row(
+        &mut self,
+        table: Table,
+        values: impl IntoIterator<Item = Value>,
+    ) -> Result<(), Error> {
+        let cols = table.columns.len();
+        let cap = (self.batch_values / cols) * cols;
+        let (_, buf) = self
+            .buffers
+            .entry(table.name)
+            .or_insert_with(|| (table, Vec::with_capacity(cap)));
+        buf.extend(values);
+        *self.rows.entry(table.name).or_insert(0) += 1;
+        if buf.len() + cols > cap {
+            let rows = std::mem::replace(buf, Vec::with_capacity(cap));
+            self.send(table, rows).await?;
+        }
+        Ok(())
+    }
+
+    /// Queues everything buffered.
+    pub async fn flush(&mut self) -> Result<(), Error> {
+        let mut names: Vec<&'static str> = self.buffers.keys().copied().collect();
+        names.sort_unstable();
+        for n in names {
+            if let Some((table, buf)) = self.buffers.get_mut(n) {
+                let rows = std::mem::take(buf);
+                let table = *table;
+                self.send(table, rows).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Rows written per table so far.
+    pub fn counts(&self) -> &HashMap<&'static str, u64> {
+        &self.rows
+    }
+
+    /// Writes what is left, waits for the database task and returns the connection.
+    pub async fn finish(mut self) -> Result<Db, Error> {
+        self.flush().await?;
+        self.tx = None;
+        let task = self.task.take().ok_or(Error::WriterStopped)?;
+        let (db, result) = task.await.map_err(|e| Error::Task(e.to_string()))?;
+        result?;
+        Ok(db)
+    }
+}

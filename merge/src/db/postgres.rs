@@ -1,0 +1,135 @@
+//! PostgreSQL: one connection, rows streamed with `COPY … FROM STDIN` (text format).
+
+use crate::error::Error;
+use crate::schema::Value;
+use sqlx::postgres::PgConnectOptions;
+use sqlx::{AssertSqlSafe, ConnectOptions, PgConnection, Row};
+use std::io::Write;
+use std::str::FromStr;
+
+/// Values buffered per table before one `COPY`.
+pub const BATCH_VALUES: usize = 1 << 18;
+
+/// Connects (`postgres://…`; `?options=-csearch_path%3Dname` selects a schema).
+pub async fn connect(url: &str) -> Result<PgConnection, Error> {
+    let opts = PgConnectOptions::from_str(url)?;
+    Ok(opts.connect().await?)
+}
+
+/// Deletes a session's rows; returns its id.
+pub async fn replace_session(c: &mut PgConnection, name: &str, alone: bool) -> Result<i64, Error> {
+    // Serialize concurrent merges into one database (ids are max + 1).
+    sqlx::query("LOCK TABLE session IN EXCLUSIVE MODE")
+        .execute(&mut *c)
+        .await?;
+    let old: Option<i64> = sqlx::query("SELECT id FROM session WHERE name = $1")
+        .bind(name)
+        .fetch_optional(&mut *c)
+        .await?
+        .map(|r| r.get(0));
+    let id = match old {
+        Some(id) => {
+            for t in crate::schema::ALL {
+                if alone {
+                    let sql = format!("TRUNCATE {}", t.name);
+                    sqlx::query(AssertSqlSafe(sql)).execute(&mut *c).await?;
+                } else {
+                    let sql = format!("DELETE FROM {} WHERE session_id = $1", t.name);
+                    sqlx::query(AssertSqlSafe(sql))
+                        .bind(id)
+                        .execute(&mut *c)
+                        .await?;
+                }
+            }
+            sqlx::query("DELETE FROM session WHERE id = $1")
+                .bind(id)
+                .execute(&mut *c)
+                .await?;
+            id
+        }
+        None => sqlx::query("SELECT COALESCE(MAX(id), 0) + 1 FROM session")
+            .fetch_one(&mut *c)
+            .await?
+            .get(0),
+    };
+    Ok(id)
+}
+
+/// Appends a value in COPY text format.
+fn put(buf: &mut Vec<u8>, v: &Value) {
+    match v {
+        Value::Null => buf.extend_from_slice(b"\\N"),
+        Value::Int(i) => {
+            let _ = write!(buf, "{i}");
+        }
+        Value::Real(f) if f.is_finite() => {
+            let _ = write!(buf, "{f:?}");
+        }
+        Value::Real(_) => buf.extend_from_slice(b"\\N"),
+        Value::Text(s) => put_text(buf, s),
+        Value::Static(s) => put_text(buf, s),
+    }
+}
+
+/// Appends text in COPY text format (backslash escapes; NUL dropped).
+fn put_text(buf: &mut Vec<u8>, s: &str) {
+    {
+        {
+            for &b in s.as_bytes() {
+                match b {
+                    b'\\' => buf.extend_from_slice(b"\\\\"),
+                    b'\t' => buf.extend_from_slice(b"\\t"),
+                    b'\n' => buf.extend_from_slice(b"\\n"),
+                    b'\r' => buf.extend_from_slice(b"\\r"),
+                    0 => {} // text cannot hold NUL in PostgreSQL
+                    _ => buf.push(b),
+                }
+            }
+        }
+    }
+}
+
+/// Streams rows (flattened) with one `COPY`.
+pub async fn insert(
+    c: &mut PgConnection,
+    table: &str,
+    columns: &[&str],
+    values: Vec<Value>,
+) -> Result<(), Error> {
+    let cols = columns.len();
+    let sql = format!("COPY {table} ({}) FROM STDIN", columns.join(","));
+    let mut copy = c.copy_in_raw(&sql).await?;
+    let mut buf = Vec::with_capacity(1 << 20);
+    for (i, v) in values.iter().enumerate() {
+        put(&mut buf, v);
+        buf.push(if (i + 1) % cols == 0 { b'\n' } else { b'\t' });
+        if buf.len() >= 1 << 20 && (i + 1) % cols == 0 {
+            copy.send(std::mem::take(&mut buf)).await?;
+        }
+    }
+    if !buf.is_empty() {
+        copy.send(buf).await?;
+    }
+    copy.finish().await?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn copy_text_escapes() {
+        let mut b = Vec::new();
+        for v in [
+            Value::Null,
+            Value::Int(-5),
+            Value::Real(0.25),
+            Value::Text("a\tb\\c\nd\0".into()),
+        ] {
+            put(&mut b, &v);
+            b.push(b'|');
+        }
+        assert_eq!(String::from_utf8(b).unwrap(), "\\N|-5|0.25|a\\tb\\\\c\\nd|");
+    }
+}

@@ -1,0 +1,120 @@
+//! SQLite: one connection, WAL, multi-row `INSERT` batches with bound parameters.
+
+use crate::error::Error;
+use crate::schema::Value;
+use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
+use sqlx::{AssertSqlSafe, ConnectOptions, Row, SqliteConnection};
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+
+/// Most bound parameters per statement SQLite accepts (`SQLITE_MAX_VARIABLE_NUMBER`, 32,766).
+pub const MAX_PARAMS: usize = 32_766;
+
+/// Opens (creating) the database file with bulk-load pragmas.
+pub async fn connect(url: &str) -> Result<SqliteConnection, Error> {
+    let opts = SqliteConnectOptions::from_str(url)?
+        .create_if_missing(true)
+        .journal_mode(SqliteJournalMode::Wal)
+        .synchronous(SqliteSynchronous::Normal)
+        .pragma("cache_size", "-65536")
+        .busy_timeout(std::time::Duration::from_secs(30));
+    Ok(opts.connect().await?)
+}
+
+/// Deletes a session's rows; returns its id.
+pub async fn replace_session(
+    c: &mut SqliteConnection,
+    name: &str,
+    alone: bool,
+) -> Result<i64, Error> {
+    let old: Option<i64> = sqlx::query("SELECT id FROM session WHERE name = ?")
+        .bind(name)
+        .fetch_optional(&mut *c)
+        .await?
+        .map(|r| r.get(0));
+    let id = match old {
+        Some(id) => {
+            for t in crate::schema::ALL {
+                if alone {
+                    let sql = format!("DELETE FROM {}", t.name);
+                    sqlx::query(AssertSqlSafe(sql)).execute(&mut *c).await?;
+                } else {
+                    let sql = format!("DELETE FROM {} WHERE session_id = ?", t.name);
+                    sqlx::query(AssertSqlSafe(sql))
+                        .bind(id)
+                        .execute(&mut *c)
+                        .await?;
+                }
+            }
+            sqlx::query("DELETE FROM session WHERE id = ?")
+                .bind(id)
+                .execute(&mut *c)
+                .await?;
+            id
+        }
+        None => sqlx::query("SELECT COALESCE(MAX(id), 0) + 1 FROM session")
+            .fetch_one(&mut *c)
+            .await?
+            .get(0),
+    };
+    Ok(id)
+}
+
+/// `INSERT INTO table (cols) VALUES (?, …), …` texts, cached per (table, rows) so sqlx's
+/// statement cache sees the same text for every full batch.
+type StatementCache = HashMap<(String, usize), Arc<str>>;
+
+fn statement(table: &str, columns: &[&str], rows: usize) -> Arc<str> {
+    static CACHE: Mutex<Option<StatementCache>> = Mutex::new(None);
+    let key = (table.to_owned(), rows);
+    let mut guard = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    let cache = guard.get_or_insert_with(HashMap::new);
+    if let Some(s) = cache.get(&key) {
+        return s.clone();
+    }
+    let one = format!("({})", vec!["?"; columns.len()].join(","));
+    let mut sql = format!("INSERT INTO {table} ({}) VALUES ", columns.join(","));
+    for i in 0..rows {
+        if i > 0 {
+            sql.push(',');
+        }
+        sql.push_str(&one);
+    }
+    let s: Arc<str> = sql.into();
+    if cache.len() < 256 {
+        cache.insert(key, s.clone());
+    }
+    s
+}
+
+/// Inserts rows (flattened) in statements of at most [`MAX_PARAMS`] parameters.
+pub async fn insert(
+    c: &mut SqliteConnection,
+    table: &str,
+    columns: &[&str],
+    values: Vec<Value>,
+) -> Result<(), Error> {
+    let cols = columns.len();
+    let per = (MAX_PARAMS / cols).max(1);
+    let mut it = values.into_iter();
+    let total = it.len() / cols;
+    let mut done = 0;
+    while done < total {
+        let n = per.min(total - done);
+        let sql = statement(table, columns, n);
+        let mut q = sqlx::query(AssertSqlSafe(sql));
+        for v in it.by_ref().take(n * cols) {
+            q = match v {
+                Value::Null => q.bind(None::<i64>),
+                Value::Int(i) => q.bind(i),
+                Value::Real(f) => q.bind(f),
+                Value::Text(s) => q.bind(s),
+                Value::Static(s) => q.bind(s),
+            };
+        }
+        q.execute(&mut *c).await?;
+        done += n;
+    }
+    Ok(())
+}

@@ -1,0 +1,318 @@
+//! Clock domains and the synchronization of a session: which sources share a clock, their
+//! fits, agent-tree composition, refinement and tightening with matched messages.
+//!
+//! Pure (no I/O): works on the first pass's [`Scan`] and the [`Matches`]. A *domain* is a set
+//! of processes sharing one clock: all processes of one boot (CLOCK_MONOTONIC; their samples
+//! are pooled in monotonic coordinates, so kernel events of an OS monitor there map exactly),
+//! or a single process when its handshake gives no boot id or monotonic start.
+
+use crate::clock::{self, Constraint, Fit, Method, Samples};
+use crate::load::Scan;
+use crate::matching::{self, Matches};
+use std::collections::BTreeMap;
+
+/// The result: one fit per process (on its own clock) and what was done.
+#[derive(Debug, Clone)]
+pub struct Synchronized {
+    /// Per process: maps its times onto the session base (tightening included).
+    pub fits: Vec<Fit>,
+    /// Per process: offset shift applied by message tightening, ns.
+    pub tighten_ns: Vec<i64>,
+    /// Per process: its domain's name (`host:<boot id>`, `process`, `tree`).
+    pub domains: Vec<String>,
+    /// Matched messages received before they were sent under the fits before tightening.
+    pub violations_before: u64,
+}
+
+/// Where a process's clock comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum DomainKey {
+    Host(usize),
+    Process(usize),
+}
+
+#[derive(Debug)]
+struct Domains {
+    /// Domain of each process and its shift (start_mono − domain reference).
+    of: Vec<(usize, i64)>,
+    keys: Vec<DomainKey>,
+    fits: Vec<Fit>,
+    samples: Vec<Samples>,
+}
+
+/// Builds clock domains (hosts sharing CLOCK_MONOTONIC, or single processes) and fits them.
+fn domains(scan: &Scan, hosts: &[usize]) -> Domains {
+    let mut index: BTreeMap<DomainKey, usize> = BTreeMap::new();
+    let mut keys = Vec::new();
+    let mut members: Vec<Vec<usize>> = Vec::new();
+    let mut of = Vec::with_capacity(scan.processes.len());
+    for (p, info) in scan.processes.iter().enumerate() {
+        let id = &info.identity;
+        let key = if !id.boot_id.is_empty() && id.start_mono_ns > 0 {
+            DomainKey::Host(hosts[p])
+        } else {
+            DomainKey::Process(p)
+        };
+        let d = *index.entry(key).or_insert_with(|| {
+            keys.push(key);
+            members.push(Vec::new());
+            keys.len() - 1
+        });
+        members[d].push(p);
+        of.push((d, 0i64));
+    }
+    let mut fits = Vec::with_capacity(keys.len());
+    let mut all = Vec::with_capacity(keys.len());
+    for (d, ms) in members.iter().enumerate() {
+        let reference = match keys[d] {
+            DomainKey::Host(_) => ms
+                .iter()
+                .map(|&p| scan.processes[p].identity.start_mono_ns)
+                .min()
+                .unwrap_or(0),
+            DomainKey::Process(_) => 0,
+        };
+        let mut samples = Samples::default();
+        for &p in ms {
+            let info = &scan.processes[p];
+            let shift = match keys[d] {
+                DomainKey::Host(_) => info.identity.start_mono_ns.wrapping_sub(reference) as i64,
+                DomainKey::Process(_) => 0,
+            };
+            of[p].1 = shift;
+            samples.forward.extend(
+                info.forward
+                    .iter()
+                    .map(|&(x, y)| (x.saturating_add(shift), y.saturating_sub(shift))),
+            );
+            samples.backward.extend(
+                info.backward
+                    .iter()
+                    .map(|&(x, y)| (x.saturating_add(shift), y.saturating_sub(shift))),
+            );
+        }
+        let mut fit = clock::fit(&samples);
+        if let (DomainKey::Host(_), Some(base)) = (keys[d], scan.base) {
+            let boot = p5_wire::store::parse_boot_id(&scan.processes[ms[0]].identity.boot_id);
+            if base.server_boot_id != [0; 16] && boot == Some(base.server_boot_id) {
+                // Same boot as the log server: one CLOCK_MONOTONIC, so the map is exact.
+                fit = Fit {
+                    offset: (reference as i64).wrapping_sub(base.server_start_mono_ns as i64)
+                        as f64,
+                    drift: 0.0,
+                    method: Method::Exact,
+                    error_bound_ns: Some(0),
+                    ..fit
+                };
+            }
+        }
+        fits.push(fit);
+        all.push(samples);
+    }
+    Domains {
+        of,
+        keys,
+        fits,
+        samples: all,
+    }
+}
+
+/// Refits clock domains with matched messages (Trace Compass-style): against the clocks
+/// already final, a message sent from domain `d` is a forward sample of `d` (its receipt,
+/// mapped through the receiver's fit, bounds `d`'s offset from above) and a message received
+/// in `d` a backward sample. Domains are refined from the best-bounded outwards (the best is
+/// the anchor and stays as it is); a refit is taken only where samples and messages are
+/// consistent with one line, and its bound includes the counterparts' bounds. This fixes
+/// drift as well as offset, which a pure offset shift cannot.
+fn refine_with_messages(scan: &Scan, matches: &Matches, dom: &mut Domains, fits: &mut [Fit]) {
+    let n = dom.keys.len();
+    let rank = |f: &Fit| match (f.method, f.error_bound_ns) {
+        (Method::Exact, _) => (0, 0),
+        (Method::TwoWay, Some(b)) => (0, b),
+        (Method::None, _) => (2, 0),
+        _ => (1, 0),
+    };
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by_key(|&d| (rank(&dom.fits[d]), d));
+    let tree: Vec<bool> = (0..n)
+        .map(|d| (0..fits.len()).any(|p| dom.of[p].0 == d && fits[p].method == Method::Tree))
+        .collect();
+    let mut done = vec![false; n];
+    let calls = &scan.calls;
+    for (k, &d) in order.iter().enumerate() {
+        if k == 0 || tree[d] || dom.fits[d].method == Method::Exact {
+            done[d] = true;
+            continue;
+        }
+        let mut s = dom.samples[d].clone();
+        let mut extra = 0u64;
+        let mut counterpart_bound = 0i64;
+        for m in &matches.messages {
+            let (Some(si), Some(ri)) = (m.send, m.recv_last) else {
+                continue;
+            };
+            let (cs, cr) = (&calls[si], &calls[ri]);
+            let (ds, dr) = (dom.of[cs.process].0, dom.of[cr.process].0);
+            if ds == d && dr != d && done[dr] && fits[cr.process].method != Method::None {
+                let x = cs.t.saturating_add(dom.of[cs.process].1);
+                s.forward.push((
+                    x,
+                    fits[cr.process]
+                        .map(cr.t.saturating_add(cr.duration))
+                        .saturating_sub(x),
+                ));
+                counterpart_bound =
+                    counterpart_bound.max(fits[cr.process].error_bound_ns.unwrap_or(0));
+                extra += 1;
+            } else if dr == d && ds != d && done[ds] && fits[cs.process].method != Method::None {
+                let x =
+                    cr.t.saturating_add(cr.duration)
+                        .saturating_add(dom.of[cr.process].1);
+                s.backward
+                    .push((x, fits[cs.process].map(cs.t).saturating_sub(x)));
+                counterpart_bound =
+                    counterpart_bound.max(fits[cs.process].error_bound_ns.unwrap_or(0));
+                extra += 1;
+            }
+        }
+        done[d] = true;
+        if extra == 0 || !clock::consistent(&s) {
+            continue;
+        }
+        let mut f = clock::fit(&s);
+        if f.method == Method::None || f.method == Method::Min {
+            continue;
+        }
+        let old = dom.fits[d];
+        f.method = Method::Messages;
+        f.forward = old.forward;
+        f.backward = old.backward;
+        f.cosmos_min_ns = old.cosmos_min_ns;
+        f.error_bound_ns = f.error_bound_ns.map(|b| b + counterpart_bound);
+        dom.fits[d] = f;
+        for (p, pf) in fits.iter_mut().enumerate() {
+            if dom.of[p].0 == d {
+                *pf = f.shifted(dom.of[p].1);
+            }
+        }
+    }
+}
+
+/// Fits every domain, composes agent trees, refines with messages and tightens offsets.
+pub fn synchronize(scan: &Scan, hosts: &[usize], matches: &Matches) -> Synchronized {
+    // Clocks: domain fits, then agent-tree composition for processes without samples.
+    let mut dom = domains(scan, hosts);
+    let mut fits: Vec<Fit> = (0..scan.processes.len())
+        .map(|p| {
+            let (d, shift) = dom.of[p];
+            dom.fits[d].shifted(shift)
+        })
+        .collect();
+    for (p, pi) in scan.processes.iter().enumerate() {
+        if fits[p].method != Method::None {
+            continue;
+        }
+        let uid = pi.identity.process_uid;
+        let mut inner = Samples::default();
+        let mut agent = None;
+        for t in scan.tree.iter().filter(|t| t.peer_uid == uid) {
+            if fits[t.agent].method == Method::None {
+                continue;
+            }
+            if agent.is_some_and(|a| a != t.agent) {
+                continue;
+            }
+            agent = Some(t.agent);
+            inner.forward.extend(
+                t.samples
+                    .iter()
+                    .map(|&(r, s)| (s as i64, (r as i64).wrapping_sub(s as i64))),
+            );
+        }
+        if let Some(a) = agent {
+            let f = clock::fit(&inner);
+            if f.method != Method::None {
+                fits[p] = fits[a].compose(&f);
+            }
+        }
+    }
+    refine_with_messages(scan, matches, &mut dom, &mut fits);
+    let mut node_of: Vec<usize> = Vec::with_capacity(scan.processes.len());
+    let mut node_fit_bound: Vec<(Method, Option<i64>)> = vec![(Method::None, None); dom.keys.len()];
+    for (d, f) in dom.fits.iter().enumerate() {
+        node_fit_bound[d] = (f.method, f.error_bound_ns);
+    }
+    for (p, f) in fits.iter().enumerate() {
+        if f.method == Method::Tree {
+            node_of.push(node_fit_bound.len());
+            node_fit_bound.push((Method::Tree, None));
+        } else {
+            node_of.push(dom.of[p].0);
+        }
+    }
+    let calls = &scan.calls;
+    let constraint = |m: &matching::Message, fits: &[Fit]| -> Option<(Constraint, usize)> {
+        let (s, r) = (m.send?, m.recv_last?);
+        let (cs, cr) = (&calls[s], &calls[r]);
+        let send_t = fits[cs.process].map(cs.t);
+        let recv_end = fits[cr.process].map(cr.t.saturating_add(cr.duration));
+        Some((
+            Constraint {
+                from: node_of[cs.process],
+                to: node_of[cr.process],
+                slack: recv_end.saturating_sub(send_t),
+            },
+            cs.process,
+        ))
+    };
+    let constraints: Vec<Constraint> = matches
+        .messages
+        .iter()
+        .filter_map(|m| constraint(m, &fits).map(|c| c.0))
+        .collect();
+    let zero = vec![0i64; node_fit_bound.len()];
+    let violations_before = clock::violations(&constraints, &zero);
+    let weight: Vec<f64> = node_fit_bound
+        .iter()
+        .map(|(m, b)| match (m, b) {
+            (Method::Exact, _) => 0.0,
+            (Method::TwoWay | Method::Messages, Some(b)) => *b as f64,
+            (Method::None, _) => 1e12,
+            _ => 1e9,
+        })
+        .collect();
+    let limit: Vec<Option<i64>> = node_fit_bound
+        .iter()
+        .map(|(m, b)| {
+            if matches!(m, Method::Exact | Method::TwoWay | Method::Messages) {
+                *b
+            } else {
+                None
+            }
+        })
+        .collect();
+    let delta = if violations_before > 0 {
+        clock::tighten(&constraints, &weight, &limit, 200)
+    } else {
+        zero.clone()
+    };
+    let mut tighten_ns = vec![0i64; scan.processes.len()];
+    for (p, f) in fits.iter_mut().enumerate() {
+        let d = delta[node_of[p]];
+        f.offset += d as f64;
+        tighten_ns[p] = d;
+    }
+    let names = (0..scan.processes.len())
+        .map(|p| match (fits[p].method, dom.keys[dom.of[p].0]) {
+            (Method::Tree, _) => "tree".to_owned(),
+            (_, DomainKey::Host(_)) => format!("host:{}", scan.processes[p].identity.boot_id),
+            (_, DomainKey::Process(_)) => "process".to_owned(),
+        })
+        .collect();
+    Synchronized {
+        fits,
+        tighten_ns,
+        domains: names,
+        violations_before,
+    }
+}

@@ -1,0 +1,512 @@
+//! Reading a session from the store, streaming (one record in memory at a time).
+//!
+//! The merge reads a session twice. The first pass ([`scan`]) keeps what is small and needed
+//! before any row can be written: the processes and streams, every clock sample, the
+//! communication calls and socket descriptions (for matching), metric names, the sensors and
+//! counters seen. The second pass ([`Replay`]) walks the events again and hands them, one
+//! frame at a time, to the row builder. Memory is bounded by processes, streams, samples and
+//! communication calls, never by the number of events.
+//!
+//! Time base: a record's `t_s` counts from the start of the server run that wrote its segment;
+//! `server_start_mono_ns + t_s − base_mono` puts every run on the first run's clock (the
+//! session's time base). Records with `t_s = 0` (imported spool files) give no samples.
+
+use crate::error::Error;
+use crate::matching::{Call, SocketDesc};
+use p5_logserver::reader::{Fault, SessionDir, SessionRecords};
+use p5_wire::data::{ClockSamples, EventsFrame, Name, Names, StreamClose, StreamOpen};
+use p5_wire::frame::FrameType;
+use p5_wire::hello::Identity;
+use p5_wire::store::{SampleSource, SegmentHeader, StoreRecord};
+use p5_wire::{Event, StreamKind};
+use std::collections::{BTreeSet, HashMap};
+
+/// A process (one `Hello`), or a placeholder for data whose handshake was lost.
+#[derive(Debug, Clone, Default)]
+pub struct ProcessInfo {
+    /// Its identity (default for a placeholder).
+    pub identity: Identity,
+    /// True if its `StoreProcess` record was read.
+    pub hello_seen: bool,
+    /// Forward samples `(t_p, t_s − t_p)` on the session base.
+    pub forward: Vec<(i64, i64)>,
+    /// Backward samples `(echo_t_p, echo_t_s − echo_t_p)`.
+    pub backward: Vec<(i64, i64)>,
+    /// Data frames received without a receipt time (imported).
+    pub untimed_frames: u64,
+}
+
+/// A stream (thread, metric source or OS monitor) of a process.
+#[derive(Debug, Clone, Default)]
+pub struct StreamInfo {
+    /// Index into [`Scan::processes`].
+    pub process: usize,
+    /// Stream id within the process.
+    pub stream: u32,
+    /// `StreamKind` byte, 0 if its `StreamOpen` was not seen.
+    pub kind: u8,
+    /// OS thread id.
+    pub tid: u64,
+    /// Name.
+    pub name: String,
+    /// Events decoded.
+    pub events: u64,
+    /// Events lost to full buffers (cumulative, last seen).
+    pub dropped: u64,
+    /// First and last event time, process clock.
+    pub t_first: Option<i64>,
+    /// Last event time.
+    pub t_last: Option<i64>,
+    /// End time from `StreamClose`.
+    pub t_end: Option<i64>,
+}
+
+impl StreamInfo {
+    /// Where the stream's life ends on its process clock.
+    pub fn end(&self) -> Option<i64> {
+        match (self.t_end, self.t_last) {
+            (Some(a), Some(b)) => Some(a.max(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// The kind's name.
+    pub fn kind_name(&self) -> &'static str {
+        match self.kind {
+            k if k == StreamKind::Thread as u8 => "thread",
+            k if k == StreamKind::HostMetrics as u8 => "host-metrics",
+            k if k == StreamKind::OsMonitor as u8 => "os-monitor",
+            0 => "unknown",
+            _ => "other",
+        }
+    }
+}
+
+/// `ClockSamples` from an agent about a peer.
+#[derive(Debug, Clone)]
+pub struct TreeSamples {
+    /// The agent (index into processes).
+    pub agent: usize,
+    /// The peer's uid.
+    pub peer_uid: u64,
+    /// `(t_recv on agent, t_send on peer)`.
+    pub samples: Vec<(u64, u64)>,
+}
+
+/// Everything the first pass keeps.
+#[derive(Debug, Default)]
+pub struct Scan {
+    /// Header of the first segment: the session's time base.
+    pub base: Option<SegmentHeader>,
+    /// Processes in order of appearance.
+    pub processes: Vec<ProcessInfo>,
+    /// uid → index.
+    pub process_index: HashMap<u64, usize>,
+    /// Streams in order of appearance.
+    pub streams: Vec<StreamInfo>,
+    /// (process, stream id) → index.
+    pub stream_index: HashMap<(usize, u32), usize>,
+    /// Socket descriptions.
+    pub sockets: Vec<SocketDesc>,
+    /// Data-moving calls (matching input); `thread` is a stream index.
+    pub calls: Vec<Call>,
+    /// Metric names per process.
+    pub names: Vec<(usize, Name)>,
+    /// Agent-tree samples.
+    pub tree: Vec<TreeSamples>,
+    /// Sensor ids seen in events.
+    pub sensors: BTreeSet<u64>,
+    /// (process, key, host metric?) of counter events.
+    pub counters: BTreeSet<(usize, u64, bool)>,
+    /// Events decoded.
+    pub events: u64,
+    /// Event batches that failed to decode part-way (events before the error are kept).
+    pub bad_batches: u64,
+    /// Data frames whose body did not decode.
+    pub bad_frames: u64,
+    /// Data frames of types this version does not handle.
+    pub unknown_frames: u64,
+    /// Store damage.
+    pub faults: Vec<Fault>,
+    /// Bytes of all segments (for progress).
+    pub bytes: u64,
+}
+
+/// Converts a record's `t_s` to the session base.
+pub fn base_time(base: &SegmentHeader, seg: &SegmentHeader, t_s: u64) -> i64 {
+    (seg.server_start_mono_ns as i64)
+        .wrapping_sub(base.server_start_mono_ns as i64)
+        .wrapping_add(t_s as i64)
+}
+
+impl Scan {
+    /// Index of the process with `uid`, creating a placeholder.
+    pub fn process(&mut self, uid: u64) -> usize {
+        if let Some(&i) = self.process_index.get(&uid) {
+            return i;
+        }
+        let i = self.processes.len();
+        self.processes.push(ProcessInfo {
+            identity: Identity {
+                process_uid: uid,
+                ..Identity::default()
+            },
+            ..ProcessInfo::default()
+        });
+        self.process_index.insert(uid, i);
+        i
+    }
+
+    /// Index of a stream, creating it.
+    pub fn stream(&mut self, process: usize, stream: u32) -> usize {
+        if let Some(&i) = self.stream_index.get(&(process, stream)) {
+            return i;
+        }
+        let i = self.streams.len();
+        self.streams.push(StreamInfo {
+            process,
+            stream,
+            ..StreamInfo::default()
+        });
+        self.stream_index.insert((process, stream), i);
+        i
+    }
+
+    fn record(&mut self, seg: &SegmentHeader, rec: StoreRecord<'_>) {
+        let base = *self.base.get_or_insert(*seg);
+        match rec {
+            StoreRecord::Process { hello, .. } => {
+                let p = self.process(hello.identity.process_uid);
+                let info = &mut self.processes[p];
+                info.identity = hello.identity;
+                info.hello_seen = true;
+            }
+            StoreRecord::Sample {
+                t_s,
+                process_uid,
+                t_p,
+                echo_t_s,
+                echo_t_p,
+                source,
+            } => {
+                let p = self.process(process_uid);
+                if t_s == 0 {
+                    return;
+                }
+                let tb = base_time(&base, seg, t_s);
+                let info = &mut self.processes[p];
+                info.forward.push((t_p as i64, tb.wrapping_sub(t_p as i64)));
+                if source == SampleSource::Ping as u8
+                    && echo_t_s != 0
+                    && echo_t_s <= t_s
+                    && echo_t_p <= t_p
+                {
+                    let eb = base_time(&base, seg, echo_t_s);
+                    info.backward
+                        .push((echo_t_p as i64, eb.wrapping_sub(echo_t_p as i64)));
+                }
+            }
+            StoreRecord::Data {
+                t_s,
+                process_uid,
+                ty,
+                body,
+            } => {
+                let p = self.process(process_uid);
+                self.data(&base, seg, p, t_s, ty, body);
+            }
+            StoreRecord::Disconnect { process_uid, .. } => {
+                self.process(process_uid);
+            }
+            StoreRecord::Unknown { .. } => {}
+        }
+    }
+
+    fn data(
+        &mut self,
+        base: &SegmentHeader,
+        seg: &SegmentHeader,
+        p: usize,
+        t_s: u64,
+        ty: u8,
+        body: &[u8],
+    ) {
+        if let Ok(h) = p5_wire::data::DataHeader::peek(body) {
+            if t_s != 0 {
+                let tb = base_time(base, seg, t_s);
+                self.processes[p]
+                    .forward
+                    .push((h.t_p as i64, tb.wrapping_sub(h.t_p as i64)));
+            } else {
+                self.processes[p].untimed_frames += 1;
+            }
+        }
+        match FrameType::from_u8(ty) {
+            Some(FrameType::StreamOpen) => match StreamOpen::decode_body(body) {
+                Ok(o) => {
+                    let s = self.stream(p, o.header.stream);
+                    let st = &mut self.streams[s];
+                    st.kind = o.kind_raw;
+                    st.tid = o.tid;
+                    st.name = o.name;
+                }
+                Err(_) => self.bad_frames += 1,
+            },
+            Some(FrameType::StreamClose) => match StreamClose::decode_body(body) {
+                Ok(c) => {
+                    let s = self.stream(p, c.header.stream);
+                    let st = &mut self.streams[s];
+                    st.t_end = Some(c.t_end as i64);
+                    st.dropped = st.dropped.max(c.dropped);
+                }
+                Err(_) => self.bad_frames += 1,
+            },
+            Some(FrameType::Names) => match Names::decode_body(body) {
+                Ok(n) => self.names.extend(n.names.into_iter().map(|n| (p, n))),
+                Err(_) => self.bad_frames += 1,
+            },
+            Some(FrameType::ClockSamples) => match ClockSamples::decode_body(body) {
+                Ok(c) => self.tree.push(TreeSamples {
+                    agent: p,
+                    peer_uid: c.peer_process_uid,
+                    samples: c.samples,
+                }),
+                Err(_) => self.bad_frames += 1,
+            },
+            Some(FrameType::Events) => self.events(p, body),
+            _ => self.unknown_frames += 1,
+        }
+    }
+
+    fn events(&mut self, p: usize, body: &[u8]) {
+        let Ok(frame) = EventsFrame::parse(body) else {
+            self.bad_frames += 1;
+            return;
+        };
+        let s = self.stream(p, frame.header.stream);
+        let host = self.streams[s].kind == StreamKind::HostMetrics as u8;
+        self.streams[s].dropped = self.streams[s].dropped.max(frame.dropped);
+        let Ok(decoder) = frame.events() else {
+            self.bad_batches += 1;
+            return;
+        };
+        let (mut first, mut last, mut n) = (None, None, 0u64);
+        for e in decoder {
+            let Ok(e) = e else {
+                self.bad_batches += 1;
+                break;
+            };
+            n += 1;
+            let t = e.time() as i64;
+            first.get_or_insert(t);
+            last = Some(t);
+            match e {
+                Event::Enter { sensor, .. }
+                | Event::Exit { sensor, .. }
+                | Event::Mark { sensor, .. } => {
+                    self.sensors.insert(sensor);
+                }
+                Event::Counter { sensor, .. } => {
+                    if !host {
+                        self.sensors.insert(sensor);
+                    }
+                    self.counters.insert((p, sensor, host));
+                }
+                Event::Comm {
+                    sensor,
+                    op,
+                    fd,
+                    duration,
+                    result,
+                    peer,
+                    ..
+                } => {
+                    self.sensors.insert(sensor);
+                    if op.is_send() || op.is_recv() {
+                        self.calls.push(Call {
+                            process: p,
+                            thread: s,
+                            t,
+                            duration: duration.min(i64::MAX as u64) as i64,
+                            op,
+                            fd,
+                            bytes: result,
+                            peer,
+                            sensor,
+                        });
+                    }
+                }
+                Event::Socket {
+                    sensor,
+                    fd,
+                    proto,
+                    local,
+                    peer,
+                    ..
+                } => {
+                    self.sensors.insert(sensor);
+                    self.sockets.push(SocketDesc {
+                        process: p,
+                        t,
+                        fd,
+                        proto,
+                        local,
+                        peer,
+                    });
+                }
+                _ => {}
+            }
+        }
+        let st = &mut self.streams[s];
+        st.events += n;
+        self.events += n;
+        if let Some(f) = first {
+            st.t_first = Some(st.t_first.map_or(f, |x| x.min(f)));
+        }
+        if let Some(l) = last {
+            st.t_last = Some(st.t_last.map_or(l, |x| x.max(l)));
+        }
+    }
+}
+
+/// Progress of a pass: bytes of segments done.
+#[derive(Debug, Default)]
+struct Progress {
+    done_segments: u64,
+    current: Option<(u64, u64)>,
+}
+
+impl Progress {
+    fn at(&mut self, records: &SessionRecords, lens: &HashMap<u64, u64>) -> u64 {
+        let Some(seg) = records.segment() else {
+            return self.done_segments;
+        };
+        let idx = seg.header().segment_index;
+        match self.current {
+            Some((i, _)) if i == idx => {}
+            Some((i, _)) => {
+                self.done_segments += lens.get(&i).copied().unwrap_or(0);
+                self.current = Some((idx, 0));
+            }
+            None => self.current = Some((idx, 0)),
+        }
+        self.done_segments + seg.end_offset()
+    }
+}
+
+fn segment_lengths(session: &SessionDir) -> Result<HashMap<u64, u64>, Error> {
+    Ok(session
+        .segments()?
+        .into_iter()
+        .map(|s| (s.index, s.len))
+        .collect())
+}
+
+/// The first pass. `progress(bytes_done)` is called now and then.
+pub fn scan(session: &SessionDir, mut progress: impl FnMut(u64)) -> Result<Scan, Error> {
+    let lens = segment_lengths(session)?;
+    let mut scan = Scan {
+        bytes: lens.values().sum(),
+        ..Scan::default()
+    };
+    let mut records = session.records()?;
+    let mut prog = Progress::default();
+    let mut n = 0u64;
+    while records.advance()? {
+        n += 1;
+        if n.is_multiple_of(4096) {
+            progress(prog.at(&records, &lens));
+        }
+        let Some(r) = records.record() else { continue };
+        let seg = *r.segment;
+        scan.record(&seg, r.record);
+    }
+    scan.faults = records.faults().to_vec();
+    progress(scan.bytes);
+    Ok(scan)
+}
+
+/// One event batch of the second pass.
+#[derive(Debug)]
+pub struct Batch<'a> {
+    /// Process index.
+    pub process: usize,
+    /// Stream index.
+    pub stream: usize,
+    /// The frame.
+    pub frame: EventsFrame<'a>,
+}
+
+/// The second pass: a lending cursor over event batches.
+#[derive(Debug)]
+pub struct Replay<'s> {
+    scan: &'s Scan,
+    records: SessionRecords,
+    lens: HashMap<u64, u64>,
+    prog: Progress,
+}
+
+impl<'s> Replay<'s> {
+    /// Starts the second pass over `session` with the first pass's indexes.
+    pub fn new(session: &SessionDir, scan: &'s Scan) -> Result<Self, Error> {
+        Ok(Replay {
+            scan,
+            records: session.records()?,
+            lens: segment_lengths(session)?,
+            prog: Progress::default(),
+        })
+    }
+
+    /// Bytes read so far.
+    pub fn position(&mut self) -> u64 {
+        self.prog.at(&self.records, &self.lens)
+    }
+
+    /// The next event batch, or `None` at the end.
+    pub fn next_batch(&mut self) -> Result<Option<Batch<'_>>, Error> {
+        let (process, stream) = loop {
+            if !self.records.advance()? {
+                return Ok(None);
+            }
+            if let Some(found) = self.locate() {
+                break found;
+            }
+        };
+        let frame = match self.records.record().map(|r| r.record) {
+            Some(StoreRecord::Data { body, .. }) => match EventsFrame::parse(body) {
+                Ok(f) => f,
+                Err(_) => return Ok(None),
+            },
+            _ => return Ok(None),
+        };
+        Ok(Some(Batch {
+            process,
+            stream,
+            frame,
+        }))
+    }
+
+    /// The process and stream of the current record if it is a known event batch.
+    fn locate(&self) -> Option<(usize, usize)> {
+        let r = self.records.record()?;
+        let StoreRecord::Data {
+            process_uid,
+            ty,
+            body,
+            ..
+        } = r.record
+        else {
+            return None;
+        };
+        if ty != FrameType::Events as u8 {
+            return None;
+        }
+        let frame = EventsFrame::parse(body).ok()?;
+        let process = *self.scan.process_index.get(&process_uid)?;
+        let stream = *self
+            .scan
+            .stream_index
+            .get(&(process, frame.header.stream))?;
+        Some((process, stream))
+    }
+}

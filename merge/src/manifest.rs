@@ -1,0 +1,83 @@
+//! Sensor manifests (`--manifest DIR`): `p5-manifest.json` and the source copies beside it.
+//!
+//! Several manifests may be given (one per instrumented tree); a sensor id found in more than
+//! one keeps the first. Source text is read when the rows are written, one file at a time.
+
+use crate::error::Error;
+use p5_wire::manifest::{MANIFEST_FILE, Manifest, SOURCES_DIR, Sensor, SourceFile, parse_id};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+/// Largest source copy loaded into the database.
+pub const MAX_SOURCE_BYTES: u64 = 16 << 20;
+
+/// The loaded manifests.
+#[derive(Debug, Default, Clone)]
+pub struct Manifests {
+    /// Source files: (directory holding `sources/`, file).
+    pub files: Vec<(PathBuf, SourceFile)>,
+    /// Sensors by id, with the index of their file in `files` when known.
+    pub sensors: HashMap<u64, (Sensor, Option<usize>)>,
+    /// Sensor entries whose id does not parse.
+    pub bad_ids: u64,
+}
+
+impl Manifests {
+    /// Reads `DIR/p5-manifest.json` for every directory (a path to the JSON file works too).
+    pub fn load(dirs: &[PathBuf]) -> Result<Self, Error> {
+        let mut m = Manifests::default();
+        for d in dirs {
+            let (dir, file) = if d.is_file() {
+                (
+                    d.parent().unwrap_or(Path::new(".")).to_path_buf(),
+                    d.clone(),
+                )
+            } else {
+                (d.clone(), d.join(MANIFEST_FILE))
+            };
+            let text = std::fs::read_to_string(&file).map_err(|source| Error::Manifest {
+                path: file.clone(),
+                source,
+            })?;
+            let parsed: Manifest =
+                serde_json::from_str(&text).map_err(|source| Error::ManifestJson {
+                    path: file.clone(),
+                    source,
+                })?;
+            m.add(&dir, parsed);
+        }
+        Ok(m)
+    }
+
+    /// Adds one parsed manifest whose source copies live under `dir/sources`.
+    pub fn add(&mut self, dir: &Path, manifest: Manifest) {
+        let first = self.files.len();
+        let mut by_path = HashMap::new();
+        for (i, f) in manifest.files.into_iter().enumerate() {
+            by_path.insert(f.path.clone(), first + i);
+            self.files.push((dir.to_path_buf(), f));
+        }
+        for s in manifest.sensors {
+            let Some(id) = parse_id(&s.id) else {
+                self.bad_ids += 1;
+                continue;
+            };
+            let file = by_path.get(&s.file).copied();
+            self.sensors.entry(id).or_insert((s, file));
+        }
+    }
+
+    /// The text of source file `i` (`None` if the copy is missing, too large or not UTF-8).
+    pub fn source_text(&self, i: usize) -> Option<String> {
+        let (dir, f) = self.files.get(i)?;
+        if f.sha256.is_empty() || !f.sha256.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return None;
+        }
+        let path = dir.join(SOURCES_DIR).join(&f.sha256);
+        let meta = std::fs::metadata(&path).ok()?;
+        if meta.len() > MAX_SOURCE_BYTES {
+            return None;
+        }
+        String::from_utf8(std::fs::read(path).ok()?).ok()
+    }
+}

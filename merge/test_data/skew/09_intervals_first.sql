@@ -1,0 +1,1 @@
+SELECT i.id, i.parent_id, i.thread_id, s.name, i.t_start, i.t_end, i.depth, i.self_ns, i.complete FROM interval i JOIN sensor s ON s.session_id = i.session_id AND s.id = i.sensor_id ORDER BY i.thread_id, i.t_start, i.depth LIMIT 40

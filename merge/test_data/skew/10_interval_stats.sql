@@ -1,0 +1,1 @@
+SELECT thread_id, depth, COUNT(*) AS n, CAST(SUM(t_end - t_start) AS BIGINT) AS total, CAST(SUM(self_ns) AS BIGINT) AS self, CAST(SUM(complete) AS BIGINT) AS complete FROM interval GROUP BY thread_id, depth ORDER BY thread_id, depth

@@ -1,0 +1,1 @@
+SELECT m.id, m.process_id, m.host_id, m.kind, m.key, m.name, m.unit, m.scale_exp, COUNT(*) AS samples, MIN(x.t) AS first_t, MAX(x.value) AS max_value FROM metric m JOIN metric_sample x ON x.session_id = m.session_id AND x.metric_id = m.id GROUP BY m.id, m.process_id, m.host_id, m.kind, m.key, m.name, m.unit, m.scale_exp ORDER BY m.id

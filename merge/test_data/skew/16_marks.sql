@@ -1,0 +1,1 @@
+SELECT thread_id, sensor_id, t FROM mark ORDER BY t
