@@ -5,6 +5,8 @@ set -euo pipefail
 missing=()
 command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
 command -v make >/dev/null 2>&1 || missing+=(make)
+# Host-agent tests build network namespaces (they skip without `ip`).
+command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 if ((${#missing[@]})); then
     sudo=""
     [ "$(id -u)" = 0 ] || sudo="sudo"
