@@ -4,6 +4,10 @@
 set -euo pipefail
 missing=()
 command -v gcc >/dev/null 2>&1 || missing+=(gcc libc6-dev)
+# The instrumenter's C++, Python and Java end-to-end tests build and run real programs.
+command -v g++ >/dev/null 2>&1 || missing+=(g++)
+command -v python3 >/dev/null 2>&1 || missing+=(python3)
+command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
 command -v make >/dev/null 2>&1 || missing+=(make)
 # Host-agent tests build network namespaces (they skip without `ip`).
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)

@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 # PostgreSQL for the merge tests: $P5_TEST_PG_URL, the local server, or a throwaway one.
 eval "$(bash scripts/pg-test-server.sh)"
+# Headless Chromium and playwright-core for the web viewer's browser test.
+bash scripts/install-browser.sh
 
 echo "== cargo fmt --check"
 cargo fmt --all --check

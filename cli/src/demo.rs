@@ -126,10 +126,9 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     for s in &merged {
         print!("{}", p5_merge::render(s));
     }
-    println!(
-        "database: sqlite:{}  (schema: docs/schema.md)",
-        store.join("p5.sqlite").display()
-    );
+    let db = format!("sqlite:{}", store.join("p5.sqlite").display());
+    println!("database: {db}  (schema: docs/schema.md)");
+    println!("view it:  p5 web --db {db}   (then open http://127.0.0.1:8055/)");
     Ok(())
 }
 

@@ -2,4 +2,5 @@
 //! that `main.rs` stays a thin argument parser and tests can call the same code.
 
 pub mod demo;
+pub mod record;
 pub mod runtime_lib;

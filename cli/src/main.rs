@@ -20,11 +20,19 @@ enum Cmd {
     /// Build the bundled sample (a multi-threaded TCP client/server in C), record it with a log
     /// server, and print a summary of the recorded session.
     Demo(p5_cli::demo::DemoArgs),
+    /// Record a program: start a log server and the host agent, run CMD with the runtime's
+    /// environment, wait for it and its children, merge into SQLite, print a summary.
+    Record(p5_cli::record::RecordArgs),
+    /// Run a host agent or steer an agent tree (the same as `hostagent`).
+    Hostagent(p5_hostagent::cli::Cli),
     /// Run a log server (the same as `p5-logserver`, with the same options and subcommands).
     Logserver(p5_logserver::cli::Cli),
     /// Merge a session store into SQLite (default) or PostgreSQL: clock synchronization with
     /// drift, send/receive matching, intervals and states for the views.
     Merge(p5_merge::MergeArgs),
+    /// Serve the trace viewer (Gantt, messages, scheduling, host load, statistics,
+    /// click-back to source) for a merged database.
+    Web(p5_web::WebArgs),
     /// Summarize a session store (sessions, processes, streams, events per sensor, offsets).
     Inspect {
         /// Store directory.
@@ -39,7 +47,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     // The log server reports connections at info level; the other commands only warnings.
     let level = match cli.cmd {
-        Cmd::Logserver(_) => "info",
+        Cmd::Logserver(_) | Cmd::Hostagent(_) | Cmd::Web(_) => "info",
         _ => "warn",
     };
     tracing_subscriber::fmt()
@@ -50,10 +58,21 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let result = match cli.cmd {
+        Cmd::Record(args) => match p5_cli::record::run(&args) {
+            Ok(code) => return ExitCode::from(u8::try_from(code).unwrap_or(1)),
+            Err(e) => Err(e),
+        },
+        Cmd::Hostagent(cli) => match cli.command {
+            Some(p5_hostagent::cli::Command::Ctl { agent, json, words }) => {
+                p5_hostagent::cli::run_ctl(&agent, json, &words)
+            }
+            None => p5_hostagent::cli::run(cli.agent),
+        },
         Cmd::Demo(args) => p5_cli::demo::run(&args),
         Cmd::Inspect { dir, json } => p5_logserver::cli::inspect(&dir, json),
         Cmd::Logserver(cli) => p5_logserver::cli::run(cli),
         Cmd::Merge(args) => p5_merge::run(&args),
+        Cmd::Web(args) => p5_web::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

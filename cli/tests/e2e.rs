@@ -409,3 +409,71 @@ fn demo_records_the_c_sample() {
         );
     }
 }
+
+#[test]
+fn record_runs_a_program_with_the_host_agent_and_merges() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let out = Command::new(env!("CARGO_BIN_EXE_p5"))
+        .args(["record", "--session", "rec", "--store"])
+        .arg(&store)
+        .args([
+            "--",
+            env!("CARGO_BIN_EXE_p5-loadgen"),
+            "--threads",
+            "2",
+            "--events",
+            "8000",
+        ])
+        .args(["--pause-us", "30000"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("session rec"),
+        "merge summary printed: {stdout}"
+    );
+    assert!(store.join("p5.sqlite").is_file(), "merged into SQLite");
+    let procs = read_session(&store, "rec");
+    assert_eq!(procs.len(), 2, "the program and the host agent");
+    let program = procs
+        .values()
+        .find(|p| p.streams.values().any(|(n, _)| n.starts_with("load-")))
+        .expect("the program's process");
+    check_load(program, 2, 8000);
+    let agent = procs.values().find(|p| p.pid != program.pid).unwrap();
+    let metric_events: usize = agent.streams.values().map(|(_, e)| e.len()).sum();
+    assert!(metric_events > 0, "the host agent delivered samples");
+}
+
+#[test]
+fn record_returns_the_program_status_and_waits_for_its_descendants() {
+    let dir = tempfile::tempdir().unwrap();
+    let marker = dir.path().join("grandchild-done");
+    // The shell exits with 3 at once; its background grandchild finishes 300 ms later.
+    let script = format!("(sleep 0.3; touch {}) & exit 3", marker.display());
+    let status = Command::new(env!("CARGO_BIN_EXE_p5"))
+        .args([
+            "record",
+            "--no-agent",
+            "--no-merge",
+            "--session",
+            "st",
+            "--store",
+        ])
+        .arg(dir.path().join("store"))
+        .args(["--", "sh", "-c", &script])
+        .stdout(Stdio::null())
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(3));
+    assert!(
+        marker.exists(),
+        "p5 record returned before the grandchild finished"
+    );
+}

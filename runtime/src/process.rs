@@ -183,9 +183,26 @@ pub fn would_record() -> bool {
     }
 }
 
+unsafe extern "C" {
+    /// The C library's environment; NULL until it has been set up.
+    static environ: *const *const libc::c_char;
+}
+
+/// True once the C library has set up the environment. Sensors can fire earlier — from
+/// `.preinit_array` functions and what they call — when `getenv` would find nothing and the
+/// runtime would start with the wrong configuration (no `P5_DIR`, no `P5_LOGSERVER`).
+fn environment_ready() -> bool {
+    // SAFETY: reading the pointer value of a libc global; it is only ever set, never freed.
+    unsafe { !environ.is_null() }
+}
+
 /// Returns the current incarnation, initialising it if needed. `config` applies only if no
-/// configuration was fixed yet (the first initialisation wins).
+/// configuration was fixed yet (the first initialisation wins). Before the C library has set
+/// up the environment nothing is initialised and the event is not recorded.
 pub fn get_or_init(kind: RuntimeKind, config: Option<Config>) -> Option<&'static Process> {
+    if config.is_none() && STATE.load(Ordering::Acquire) == UNINIT && !environment_ready() {
+        return None;
+    }
     loop {
         match STATE.load(Ordering::Acquire) {
             READY => return current(),

@@ -694,6 +694,49 @@ fn spool_is_replayed_when_the_server_appears() {
 }
 
 #[test]
+fn sensor_before_the_environment_exists_does_not_misconfigure_the_runtime() {
+    let dir = tempdir();
+    let exe = dir.path().join("preinit");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let st = Command::new("gcc")
+        .args(["-std=c11", "-Wall", "-O1", "-I"])
+        .arg(root.join("include"))
+        .arg(root.join("tests/c/preinit.c"))
+        .arg(staticlib())
+        .args(["-lpthread", "-ldl", "-lm", "-lrt", "-o"])
+        .arg(&exe)
+        .status()
+        .expect("run gcc");
+    assert!(st.success(), "gcc failed");
+    let out_dir = dir.path().join("out");
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let mut c = Command::new(&exe);
+    c.env_remove("P5_LOGSERVER")
+        .env_remove("P5_DISABLE")
+        .env("P5_DIR", &out_dir)
+        .env("TMPDIR", &tmp);
+    run_ok(c);
+    let files = spool_files(&out_dir);
+    assert_eq!(files.len(), 1, "recorded into P5_DIR");
+    assert!(
+        spool_files(&tmp.join("p5")).is_empty(),
+        "nothing in the default spool directory"
+    );
+    let r = Recording::from_spool(&files[0]);
+    let sensors: Vec<u64> = r
+        .streams
+        .values()
+        .flat_map(|s| s.events().iter().map(|e| e.sensor()).collect::<Vec<_>>())
+        .collect();
+    assert_eq!(
+        sensors,
+        vec![0x78, 0x78],
+        "main's events, not the pre-init ones"
+    );
+}
+
+#[test]
 fn c_program_records_through_the_c_abi() {
     let dir = tempdir();
     let exe = dir.path().join("p5c");

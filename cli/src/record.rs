@@ -1,0 +1,262 @@
+//! `p5 record [options] -- CMD ARGS…`: one command from a program to a merged session.
+//!
+//! Starts a log server (in-process, unless `--logserver` names a running one) and the local
+//! host agent (a `p5 hostagent` child, with the OS monitor when `--sched` is given), runs CMD
+//! with the runtime's environment (`P5_LOGSERVER`, `P5_SESSION`), waits for it *and its
+//! descendants* (this process becomes a child subreaper, so daemonized children are waited
+//! for too), stops the agent and the server (both drain and sync), merges the session into
+//! SQLite by default, and prints the summary and the next commands. The exit status is CMD's.
+
+use anyhow::Context as _;
+use p5_logserver::{Server, ServerConfig};
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Options of `p5 record`.
+#[derive(clap::Args, Debug, Clone)]
+pub struct RecordArgs {
+    /// Session name (default: the program's name and the start time).
+    #[arg(long)]
+    pub session: Option<String>,
+    /// Store directory of the log server started here.
+    #[arg(long, default_value = "p5-store")]
+    pub store: PathBuf,
+    /// Use this running log server (HOST:PORT) instead of starting one; its store then holds
+    /// the session, and `p5 merge` has to be run there.
+    #[arg(long)]
+    pub logserver: Option<String>,
+    /// Do not start a host agent (e.g. when an agent tree already runs on the hosts).
+    #[arg(long)]
+    pub no_agent: bool,
+    /// Record kernel scheduling and NIC interrupts for the program (OS monitor; full fidelity
+    /// needs root and tracefs, otherwise /proc sampling).
+    #[arg(long)]
+    pub sched: bool,
+    /// Host-agent sampling interval.
+    #[arg(long, default_value = "100ms")]
+    pub interval: String,
+    /// Database for the merge: `sqlite:PATH` or `postgres://…` (default: `sqlite:<store>/p5.sqlite`).
+    #[arg(long)]
+    pub db: Option<String>,
+    /// Instrumentation output directories (`p5-manifest.json`) for source locations.
+    #[arg(long = "manifest", value_name = "DIR")]
+    pub manifests: Vec<PathBuf>,
+    /// Record only; do not merge.
+    #[arg(long)]
+    pub no_merge: bool,
+    /// The program and its arguments.
+    #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
+    pub cmd: Vec<OsString>,
+}
+
+/// Runs `p5 record`; returns CMD's exit code.
+pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
+    let program = args
+        .cmd
+        .first()
+        .map(|c| {
+            PathBuf::from(c)
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        })
+        .unwrap_or_default();
+    let session = match &args.session {
+        Some(s) => s.clone(),
+        None => default_session(&program),
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+
+    // 1. The log server.
+    let (addr, stop_server, serving) = match &args.logserver {
+        Some(a) => (a.clone(), None, None),
+        None => {
+            let config = ServerConfig {
+                listen: "127.0.0.1:0".into(),
+                store: args.store.clone(),
+                ..ServerConfig::default()
+            };
+            let server = rt.block_on(Server::bind(config))?;
+            let addr = server.local_addr().to_string();
+            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+            let task = rt.spawn(server.run(async move {
+                let _ = rx.await;
+            }));
+            (addr, Some(tx), Some(task))
+        }
+    };
+    eprintln!("p5 record: session {session:?}, log server {addr}");
+
+    // 2. The program, with this process as the subreaper of its descendants.
+    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes an integer flag and affects only us.
+    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    let started = Instant::now();
+    let mut child = Command::new(&args.cmd[0])
+        .args(&args.cmd[1..])
+        .env("P5_LOGSERVER", &addr)
+        .env("P5_SESSION", &session)
+        .spawn()
+        .with_context(|| format!("cannot start {:?}", args.cmd[0]))?;
+
+    // 3. The host agent, watching the program.
+    let mut agent = if args.no_agent {
+        None
+    } else {
+        match start_agent(args, &addr, &session, child.id()) {
+            Ok(a) => Some(a),
+            Err(e) => {
+                eprintln!("p5 record: no host agent: {e:#}");
+                None
+            }
+        }
+    };
+
+    // 4. Wait for the program and every descendant it left behind.
+    let status = child.wait().context("cannot wait for the program")?;
+    let agent_pid = agent.as_ref().map(|a| a.id());
+    wait_descendants(agent_pid);
+    let took = started.elapsed();
+    eprintln!(
+        "p5 record: {} exited ({status}) after {:.2} s",
+        program,
+        took.as_secs_f64()
+    );
+
+    // 5. Stop the agent and the log server; both drain what they hold.
+    if let Some(a) = agent.as_mut() {
+        stop_child(a, Duration::from_secs(15));
+    }
+    if let (Some(tx), Some(task)) = (stop_server, serving) {
+        let _ = tx.send(());
+        rt.block_on(task).context("log server task failed")??;
+    }
+
+    // 6. Merge.
+    if args.logserver.is_none() && !args.no_merge {
+        let merge = p5_merge::MergeArgs {
+            db: args.db.clone(),
+            session: Some(session.clone()),
+            manifests: args.manifests.clone(),
+            quiet: true,
+            ..p5_merge::MergeArgs::new(&args.store)
+        };
+        let db = merge.db_url();
+        for s in rt.block_on(p5_merge::merge_store(&merge))? {
+            print!("{}", p5_merge::render(&s));
+        }
+        println!("database: {db}");
+        println!("view it:  p5 web --db {db}");
+    } else if args.logserver.is_some() {
+        println!(
+            "recorded into the running log server's store; merge there with `p5 merge STORE --session {session}`"
+        );
+    }
+    println!(
+        "store: {}   (details: p5 inspect {})",
+        args.store.display(),
+        args.store.display()
+    );
+    Ok(status.code().unwrap_or(128 + status_signal(&status)))
+}
+
+fn status_signal(status: &std::process::ExitStatus) -> i32 {
+    use std::os::unix::process::ExitStatusExt as _;
+    status.signal().unwrap_or(0)
+}
+
+/// `<program>-<UTC time>` with only characters the log server accepts in a session name.
+fn default_session(program: &str) -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let clean: String = program
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(40)
+        .collect();
+    let clean = if clean.is_empty() {
+        "run".to_owned()
+    } else {
+        clean
+    };
+    format!("{clean}-{secs}")
+}
+
+fn start_agent(args: &RecordArgs, addr: &str, session: &str, pid: u32) -> anyhow::Result<Child> {
+    let exe = std::env::current_exe().context("cannot locate the p5 executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.args(["hostagent", "--logserver", addr, "--session", session])
+        .args(["--interval", &args.interval, "--pid", &pid.to_string()])
+        .arg("--spool-dir")
+        .arg(args.store.join(".agent-spool"))
+        .env("P5_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    if args.sched {
+        cmd.arg("--sched");
+    }
+    cmd.spawn().context("cannot start the host agent")
+}
+
+/// Waits for orphaned descendants reparented to this process (the child subreaper), other
+/// than `except` (the host agent).
+fn wait_descendants(except: Option<u32>) {
+    loop {
+        let children = children_of_self();
+        let others: Vec<u32> = children
+            .into_iter()
+            .filter(|&p| Some(p) != except)
+            .collect();
+        if others.is_empty() {
+            return;
+        }
+        for p in others {
+            let mut status = 0;
+            // SAFETY: waiting (without blocking) for our own child.
+            unsafe { libc::waitpid(p as i32, &mut status, libc::WNOHANG) };
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// Children of every thread of this process (`/proc/self/task/*/children`).
+fn children_of_self() -> Vec<u32> {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for t in tasks.flatten() {
+        if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
+            out.extend(s.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
+        }
+    }
+    out
+}
+
+/// SIGTERM, then wait up to `limit`, then SIGKILL.
+fn stop_child(c: &mut Child, limit: Duration) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = c.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!("p5 record: the host agent did not stop in {limit:?}; killing it");
+    let _ = c.kill();
+    let _ = c.wait();
+}

@@ -1,0 +1,371 @@
+package p5;
+
+import java.io.FileOutputStream;
+import java.io.IOException;
+import java.io.InputStream;
+import java.io.OutputStream;
+import java.net.InetSocketAddress;
+import java.net.Socket;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.Paths;
+import java.security.SecureRandom;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+
+/**
+ * The p5 runtime for Java: sensors for code instrumented by p5-instrument.
+ *
+ * <p>Recording never blocks the program: a sensor appends four longs to its thread's buffer
+ * (an uncontended lock); one daemon thread drains the buffers every 20 ms, encodes p5 wire
+ * frames ({@link Wire}) and ships them to the log server ({@code P5_LOGSERVER}, default
+ * 127.0.0.1:28725), or appends them to {@code $P5_DIR/<session>-<pid>-<uid>.p5spool} in
+ * local-file mode ({@code P5_DIR} without {@code P5_LOGSERVER}) or while the server cannot be
+ * reached. Times are nanoseconds since this class was loaded. A shutdown hook flushes.
+ */
+public final class P5 {
+    private P5() {}
+
+    static final long START = System.nanoTime();
+    static final long START_WALL = System.currentTimeMillis() * 1_000_000L;
+    static volatile boolean on = !"1".equals(System.getenv("P5_DISABLE"));
+    static final List<Stream> STREAMS = new ArrayList<>();
+    private static final ThreadLocal<Stream> LOCAL = ThreadLocal.withInitial(P5::newStream);
+    static final long UID = new SecureRandom().nextLong();
+    private static Thread shipper;
+    private static final Object FLUSHED = new Object();
+    private static final Object EMIT = new Object();
+    private static long generation;
+    private static volatile boolean stopping;
+    private static OutputStream spool;
+    private static Socket sock;
+    private static byte[] hello;
+
+    static long now() { return System.nanoTime() - START; }
+
+    /** One thread's events. */
+    static final class Stream {
+        final int id;
+        final long tid;
+        final String name;
+        long seq;
+        boolean opened, closed;
+        long[] buf = new long[4 * 256];
+        int n;
+        /** Details of comm (kind 4) and socket (kind 5) events; the value slot indexes this. */
+        List<Object[]> extra = new ArrayList<>();
+
+        Stream(int id, Thread t) {
+            this.id = id;
+            this.tid = t.getId();
+            this.name = t.getName();
+        }
+
+        synchronized void add(int kind, long sensor, long value) {
+            if (n + 4 > buf.length) buf = Arrays.copyOf(buf, buf.length * 2);
+            buf[n++] = kind;
+            buf[n++] = now();
+            buf[n++] = sensor;
+            buf[n++] = value;
+        }
+
+        synchronized void addExtra(int kind, long t, long sensor, Object[] details) {
+            if (n + 4 > buf.length) buf = Arrays.copyOf(buf, buf.length * 2);
+            buf[n++] = kind;
+            buf[n++] = t;
+            buf[n++] = sensor;
+            buf[n++] = extra.size();
+            extra.add(details);
+        }
+
+        /** Takes the buffered events; their details go to `details`. */
+        synchronized long[] take(List<Object[]> details) {
+            long[] out = Arrays.copyOf(buf, n);
+            n = 0;
+            details.addAll(extra);
+            extra = new ArrayList<>();
+            return out;
+        }
+    }
+
+    private static Stream newStream() {
+        Stream s;
+        synchronized (STREAMS) {
+            s = new Stream(STREAMS.size() + 1, Thread.currentThread());
+            STREAMS.add(s);
+        }
+        start();
+        return s;
+    }
+
+    /** Records entering the scope of a sensor. */
+    public static void enter(long sensor) { if (on) LOCAL.get().add(0, sensor, 0); }
+
+    /** Records leaving the scope of a sensor. */
+    public static void exit(long sensor) { if (on) LOCAL.get().add(1, sensor, 0); }
+
+    /** Records an instant. */
+    public static void mark(long sensor) { if (on) LOCAL.get().add(2, sensor, 0); }
+
+    /** Records a counter value. */
+    public static void counter(long sensor, long value) { if (on) LOCAL.get().add(3, sensor, value); }
+
+    /** A function that may throw a checked exception of type E (inferred at the call site). */
+    @FunctionalInterface
+    public interface Getter<T, R, E extends Exception> {
+        R get(T owner) throws E;
+    }
+
+    /**
+     * {@code p5.P5.input(id, s, _p5 -> _p5.getInputStream())}: the stream {@code get} returns,
+     * recording every read as a communication event when {@code owner} is a {@link Socket}
+     * (any other owner gets its stream untouched).
+     */
+    @SuppressWarnings("unchecked")
+    public static <T, R, E extends Exception> R input(long sensor, T owner, Getter<T, R, E> get) throws E {
+        R r = get.get(owner);
+        if (on && owner instanceof Socket && r instanceof InputStream) {
+            Socket s = (Socket) owner;
+            noteSocket(sensor, s);
+            return (R) new Recorded.In((InputStream) r, sensor, s);
+        }
+        return r;
+    }
+
+    /** Like {@link #input} for {@code getOutputStream()}: every write is recorded. */
+    @SuppressWarnings("unchecked")
+    public static <T, R, E extends Exception> R output(long sensor, T owner, Getter<T, R, E> get) throws E {
+        R r = get.get(owner);
+        if (on && owner instanceof Socket && r instanceof OutputStream) {
+            Socket s = (Socket) owner;
+            noteSocket(sensor, s);
+            return (R) new Recorded.Out((OutputStream) r, sensor, s);
+        }
+        return r;
+    }
+
+    static String endpoint(java.net.InetAddress a, int port) {
+        if (a == null || port <= 0) return "-";
+        String h = a.getHostAddress();
+        int pct = h.indexOf('%');
+        if (pct >= 0) h = h.substring(0, pct);
+        return (h.indexOf(':') >= 0 ? "[" + h + "]" : h) + ":" + port;
+    }
+
+    /** The descriptor stand-in for a socket (Java hides the fd). */
+    static long fd(Socket s) { return System.identityHashCode(s); }
+
+    static void noteSocket(long sensor, Socket s) {
+        LOCAL.get().addExtra(5, now(), sensor, new Object[] {fd(s),
+                endpoint(s.getLocalAddress(), s.getLocalPort()), endpoint(s.getInetAddress(), s.getPort())});
+    }
+
+    static void comm(long sensor, int op, Socket s, long start, long result) {
+        if (on) LOCAL.get().addExtra(4, start, sensor, new Object[] {op, fd(s), now() - start, result, "-"});
+    }
+
+    private static synchronized void start() {
+        if (shipper != null) return;
+        shipper = new Thread(P5::run, "p5-flusher");
+        shipper.setDaemon(true);
+        shipper.start();
+        Runtime.getRuntime().addShutdownHook(new Thread(P5::shutdown, "p5-shutdown"));
+    }
+
+    private static String read(String path, String dflt) {
+        try {
+            return new String(Files.readAllBytes(Paths.get(path))).trim();
+        } catch (IOException | RuntimeException e) {
+            return dflt;
+        }
+    }
+
+    private static byte[] helloFrame() {
+        if (hello == null) {
+            ProcessHandle me = ProcessHandle.current();
+            String boot = read("/proc/sys/kernel/random/boot_id", "");
+            String command = System.getProperty("sun.java.command", "java");
+            List<String> argv = new ArrayList<>(Arrays.asList(command.split(" ")));
+            String program = argv.isEmpty() ? "java" : argv.get(0);
+            String session = System.getenv().getOrDefault("P5_SESSION", "");
+            hello = Wire.hello(1, 0x3, UID, me.pid(), me.parent().map(ProcessHandle::pid).orElse(0L),
+                    START_WALL, START, Wire.CLOCK_MONOTONIC, Wire.RUNTIME_JAVA,
+                    read("/etc/machine-id", boot), boot, read("/proc/sys/kernel/hostname", ""),
+                    program, session, argv);
+        }
+        return hello;
+    }
+
+    private static void openSpool() throws IOException {
+        if (spool != null) return;
+        String dir = System.getenv("P5_DIR");
+        if (dir == null || dir.isEmpty()) dir = System.getProperty("java.io.tmpdir");
+        StringBuilder session = new StringBuilder();
+        for (char c : System.getenv().getOrDefault("P5_SESSION", "").toCharArray()) {
+            if (session.length() >= 64) break;
+            session.append(Character.isLetterOrDigit(c) && c < 128 || c == '-' || c == '_' || c == '.' ? c : '_');
+        }
+        if (session.length() == 0 || session.charAt(0) == '.') session.insert(0, "default");
+        Path d = Paths.get(dir);
+        Files.createDirectories(d);
+        String name = String.format("%s-%d-%016x.p5spool", session, ProcessHandle.current().pid(), UID);
+        spool = new FileOutputStream(d.resolve(name).toFile(), true);
+        spool.write(helloFrame());
+    }
+
+    private static void connect() {
+        String server = System.getenv("P5_LOGSERVER");
+        if (server == null && System.getenv("P5_DIR") != null) return;
+        if (server == null) server = "127.0.0.1:28725";
+        int colon = server.lastIndexOf(':');
+        try {
+            Socket s = new Socket();
+            s.connect(new InetSocketAddress(server.substring(0, colon).replace("[", "").replace("]", ""),
+                    Integer.parseInt(server.substring(colon + 1))), 1000);
+            s.setSoTimeout(1000);
+            s.getOutputStream().write(helloFrame());
+            InputStream in = s.getInputStream();
+            byte[] head = in.readNBytes(9);
+            if (head.length < 9 || (head[8] & 0xff) != Wire.HELLO_ACK) {
+                s.close();
+                return;
+            }
+            long len = (head[0] & 0xffL) | (head[1] & 0xffL) << 8 | (head[2] & 0xffL) << 16 | (head[3] & 0xffL) << 24;
+            in.readNBytes((int) Math.min(len - 1, 1 << 16));
+            sock = s;
+        } catch (IOException | RuntimeException e) {
+            sock = null;
+        }
+    }
+
+    private static void emit(List<byte[]> frames) throws IOException {
+        if (frames.isEmpty()) return;
+        if (sock != null) {
+            try {
+                OutputStream o = sock.getOutputStream();
+                for (byte[] f : frames) o.write(f);
+                o.flush();
+                InputStream in = sock.getInputStream();
+                if (in.available() > 0) in.skip(in.available()); // acknowledgements: read and forget
+                return;
+            } catch (IOException e) {
+                try { sock.close(); } catch (IOException ignored) { }
+                sock = null;
+            }
+        }
+        openSpool();
+        for (byte[] f : frames) spool.write(f);
+        spool.flush();
+    }
+
+    private static List<byte[]> drain(boolean closing) {
+        List<byte[]> frames = new ArrayList<>();
+        List<Stream> streams;
+        synchronized (STREAMS) {
+            streams = new ArrayList<>(STREAMS);
+        }
+        for (Stream s : streams) {
+            if (s.closed) continue;
+            if (!s.opened) {
+                frames.add(Wire.streamOpen(s.id, 0, now(), 1, s.tid, s.name));
+                s.seq = 1;
+                s.opened = true;
+            }
+            List<Object[]> details = new ArrayList<>();
+            long[] ev = s.take(details);
+            Wire.Events batch = new Wire.Events();
+            for (int i = 0; i + 3 < ev.length; i += 4) {
+                int kind = (int) ev[i];
+                if (kind == 4) {
+                    Object[] d = details.get((int) ev[i + 3]);
+                    batch.comm(ev[i + 1], ev[i + 2], (Integer) d[0], (Long) d[1], (Long) d[2], (Long) d[3],
+                            (String) d[4]);
+                } else if (kind == 5) {
+                    Object[] d = details.get((int) ev[i + 3]);
+                    batch.socket(ev[i + 1], ev[i + 2], (Long) d[0], 1, (String) d[1], (String) d[2]);
+                } else {
+                    batch.add(kind, ev[i + 1], ev[i + 2], ev[i + 3]);
+                }
+                if (batch.count() >= 4096) {
+                    frames.add(batch.encode(s.id, s.seq++, now(), 0));
+                    batch = new Wire.Events();
+                }
+            }
+            if (batch.count() > 0) frames.add(batch.encode(s.id, s.seq++, now(), 0));
+            if (closing) {
+                frames.add(Wire.streamClose(s.id, s.seq++, now(), now(), 0));
+                s.closed = true;
+            }
+        }
+        return frames;
+    }
+
+    private static void run() {
+        long period = 20;
+        try {
+            period = Math.max(1, Long.parseLong(System.getenv().getOrDefault("P5_FLUSH_MS", "20")));
+        } catch (NumberFormatException ignored) { }
+        connect();
+        while (!stopping) {
+            try {
+                Thread.sleep(period);
+            } catch (InterruptedException e) {
+                // woken by flush() or shutdown()
+            }
+            synchronized (EMIT) {
+                try {
+                    emit(drain(false));
+                } catch (IOException | RuntimeException ignored) {
+                    // never let the runtime take the program down
+                }
+            }
+            synchronized (FLUSHED) {
+                generation++;
+                FLUSHED.notifyAll();
+            }
+        }
+    }
+
+    /** Waits (at most 3 s) until everything recorded so far is shipped or spooled. */
+    public static boolean flush() {
+        Thread t = shipper;
+        if (t == null || !t.isAlive()) return true;
+        long deadline = System.currentTimeMillis() + 3000;
+        synchronized (FLUSHED) {
+            long target = generation + 2;
+            t.interrupt();
+            while (generation < target) {
+                long left = deadline - System.currentTimeMillis();
+                if (left <= 0) return false;
+                try {
+                    FLUSHED.wait(left);
+                } catch (InterruptedException e) {
+                    return false;
+                }
+            }
+        }
+        return true;
+    }
+
+    /** Flushes, closes every stream, says goodbye and stops recording. */
+    public static void shutdown() {
+        synchronized (P5.class) {
+            if (shipper == null || stopping) return;
+        }
+        flush();
+        on = false;
+        stopping = true;
+        synchronized (EMIT) {
+            try {
+                List<byte[]> frames = drain(true);
+                frames.add(Wire.goodbye(now()));
+                emit(frames);
+                if (spool != null) spool.close();
+                if (sock != null) sock.close();
+            } catch (IOException | RuntimeException ignored) {
+                // best effort at exit
+            }
+        }
+    }
+}

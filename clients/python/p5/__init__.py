@@ -1,0 +1,492 @@
+"""p5 runtime for Python: sensors for code instrumented by p5-instrument.
+
+Recording never blocks the program: a sensor appends a tuple to its thread's deque; one
+daemon thread drains the deques every 20 ms, encodes p5 wire frames (p5.wire) and ships them
+to the log server, or appends them to a spool file in local-file mode (P5_DIR without
+P5_LOGSERVER) or while the server cannot be reached. Times are nanoseconds since this module
+was imported (CLOCK_MONOTONIC). Environment: P5_LOGSERVER (host:port), P5_DIR, P5_SESSION,
+P5_DISABLE=1, P5_FLUSH_MS.
+"""
+
+import atexit
+import collections
+import functools
+import inspect
+import os
+import random
+import socket
+import sys
+import threading
+import time
+
+from . import wire
+
+__all__ = [
+    "enter", "exit", "mark", "counter", "scope", "sensor", "call", "comm", "flush", "shutdown",
+]
+
+_START_MONO = time.monotonic_ns()
+_START_WALL = time.time_ns()
+_on = os.environ.get("P5_DISABLE", "") not in ("1", "true", "yes")
+_local = threading.local()
+_streams = []
+_lock = threading.Lock()
+_MAX_BATCH = 4096
+
+
+def _now():
+    return time.monotonic_ns() - _START_MONO
+
+
+class _Stream:
+    __slots__ = ("id", "tid", "name", "seq", "queue", "opened", "closed")
+
+    def __init__(self, sid):
+        self.id = sid
+        self.tid = threading.get_native_id() if hasattr(threading, "get_native_id") else 0
+        self.name = threading.current_thread().name
+        self.seq = 0
+        self.queue = collections.deque()
+        self.opened = False
+        self.closed = False
+
+
+def _stream():
+    s = getattr(_local, "stream", None)
+    if s is None:
+        with _lock:
+            s = _Stream(len(_streams) + 1)
+            _streams.append(s)
+        _local.stream = s
+        _Shipper.start()
+    return s
+
+
+def enter(sensor_id):
+    """Records entering the scope of sensor_id."""
+    if _on:
+        _stream().queue.append((0, _now(), sensor_id, None))
+
+
+def exit(sensor_id):  # noqa: A001 - the runtime's vocabulary
+    """Records leaving the scope of sensor_id."""
+    if _on:
+        _stream().queue.append((1, _now(), sensor_id, None))
+
+
+def mark(sensor_id):
+    """Records an instant."""
+    if _on:
+        _stream().queue.append((2, _now(), sensor_id, None))
+
+
+def counter(sensor_id, value):
+    """Records a counter value."""
+    if _on:
+        _stream().queue.append((3, _now(), sensor_id, int(value)))
+
+
+def call(sensor_id, f):
+    """`p5.call(id, f)(args)`: calls f, recording enter/exit around the call."""
+    if not _on:
+        return f
+
+    def recorded(*args, **kwargs):
+        enter(sensor_id)
+        try:
+            return f(*args, **kwargs)
+        finally:
+            exit(sensor_id)
+
+    return recorded
+
+
+_COMM_OPS = {
+    "send": 1, "sendall": 1, "recv": 2, "recv_into": 2, "sendto": 3, "recvfrom": 4,
+    "recvfrom_into": 4, "sendmsg": 5, "recvmsg": 6, "connect": 9, "connect_ex": 9,
+    "accept": 10, "close": 11, "shutdown": 12,
+}
+
+
+def _peer(addr):
+    if isinstance(addr, tuple) and len(addr) >= 2:
+        host = str(addr[0])
+        return ("[%s]:%d" if ":" in host else "%s:%d") % (host, addr[1])
+    if isinstance(addr, (str, bytes)) and addr:
+        return "unix:" + (addr.decode(errors="replace") if isinstance(addr, bytes) else addr)
+    return "-"
+
+
+def _comm_result(name, args, r):
+    """(byte count or new fd, peer) of a successful call."""
+    if name == "sendall":
+        data = args[0] if args else b""
+        return len(data), "-"
+    if name in ("send", "recv_into", "sendmsg"):
+        return int(r), "-"
+    if name == "recv":
+        return len(r), "-"
+    if name == "sendto":
+        return int(r), _peer(args[-1]) if args else "-"
+    if name in ("recvfrom", "recvfrom_into"):
+        n = len(r[0]) if name == "recvfrom" else int(r[0])
+        return n, _peer(r[1])
+    if name == "recvmsg":
+        return len(r[0]), _peer(r[3]) if len(r) > 3 else "-"
+    if name == "accept":
+        return r[0].fileno(), _peer(r[1])
+    if name == "connect_ex":
+        return -int(r) if r else 0, _peer(args[0]) if args else "-"
+    if name == "connect":
+        return 0, _peer(args[0]) if args else "-"
+    return 0, "-"
+
+
+def comm(sensor_id, obj, name):
+    """`p5.comm(id, sock, "send")(data)`: the method `name` of `obj`, recorded as a
+    communication call when `obj` is a socket.socket (any other object gets its own method)."""
+    method = getattr(obj, name)
+    op = _COMM_OPS.get(name)
+    if not _on or op is None or not isinstance(obj, socket.socket):
+        return method
+
+    def recorded(*args, **kwargs):
+        fd = obj.fileno()
+        t = _now()
+        try:
+            r = method(*args, **kwargs)
+        except OSError as e:
+            _stream().queue.append((4, t, sensor_id, (op, fd, _now() - t, -(e.errno or 5), "-")))
+            raise
+        try:
+            result, peer = _comm_result(name, args, r)
+        except Exception:
+            result, peer = 0, "-"
+        _stream().queue.append((4, t, sensor_id, (op, fd, _now() - t, result, peer)))
+        return r
+
+    return recorded
+
+
+class scope:
+    """`with p5.scope(id):` records enter and exit around the block."""
+
+    __slots__ = ("id",)
+
+    def __init__(self, sensor_id):
+        self.id = sensor_id
+
+    def __enter__(self):
+        enter(self.id)
+        return self
+
+    def __exit__(self, *exc):
+        exit(self.id)
+        return False
+
+
+class _Resumed:
+    """Drives a generator, coroutine or awaitable, one sensor span per resumption, so time
+    suspended in `yield` or `await` is not charged and other tasks' spans never interleave."""
+
+    __slots__ = ("it", "id")
+
+    def __init__(self, it, sensor_id):
+        self.it = it
+        self.id = sensor_id
+
+    def __iter__(self):
+        return self
+
+    def __await__(self):
+        return self
+
+    def __next__(self):
+        return self.send(None)
+
+    def send(self, value):
+        enter(self.id)
+        try:
+            return self.it.send(value)
+        finally:
+            exit(self.id)
+
+    def throw(self, *args):
+        enter(self.id)
+        try:
+            return self.it.throw(*args)
+        finally:
+            exit(self.id)
+
+    def close(self):
+        enter(self.id)
+        try:
+            return self.it.close()
+        finally:
+            exit(self.id)
+
+
+def sensor(sensor_id):
+    """Decorator: records enter/exit of every call (every resumption for generators,
+    coroutines and async generators). Accepts staticmethod, classmethod and property objects."""
+
+    def decorate(f):
+        if isinstance(f, staticmethod):
+            return staticmethod(decorate(f.__func__))
+        if isinstance(f, classmethod):
+            return classmethod(decorate(f.__func__))
+        if isinstance(f, property):
+            return property(
+                decorate(f.fget) if f.fget else None,
+                decorate(f.fset) if f.fset else None,
+                decorate(f.fdel) if f.fdel else None,
+                f.__doc__,
+            )
+        if not callable(f):
+            return f
+        if inspect.isasyncgenfunction(f):
+
+            @functools.wraps(f)
+            async def agen(*args, **kwargs):
+                it = f(*args, **kwargs)
+                try:
+                    while True:
+                        try:
+                            value = await _Resumed(it.__anext__(), sensor_id)
+                        except StopAsyncIteration:
+                            return
+                        yield value
+                finally:
+                    await it.aclose()
+
+            return agen
+        if inspect.iscoroutinefunction(f):
+
+            @functools.wraps(f)
+            async def coro(*args, **kwargs):
+                return await _Resumed(f(*args, **kwargs).__await__(), sensor_id)
+
+            return coro
+        if inspect.isgeneratorfunction(f):
+
+            @functools.wraps(f)
+            def gen(*args, **kwargs):
+                return (yield from _Resumed(f(*args, **kwargs), sensor_id))
+
+            return gen
+
+        @functools.wraps(f)
+        def call(*args, **kwargs):
+            enter(sensor_id)
+            try:
+                return f(*args, **kwargs)
+            finally:
+                exit(sensor_id)
+
+        return call
+
+    return decorate
+
+
+def _read(path, default=""):
+    try:
+        with open(path) as fh:
+            return fh.read().strip()
+    except OSError:
+        return default
+
+
+class _Shipper:
+    """The one background thread: drain, encode, ship or spool."""
+
+    thread = None
+    wake = threading.Event()
+    stop = threading.Event()
+    flushed = threading.Condition()
+    generation = 0
+    uid = random.getrandbits(64)
+    sock = None
+    spool = None
+    hello = None
+    dropped = 0
+
+    @classmethod
+    def start(cls):
+        if cls.thread is not None:
+            return
+        with _lock:
+            if cls.thread is not None:
+                return
+            cls.thread = threading.Thread(target=cls.run, name="p5-flusher", daemon=True)
+            cls.thread.start()
+            atexit.register(shutdown)
+
+    @classmethod
+    def hello_frame(cls):
+        if cls.hello is None:
+            boot = _read("/proc/sys/kernel/random/boot_id")
+            cls.hello = wire.hello(
+                process_uid=cls.uid,
+                pid=os.getpid(),
+                ppid=os.getppid(),
+                start_wall_ns=_START_WALL,
+                start_mono_ns=_START_MONO,
+                host_id=_read("/etc/machine-id", boot),
+                boot_id=boot,
+                hostname=socket.gethostname(),
+                program=os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python",
+                session=os.environ.get("P5_SESSION", ""),
+                argv=list(sys.argv),
+            )
+        return cls.hello
+
+    @classmethod
+    def open_spool(cls):
+        if cls.spool is not None:
+            return
+        directory = os.environ.get("P5_DIR") or os.environ.get("TMPDIR") or "/tmp"
+        session = "".join(
+            c if c.isalnum() or c in "-_." else "_" for c in os.environ.get("P5_SESSION", "")
+        )[:64]
+        if not session or session.startswith("."):
+            session = "default" + session
+        path = os.path.join(directory, "%s-%d-%016x.p5spool" % (session, os.getpid(), cls.uid))
+        os.makedirs(directory, exist_ok=True)
+        cls.spool = open(path, "ab")
+        cls.spool.write(cls.hello_frame())
+
+    @classmethod
+    def connect(cls):
+        server = os.environ.get("P5_LOGSERVER")
+        if server is None and os.environ.get("P5_DIR"):
+            return False
+        host, _, port = (server or "127.0.0.1:28725").rpartition(":")
+        try:
+            s = socket.create_connection((host.strip("[]"), int(port)), timeout=1.0)
+            s.sendall(cls.hello_frame())
+            buf = b""
+            while True:
+                got = wire.decode_frame(buf)
+                if got:
+                    break
+                chunk = s.recv(4096)
+                if not chunk:
+                    raise OSError("log server closed the connection")
+                buf += chunk
+            ty, body, _ = got
+            if ty != wire.HELLO_ACK:
+                raise OSError("log server refused the handshake")
+            wire.hello_ack(body)
+            s.setblocking(False)
+            cls.sock = s
+            return True
+        except (OSError, ValueError):
+            return False
+
+    @classmethod
+    def emit(cls, frames):
+        if not frames:
+            return
+        data = b"".join(frames)
+        if cls.sock is not None:
+            try:
+                cls.sock.setblocking(True)
+                cls.sock.settimeout(1.0)
+                cls.sock.sendall(data)
+                cls.sock.setblocking(False)
+                try:
+                    cls.sock.recv(65536)  # acknowledgements: read and forget
+                except (BlockingIOError, InterruptedError):
+                    pass
+                return
+            except OSError:
+                cls.sock = None
+        cls.open_spool()
+        cls.spool.write(data)
+        cls.spool.flush()
+
+    @classmethod
+    def drain(cls, closing=False):
+        frames = []
+        with _lock:
+            streams = list(_streams)
+        for s in streams:
+            if s.closed:
+                continue
+            if not s.opened:
+                frames.append(wire.stream_open(s.id, 0, _now(), 1, s.tid, s.name))
+                s.seq = 1
+                s.opened = True
+            batch = wire.Events()
+            q = s.queue
+            while q:
+                kind, t, sid, value = q.popleft()
+                if kind == 4:
+                    op, fd, duration, result, peer = value
+                    try:
+                        batch.comm(t, sid, op, fd, duration, result, peer)
+                    except ValueError:  # a peer name that is not an address
+                        batch.comm(t, sid, op, fd, duration, result, "-")
+                else:
+                    batch.add(kind, t, sid, value)
+                if batch.count >= _MAX_BATCH:
+                    frames.append(batch.encode(s.id, s.seq, _now(), 0))
+                    s.seq += 1
+                    batch = wire.Events()
+            if batch.count:
+                frames.append(batch.encode(s.id, s.seq, _now(), 0))
+                s.seq += 1
+            if closing:
+                frames.append(wire.stream_close(s.id, s.seq, _now(), _now(), 0))
+                s.seq += 1
+                s.closed = True
+        return frames
+
+    @classmethod
+    def run(cls):
+        period = max(1, int(os.environ.get("P5_FLUSH_MS", "20"))) / 1000.0
+        try:
+            cls.connect()
+        except Exception:  # never let the runtime take the program down
+            cls.sock = None
+        while not cls.stop.is_set():
+            cls.wake.wait(period)
+            cls.wake.clear()
+            try:
+                cls.emit(cls.drain())
+            except Exception:
+                pass
+            with cls.flushed:
+                cls.generation += 1
+                cls.flushed.notify_all()
+
+
+def flush(timeout=3.0):
+    """Waits until everything recorded so far has been shipped or spooled (bounded)."""
+    t = _Shipper.thread
+    if t is None or not t.is_alive():
+        return True
+    with _Shipper.flushed:
+        target = _Shipper.generation + 2
+        _Shipper.wake.set()
+        return _Shipper.flushed.wait_for(lambda: _Shipper.generation >= target, timeout)
+
+
+def shutdown():
+    """Flushes, closes every stream, says goodbye and stops recording."""
+    global _on
+    if _Shipper.thread is None or _Shipper.stop.is_set():
+        return
+    flush()
+    _on = False
+    _Shipper.stop.set()
+    _Shipper.wake.set()
+    _Shipper.thread.join(3.0)
+    try:
+        _Shipper.emit(_Shipper.drain(closing=True) + [wire.goodbye(_now())])
+        if _Shipper.spool is not None:
+            _Shipper.spool.close()
+        if _Shipper.sock is not None:
+            _Shipper.sock.close()
+    except Exception:
+        pass

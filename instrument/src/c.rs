@@ -1,0 +1,816 @@
+//! The C and C++ engine.
+//!
+//! - `--functions`: `P5_SCOPE(0x…ULL);` right after the opening brace of every function body.
+//!   The macro declares a guard with `__attribute__((cleanup))` (GCC, Clang; in C++ it acts as
+//!   an RAII object), so the exit is recorded on every way out: `return`, falling off the end,
+//!   `goto` out, C++ exceptions. Not covered: `longjmp` past the frame, `exit()`/`abort()`, and
+//!   threads killed while inside. C++ `constexpr`/`consteval` functions are left alone, and so
+//!   are definitions of C library functions (`malloc`, `memcmp`, `write`, … — see
+//!   `INTERPOSED`): a program defines those to interpose on libc, and they run before `main`
+//!   and inside the runtime itself; so are functions the file registers in `.preinit_array`.
+//! - `--comm`: `send(fd, …)` becomes `p5_send(0x…ULL, fd, …)` for `send recv sendto recvfrom
+//!   sendmsg recvmsg read write connect accept accept4 close` — only real calls of a
+//!   plain (or `::`-qualified) name with the libc arity, inside functions, and not in files that
+//!   define a function of that name themselves.
+//! - `--calls`: a call `f(x)` becomes `({ P5_SCOPE(0x…ULL); f(x); })` in C (a GNU statement
+//!   expression: same value, same type) and `[&]() -> decltype(auto) { P5_SCOPE(0x…ULL); return
+//!   f(x); }()` in C++ (keeps references and guaranteed elision). Skipped: calls outside function
+//!   bodies, in unevaluated or constant contexts (`sizeof`, `case`, array sizes, `decltype`,
+//!   template arguments, …), of ALL-CAPS names (macros by convention), `setjmp`-like and
+//!   builtin names, and communication calls already recorded by `--comm`.
+//! - Regions: `p5_enter_inline(R);` before the begin comment (or first statement),
+//!   `p5_exit_inline(R);` before the end comment (or after the last statement), a
+//!   `p5_mark_inline(S);` before each statement in between, and `{ p5_exit_inline(R); … }`
+//!   around each `return` inside. Leaving a region by `break`/`goto` is not recorded.
+//! - `#include "p5.h"` is placed by [`crate::include`].
+//!
+//! Existing sensors (`P5_SCOPE` first in a body, `p5_send(0x…` etc., wrapped calls) are
+//! recognised, so instrumenting instrumented output changes nothing.
+
+use crate::include;
+use crate::lang::Lang;
+use crate::region;
+use crate::sensor::{Kind, Problem, Span, parse_literal};
+use crate::tree::{preorder, squash, text};
+use crate::unit::Unit;
+use std::collections::HashSet;
+use tree_sitter::Node;
+
+/// Communication calls: (libc name, arity, runtime wrapper).
+const COMM: &[(&str, usize, &str)] = &[
+    ("send", 4, "p5_send"),
+    ("recv", 4, "p5_recv"),
+    ("sendto", 6, "p5_sendto"),
+    ("recvfrom", 6, "p5_recvfrom"),
+    ("sendmsg", 3, "p5_sendmsg"),
+    ("recvmsg", 3, "p5_recvmsg"),
+    ("read", 3, "p5_read"),
+    ("write", 3, "p5_write"),
+    ("connect", 3, "p5_connect"),
+    ("accept", 3, "p5_accept"),
+    ("accept4", 4, "p5_accept4"),
+    ("close", 1, "p5_close"),
+];
+
+/// Contexts in which a call must not be wrapped (unevaluated or constant expressions).
+const NO_WRAP_CONTEXT: &[&str] = &[
+    "sizeof_expression",
+    "alignof_expression",
+    "offsetof_expression",
+    "typeof_specifier",
+    "array_declarator",
+    "enumerator",
+    "bitfield_clause",
+    "static_assert_declaration",
+    "attribute_specifier",
+    "attribute_declaration",
+    "attribute",
+    "decltype",
+    "template_argument_list",
+    "requires_clause",
+    "requires_expression",
+    "noexcept",
+    "field_initializer_list",
+    "preproc_arg",
+    "gnu_asm_expression",
+    "generic_expression",
+];
+
+const NO_WRAP_CALLEE: &[&str] = &[
+    "setjmp",
+    "_setjmp",
+    "sigsetjmp",
+    "__sigsetjmp",
+    "offsetof",
+    "sizeof",
+    "alloca",
+    "__asm__",
+    "asm",
+];
+
+#[derive(Debug)]
+struct Frame {
+    end: usize,
+    name: String,
+    selected: bool,
+}
+
+struct PendingComm<'t> {
+    function: String,
+    call: Node<'t>,
+    callee: Node<'t>,
+    name: String,
+    wrapper: &'static str,
+}
+
+/// What the traversal reacts to, by node kind id (built once per grammar, aliases included).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Other,
+    Function,
+    Call,
+    Block,
+}
+
+fn roles(lang: &tree_sitter::Language) -> Vec<Role> {
+    (0..lang.node_kind_count())
+        .map(|id| {
+            match u16::try_from(id)
+                .ok()
+                .and_then(|id| lang.node_kind_for_id(id))
+            {
+                Some("function_definition") => Role::Function,
+                Some("call_expression") => Role::Call,
+                Some("compound_statement") => Role::Block,
+                _ => Role::Other,
+            }
+        })
+        .collect()
+}
+
+/// Instruments a C or C++ file given as one or more consecutive parse trees (a large file is
+/// parsed in chunks, see [`crate::unit`]).
+pub fn instrument<'t>(u: &mut Unit<'_>, roots: &[Node<'t>]) {
+    let src = u.src;
+    let cpp = u.lang == Lang::Cpp;
+    let Some(first_root) = roots.first() else {
+        return;
+    };
+    let roles = roles(&first_root.language());
+    let markers = !u.line_regions.is_empty() || src.contains("p5:begin");
+    let preinit = preinit_functions(src);
+    let mut frames: Vec<Frame> = Vec::new();
+    let mut defined: HashSet<String> = HashSet::new();
+    let mut comm: Vec<PendingComm<'t>> = Vec::new();
+    for &root in roots {
+        let errors = root.has_error();
+        preorder(
+            root,
+            |n| {
+                while frames.last().is_some_and(|f| n.start_byte() >= f.end) {
+                    frames.pop();
+                }
+                if errors && n.has_error() && u.check_error(n) {
+                    return false;
+                }
+                match roles
+                    .get(usize::from(n.kind_id()))
+                    .copied()
+                    .unwrap_or(Role::Other)
+                {
+                    Role::Function => {
+                        let (qualified, bare) = function_name(n, src, cpp);
+                        defined.insert(bare.clone());
+                        // Errors only in front of an intact declarator and body (an unknown
+                        // macro among the specifiers) do not stop the body's sensor.
+                        let intact =
+                            |f: &str| n.child_by_field_name(f).is_some_and(|x| !x.has_error());
+                        let body_ok = n
+                            .child_by_field_name("body")
+                            .is_some_and(|b| b.kind() == "compound_statement");
+                        if n.has_error()
+                            && !(body_ok
+                                && intact("body")
+                                && intact("declarator")
+                                && has_function_declarator(n)
+                                && !bare.is_empty())
+                        {
+                            u.problems.push(Problem::at(
+                                n,
+                                format!(
+                                    "function {qualified} not instrumented: syntax errors inside"
+                                ),
+                            ));
+                            return true;
+                        }
+                        let constexpr = cpp && is_constexpr(n, src);
+                        // Error recovery and C++ brace initialisation (`T table[] { … }`) can make a
+                        // definition without a function declarator: not a function.
+                        let selected = !constexpr
+                            && has_function_declarator(n)
+                            && !interposes_libc(&qualified)
+                            && !preinit.contains(&bare)
+                            && u.selected(&qualified, &bare);
+                        if selected && u.modes.functions {
+                            function_sensor(u, n, &qualified);
+                        }
+                        frames.push(Frame {
+                            end: n.end_byte(),
+                            name: qualified,
+                            selected,
+                        });
+                        // A C body holds nothing more to instrument unless calls are wrapped,
+                        // regions are marked or a communication call is named in it: then the
+                        // traversal can skip its nodes (C has no nested definitions, barring a
+                        // GCC extension; C++ bodies can hold local classes, and an
+                        // error-recovered definition can swallow its neighbours: both are walked).
+                        cpp || n.has_error()
+                            || u.modes.calls
+                            || markers
+                            || (u.modes.comm && names_comm(n, src))
+                    }
+                    Role::Call => {
+                        if let Some(f) = frames.last() {
+                            call(u, n, f, cpp, &mut comm);
+                        }
+                        true
+                    }
+                    Role::Block => {
+                        if markers && let Some(f) = frames.last() {
+                            let name = f.name.clone();
+                            regions(u, n, &name, cpp);
+                        }
+                        true
+                    }
+                    Role::Other => true,
+                }
+            },
+            |_| {},
+        );
+    }
+    for p in comm {
+        if defined.contains(&p.name) {
+            continue;
+        }
+        let id = u
+            .ledger
+            .add(Kind::Comm, &p.function, &p.name, Span::of(p.call), None);
+        let name_node = if p.callee.kind() == "qualified_identifier" {
+            p.callee.child_by_field_name("name").unwrap_or(p.callee)
+        } else {
+            p.callee
+        };
+        let prefix_len = p.wrapper.len() - p.name.len();
+        u.edits
+            .open(name_node.start_byte(), &p.wrapper[..prefix_len]);
+        if let Some(args) = p.call.child_by_field_name("arguments") {
+            u.edits
+                .open(args.start_byte() + 1, format!("{}, ", u.lit(id)));
+        }
+    }
+    if !u.edits.is_empty() && !include::present(src) {
+        include::insert(u, roots);
+    }
+}
+
+/// The declarator inside `n` (`(…)` and C++'s `&`/`&&` declarators have no field for it).
+fn inner_declarator(n: Node<'_>) -> Option<Node<'_>> {
+    n.child_by_field_name("declarator")
+        .or_else(|| match n.kind() {
+            "reference_declarator" => {
+                n.named_child(u32::try_from(n.named_child_count().checked_sub(1)?).ok()?)
+            }
+            "parenthesized_declarator" => {
+                let mut c = n.walk();
+                n.named_children(&mut c)
+                    .find(|x| x.kind().ends_with("declarator") || x.kind().ends_with("identifier"))
+            }
+            _ => None,
+        })
+}
+
+fn function_name(def: Node<'_>, src: &str, cpp: bool) -> (String, String) {
+    let mut d = def.child_by_field_name("declarator");
+    let mut last = None;
+    while let Some(n) = d {
+        last = Some(n);
+        d = inner_declarator(n);
+    }
+    let name = last.map(|n| squash(text(n, src))).unwrap_or_default();
+    let bare = name.rsplit("::").next().unwrap_or(&name).to_owned();
+    if !cpp {
+        return (name.clone(), name);
+    }
+    let mut scopes = Vec::new();
+    let mut p = def.parent();
+    while let Some(n) = p {
+        if matches!(
+            n.kind(),
+            "class_specifier" | "struct_specifier" | "union_specifier" | "namespace_definition"
+        ) && let Some(nm) = n.child_by_field_name("name")
+        {
+            scopes.push(squash(text(nm, src)));
+        }
+        p = n.parent();
+    }
+    scopes.reverse();
+    scopes.push(name);
+    (scopes.join("::"), bare)
+}
+
+/// C library functions a program may define to interpose on libc (allocators, `mem*`/`str*`,
+/// the socket calls). They can run before `main` — even before the environment is set up, from
+/// the dynamic loader — and inside the runtime itself, so they get no sensors.
+const INTERPOSED: &[&str] = &[
+    "malloc",
+    "free",
+    "calloc",
+    "realloc",
+    "reallocarray",
+    "aligned_alloc",
+    "posix_memalign",
+    "memalign",
+    "valloc",
+    "pvalloc",
+    "malloc_usable_size",
+    "memcmp",
+    "memcpy",
+    "memmove",
+    "memset",
+    "memchr",
+    "memrchr",
+    "memmem",
+    "bcmp",
+    "strcmp",
+    "strncmp",
+    "strcasecmp",
+    "strncasecmp",
+    "strlen",
+    "strnlen",
+    "strchr",
+    "strrchr",
+    "strstr",
+    "strcasestr",
+    "strcpy",
+    "strncpy",
+    "strdup",
+    "strndup",
+    "getenv",
+    "setenv",
+    "unsetenv",
+    "pthread_create",
+    "pthread_join",
+    "dlopen",
+    "dlsym",
+    "dlclose",
+    "fork",
+    "clock_gettime",
+    "gettimeofday",
+    "socket",
+    "shutdown",
+];
+
+fn interposes_libc(name: &str) -> bool {
+    let name = name.trim_start_matches("::");
+    INTERPOSED.contains(&name)
+        || COMM.iter().any(|c| c.0 == name)
+        || [
+            "__interceptor_",
+            "__sanitizer_",
+            "__wrap_",
+            "__real_",
+            "__libc_",
+            "__cxa_",
+        ]
+        .iter()
+        .any(|p| name.starts_with(p))
+}
+
+/// Functions this file registers in `.preinit_array` (`__attribute__((section(
+/// ".preinit_array"))) static void (*p)(void) = f;`, as libFuzzer does): they run before the C
+/// library has set up the environment, so a sensor there would start the runtime blind to
+/// `P5_*` settings.
+fn preinit_functions(src: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, _) in src.match_indices(".preinit_array") {
+        let decl = &src[i..src[i..].find(';').map_or(src.len(), |e| i + e)];
+        if let Some((_, init)) = decl.split_once('=') {
+            out.extend(
+                init.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+                    .filter(|w| !w.is_empty() && !w.starts_with(|c: char| c.is_ascii_digit()))
+                    .map(str::to_owned),
+            );
+        }
+    }
+    out
+}
+
+/// Whether the text of `def` mentions one of the communication functions.
+fn names_comm(def: Node<'_>, src: &str) -> bool {
+    let body = text(def, src);
+    COMM.iter().any(|(name, _, _)| body.contains(name))
+}
+
+/// Whether the declarator chain of a definition declares a function (error recovery can
+/// make `MACRO struct s { … } x = …;` look like a function definition).
+fn has_function_declarator(def: Node<'_>) -> bool {
+    let mut d = def.child_by_field_name("declarator");
+    while let Some(n) = d {
+        if n.kind() == "function_declarator" {
+            return true;
+        }
+        d = inner_declarator(n);
+    }
+    false
+}
+
+fn is_constexpr(def: Node<'_>, src: &str) -> bool {
+    let end = def
+        .child_by_field_name("declarator")
+        .map_or(def.start_byte(), |d| d.start_byte());
+    src.get(def.start_byte()..end).is_some_and(|head| {
+        head.split(|c: char| !c.is_alphanumeric() && c != '_')
+            .any(|w| w == "constexpr" || w == "consteval")
+    })
+}
+
+/// The id in `P5_SCOPE(<id>)` if `stmt` is such a statement.
+fn scope_id(stmt: Node<'_>, src: &str) -> Option<u64> {
+    let t = text(stmt, src).trim();
+    let inner = t.strip_prefix("P5_SCOPE(")?.strip_suffix(");")?;
+    parse_literal(inner)
+}
+
+fn first_statement(block: Node<'_>) -> Option<Node<'_>> {
+    let mut c = block.walk();
+    block.named_children(&mut c).find(|n| n.kind() != "comment")
+}
+
+fn function_sensor(u: &mut Unit<'_>, def: Node<'_>, name: &str) {
+    let Some(body) = def.child_by_field_name("body") else {
+        return;
+    };
+    if body.kind() != "compound_statement" {
+        return;
+    }
+    let existing = first_statement(body).and_then(|s| scope_id(s, u.src));
+    let id = u
+        .ledger
+        .add(Kind::Function, name, name, Span::of(def), existing);
+    if existing.is_none() {
+        let lit = u.lit(id);
+        u.edits
+            .open(body.start_byte() + 1, format!(" P5_SCOPE({lit});"));
+    }
+}
+
+fn arg_count(call: Node<'_>) -> usize {
+    call.child_by_field_name("arguments").map_or(0, |a| {
+        let mut c = a.walk();
+        a.named_children(&mut c)
+            .filter(|n| n.kind() != "comment")
+            .count()
+    })
+}
+
+fn call<'t>(u: &mut Unit<'_>, n: Node<'t>, f: &Frame, cpp: bool, comm: &mut Vec<PendingComm<'t>>) {
+    if !f.selected {
+        return;
+    }
+    let Some(callee) = n.child_by_field_name("function") else {
+        return;
+    };
+    let callee_text = text(callee, u.src);
+    let plain = match callee.kind() {
+        "identifier" => Some(callee_text),
+        "qualified_identifier" if callee_text.starts_with("::") => {
+            Some(callee_text.trim_start_matches("::").trim())
+        }
+        _ => None,
+    };
+    if let Some(name) = plain {
+        if let Some(&(op, arity, wrapper)) = COMM.iter().find(|c| c.0 == name) {
+            if u.modes.comm && arg_count(n) == arity {
+                comm.push(PendingComm {
+                    function: f.name.clone(),
+                    call: n,
+                    callee,
+                    name: op.to_owned(),
+                    wrapper,
+                });
+                return;
+            }
+        } else if let Some(&(op, _, _)) = COMM.iter().find(|c| c.2 == name) {
+            // Already routed through the runtime: keep its id and ordinal.
+            if u.modes.comm {
+                let id = n
+                    .child_by_field_name("arguments")
+                    .and_then(|a| a.named_child(0))
+                    .and_then(|a| parse_literal(text(a, u.src)));
+                if id.is_some() {
+                    u.ledger.add(Kind::Comm, &f.name, op, Span::of(n), id);
+                }
+            }
+            return;
+        }
+    }
+    if u.modes.calls {
+        wrap_call(u, n, callee, f, cpp);
+    }
+}
+
+fn macro_like(name: &str) -> bool {
+    name.chars().any(|c| c.is_ascii_uppercase())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
+}
+
+fn wrap_call(u: &mut Unit<'_>, n: Node<'_>, callee: Node<'_>, f: &Frame, cpp: bool) {
+    let name = squash(text(callee, u.src));
+    let last = name.rsplit("::").next().unwrap_or(&name);
+    // Only what names a function: error recovery can turn `"a" MACRO("b")` into a "call".
+    if !matches!(
+        callee.kind(),
+        "identifier"
+            | "field_expression"
+            | "qualified_identifier"
+            | "template_function"
+            | "parenthesized_expression"
+            | "subscript_expression"
+            | "call_expression"
+    ) || last.ends_with("_cast")
+        || last.contains("_cast<")
+        || macro_like(last)
+        || NO_WRAP_CALLEE.contains(&last)
+        || last.starts_with("__builtin")
+        || last.starts_with("__sync")
+        || last.starts_with("__atomic")
+        || last.starts_with("p5_")
+        || last.starts_with("va_")
+    {
+        return;
+    }
+    let mut p = n.parent();
+    let mut existing = None;
+    // A wrapped call sits in a block `{ P5_SCOPE(id); [return] call; }` of two statements.
+    if let Some(stmt) = p
+        && matches!(stmt.kind(), "expression_statement" | "return_statement")
+        && let Some(block) = stmt.parent()
+        && block.kind() == "compound_statement"
+        && block.named_child_count() == 2
+        && block.parent().is_some_and(|b| {
+            matches!(
+                b.kind(),
+                "parenthesized_expression" | "lambda_expression" | "statement_expression"
+            )
+        })
+    {
+        existing = block.named_child(0).and_then(|s| scope_id(s, u.src));
+    }
+    while let Some(a) = p {
+        if NO_WRAP_CONTEXT.contains(&a.kind()) {
+            return;
+        }
+        // A `case` label is a constant expression; the statements after it are not.
+        if a.kind() == "case_statement"
+            && a.child_by_field_name("value")
+                .is_some_and(|v| v.start_byte() <= n.start_byte() && n.end_byte() <= v.end_byte())
+        {
+            return;
+        }
+        if a.kind() == "function_definition" {
+            break;
+        }
+        // Inside a macro's arguments anything goes (`#x`, `x = …`, `&x`): leave them alone.
+        if a.kind() == "call_expression"
+            && a.id() != n.id()
+            && a.child_by_field_name("function")
+                .is_some_and(|c| c.kind() == "identifier" && macro_like(text(c, u.src)))
+        {
+            return;
+        }
+        // A static local's initializer must be constant in C (and is run once in C++).
+        if a.kind() == "declaration" && {
+            let mut c = a.walk();
+            a.children(&mut c).any(|ch| {
+                ch.kind() == "storage_class_specifier"
+                    && matches!(text(ch, u.src), "static" | "thread_local" | "_Thread_local")
+            })
+        } {
+            return;
+        }
+        p = a.parent();
+    }
+    if !cpp && existing.is_none() && lvalue_use(n) {
+        return;
+    }
+    let id = u
+        .ledger
+        .add(Kind::Call, &f.name, &name, Span::of(n), existing);
+    if existing.is_some() {
+        return;
+    }
+    let lit = u.lit(id);
+    if cpp {
+        u.edits.open(
+            n.start_byte(),
+            format!("([&]() -> decltype(auto) {{ P5_SCOPE({lit}); return "),
+        );
+        u.edits.close(n.end_byte(), "; }())");
+    } else {
+        u.edits
+            .open(n.start_byte(), format!("({{ P5_SCOPE({lit}); "));
+        u.edits.close(n.end_byte(), "; })");
+    }
+}
+
+/// Whether a C "call" is used as an lvalue (`&m(x)`, `m(x) = v`, `m(x)++`, `m(x).f = v`).
+/// A C function never returns an lvalue, so such a call is a function-like macro, and a
+/// statement expression around it would not compile.
+fn lvalue_use(call: Node<'_>) -> bool {
+    let mut n = call;
+    while let Some(p) = n.parent() {
+        match p.kind() {
+            "parenthesized_expression" => n = p,
+            "field_expression"
+                if p.child_by_field_name("operator")
+                    .is_some_and(|o| o.kind() == ".") =>
+            {
+                n = p
+            }
+            "pointer_expression" => {
+                return p
+                    .child_by_field_name("operator")
+                    .is_some_and(|o| o.kind() == "&");
+            }
+            "update_expression" => return true,
+            "assignment_expression" => {
+                return p
+                    .child_by_field_name("left")
+                    .is_some_and(|l| l.id() == n.id());
+            }
+            _ => return false,
+        }
+    }
+    false
+}
+
+fn regions(u: &mut Unit<'_>, block: Node<'_>, function: &str, cpp: bool) {
+    let src = u.src;
+    let found = region::in_block(
+        block,
+        src,
+        |n| n.kind() == "comment",
+        |n| {
+            !matches!(
+                n.kind(),
+                "case_statement" | "labeled_statement" | "function_definition"
+            )
+        },
+        &u.line_regions,
+        &mut u.regions_used,
+        &mut u.problems,
+    );
+    for r in found {
+        if already_instrumented(u, &r, function) {
+            continue;
+        }
+        let (Some(first), Some(last)) = (r.statements.first(), r.statements.last()) else {
+            if let (Some(b), Some(e)) = (r.begin, r.end) {
+                let span = Span::of(b);
+                let id = u.ledger.add(Kind::Region, function, &r.name, span, None);
+                let lit = u.lit(id);
+                u.edits
+                    .open(b.start_byte(), format!("p5_enter_inline({lit}); "));
+                u.edits
+                    .open(e.start_byte(), format!("p5_exit_inline({lit}); "));
+            }
+            continue;
+        };
+        let span = Span {
+            end_line: Span::of(*last).end_line,
+            end_column: Span::of(*last).end_column,
+            ..Span::of(*first)
+        };
+        let id = u.ledger.add(Kind::Region, function, &r.name, span, None);
+        let lit = u.lit(id);
+        match r.begin {
+            Some(b) => u
+                .edits
+                .open(b.start_byte(), format!("p5_enter_inline({lit}); ")),
+            None => u
+                .edits
+                .open(first.start_byte(), format!("p5_enter_inline({lit}); ")),
+        }
+        for s in &r.statements {
+            let sid = u
+                .ledger
+                .add(Kind::Statement, function, &r.name, Span::of(*s), None);
+            let slit = u.lit(sid);
+            u.edits
+                .open(s.start_byte(), format!("p5_mark_inline({slit}); "));
+            returns_inside(u, *s, &lit, cpp);
+        }
+        match r.end {
+            Some(e) => u
+                .edits
+                .open(e.start_byte(), format!("p5_exit_inline({lit}); ")),
+            None => u
+                .edits
+                .close(last.end_byte(), format!(" p5_exit_inline({lit});")),
+        }
+    }
+}
+
+/// The id of `stmt` if it is `<func>(<id>);`.
+fn inline_call_id(stmt: Node<'_>, src: &str, func: &str) -> Option<u64> {
+    let t = text(stmt, src).trim();
+    parse_literal(
+        t.strip_prefix(func)?
+            .strip_prefix('(')?
+            .strip_suffix(");")?,
+    )
+}
+
+/// A region whose enter call is already there (before its begin comment, or as its first
+/// statement) is registered with the ids in the text and left alone.
+fn already_instrumented(u: &mut Unit<'_>, r: &region::Region<'_>, function: &str) -> bool {
+    let src = u.src;
+    let id = match r.begin {
+        Some(b) => {
+            let line_start = src[..b.start_byte()].rfind('\n').map_or(0, |i| i + 1);
+            let before = src[line_start..b.start_byte()].trim();
+            before
+                .strip_prefix("p5_enter_inline(")
+                .and_then(|t| t.strip_suffix(");"))
+                .and_then(parse_literal)
+        }
+        None => r
+            .statements
+            .first()
+            .and_then(|s| inline_call_id(*s, src, "p5_enter_inline")),
+    };
+    let Some(id) = id else {
+        return false;
+    };
+    let span = r
+        .statements
+        .first()
+        .or(r.begin.as_ref())
+        .map(|n| Span::of(*n));
+    let Some(span) = span else {
+        return true;
+    };
+    u.ledger
+        .add(Kind::Region, function, &r.name, span, Some(id));
+    for s in &r.statements {
+        if let Some(sid) = inline_call_id(*s, src, "p5_mark_inline") {
+            u.ledger
+                .add(Kind::Statement, function, &r.name, Span::of(*s), Some(sid));
+        }
+    }
+    true
+}
+
+fn returns_inside(u: &mut Unit<'_>, stmt: Node<'_>, lit: &str, _cpp: bool) {
+    let mut found = Vec::new();
+    preorder(
+        stmt,
+        |n| {
+            if matches!(n.kind(), "lambda_expression" | "function_definition") {
+                return false;
+            }
+            if n.kind() == "return_statement" {
+                found.push(n);
+                return false;
+            }
+            true
+        },
+        |_| {},
+    );
+    for r in found {
+        u.edits
+            .open(r.start_byte(), format!("{{ p5_exit_inline({lit}); "));
+        u.edits.close(r.end_byte(), " }");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::{Lang, Modes, Selection, instrument};
+
+    fn names(lang: Lang, src: &str) -> Vec<String> {
+        instrument(lang, "t", src, Modes::default(), &Selection::all())
+            .sensors
+            .into_iter()
+            .map(|s| s.function)
+            .collect()
+    }
+
+    #[test]
+    fn function_names_see_through_declarators() {
+        assert_eq!(
+            names(
+                Lang::Cpp,
+                "int &r(int &x) { return x; }\nint *p(void) { return 0; }\nint (*q(int a))(int) { return 0; }\n\
+                 namespace n { struct S { void m() {} }; }\nint n::S2::k() const { return 1; }\n"
+            ),
+            ["r", "p", "q", "n::S::m", "n::S2::k"]
+        );
+        // Not functions, whatever error recovery says.
+        assert!(names(Lang::Cpp, "static const int table[] { 1, 2 };\n").is_empty());
+        assert!(names(Lang::C, "MACRO struct s { int a; } x = { 1 };\n").is_empty());
+        // Interposed libc functions and pre-init functions run before the runtime can.
+        assert_eq!(
+            names(
+                Lang::C,
+                "int memcmp(const void *a, const void *b, unsigned long n) { return 0; }\n\
+                 static void early(void) {}\n\
+                 __attribute__((section(\".preinit_array\"), used)) static void (*p)(void) = early;\n\
+                 int late(void) { return 1; }\n"
+            ),
+            ["late"]
+        );
+    }
+}

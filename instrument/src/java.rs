@@ -1,0 +1,339 @@
+//! The Java engine.
+//!
+//! `--functions`: every method and constructor body becomes
+//! `{ p5.P5.enter(0x…L); try { … } finally { p5.P5.exit(0x…L); } }`, the `try {` on the
+//! opening brace's line and the `} finally { … }` on the closing brace's line, so the exit is
+//! recorded on every return and exception. In a constructor the sensor starts after an explicit
+//! `super(...)`/`this(...)` call, which Java requires to come first. Fully qualified names
+//! (`p5.P5`) mean no import is added; the build needs the p5 Java client on its classpath.
+//! Not instrumented: lambdas, initializer blocks, abstract and native methods (no body).
+//!
+//! `--comm`: socket streams are routed through the client (see `comm`). Regions: see `regions`.
+
+use crate::sensor::{Kind, Span, parse_literal};
+use crate::tree::{preorder, squash, text};
+use crate::unit::Unit;
+use tree_sitter::Node;
+
+const ENTER: &str = "p5.P5.enter(";
+
+/// Instruments a Java file.
+pub fn instrument(u: &mut Unit<'_>, root: Node<'_>) {
+    let src = u.src;
+    let package = {
+        let mut c = root.walk();
+        root.named_children(&mut c)
+            .find(|n| n.kind() == "package_declaration")
+            .and_then(|p| p.named_child(0))
+            .map(|n| squash(text(n, src)))
+    };
+    let markers = !u.line_regions.is_empty() || src.contains("p5:begin");
+    preorder(
+        root,
+        |n| {
+            if u.check_error(n) {
+                return false;
+            }
+            if n.kind() == "method_invocation" {
+                if u.modes.comm {
+                    comm(u, n, package.as_deref());
+                }
+                return true;
+            }
+            if matches!(n.kind(), "block" | "constructor_body") && markers {
+                if let Some((_, (qualified, _))) = enclosing(n, src, package.as_deref()) {
+                    regions(u, n, &qualified);
+                }
+                return true;
+            }
+            if !matches!(
+                n.kind(),
+                "method_declaration"
+                    | "constructor_declaration"
+                    | "compact_constructor_declaration"
+            ) {
+                return true;
+            }
+            let bare = n
+                .child_by_field_name("name")
+                .map(|x| text(x, src).to_owned())
+                .unwrap_or_default();
+            let qualified = qualify(n, src, &bare, package.as_deref());
+            if n.has_error() {
+                u.problems.push(crate::sensor::Problem::at(
+                    n,
+                    format!("method {qualified} not instrumented: syntax errors inside"),
+                ));
+                return false;
+            }
+            if u.modes.functions && u.selected(&qualified, &bare) {
+                method_sensor(u, n, &qualified);
+            }
+            true
+        },
+        |_| {},
+    );
+}
+
+/// `x.getInputStream()` becomes `p5.P5.input(0x…L, x, _p5 -> _p5.getInputStream())` (and
+/// `getOutputStream` → `p5.P5.output`): the receiver is evaluated once, the static type is
+/// unchanged (the client's generic signature infers it, checked exceptions included), and the
+/// client wraps the stream in a recording one only when the receiver is a `java.net.Socket`
+/// at run time. Channels are not rerouted.
+fn comm(u: &mut Unit<'_>, call: Node<'_>, package: Option<&str>) {
+    let src = u.src;
+    let (Some(obj), Some(name)) = (
+        call.child_by_field_name("object"),
+        call.child_by_field_name("name"),
+    ) else {
+        return;
+    };
+    let method = text(name, src);
+    let Some((_, owner_context)) = enclosing(call, src, package) else {
+        return;
+    };
+    let (qualified, bare) = owner_context;
+    if text(obj, src) == "p5.P5" && matches!(method, "input" | "output") {
+        let existing = call
+            .child_by_field_name("arguments")
+            .and_then(|a| a.named_child(0))
+            .and_then(|a| parse_literal(text(a, src)));
+        if existing.is_some() && u.selected(&qualified, &bare) {
+            let op = if method == "input" {
+                "getInputStream"
+            } else {
+                "getOutputStream"
+            };
+            u.ledger
+                .add(Kind::Comm, &qualified, op, Span::of(call), existing);
+        }
+        return;
+    }
+    let wrapper = match method {
+        "getInputStream" => "input",
+        "getOutputStream" => "output",
+        _ => return,
+    };
+    let no_args = call
+        .child_by_field_name("arguments")
+        .is_some_and(|a| a.named_child_count() == 0);
+    if !no_args
+        || matches!(text(obj, src), "super" | "this" | "_p5")
+        || obj.end_position().row != call.end_position().row
+        || !u.selected(&qualified, &bare)
+    {
+        return;
+    }
+    let id = u
+        .ledger
+        .add(Kind::Comm, &qualified, method, Span::of(call), None);
+    let lit = u.lit(id);
+    u.edits
+        .open(obj.start_byte(), format!("p5.P5.{wrapper}({lit}, "));
+    u.edits.replace(
+        obj.end_byte(),
+        call.end_byte(),
+        format!(", _p5 -> _p5.{method}())"),
+    );
+}
+
+const JUMPS: &[&str] = &[
+    "return_statement",
+    "throw_statement",
+    "break_statement",
+    "continue_statement",
+    "yield_statement",
+];
+
+/// The id in `p5.P5.<call>(<id>);` if `stmt` is that statement.
+fn p5_call_id(stmt: &str, call: &str) -> Option<u64> {
+    let inner = stmt
+        .trim()
+        .strip_prefix("p5.P5.")?
+        .strip_prefix(call)?
+        .strip_prefix('(')?;
+    parse_literal(inner.strip_suffix(");")?)
+}
+
+/// Regions: `p5.P5.enter(R);` before the begin comment (or first statement), `p5.P5.mark(S);`
+/// before each statement, `{ p5.P5.exit(R); … }` around each `return`/`throw` inside, and
+/// `p5.P5.exit(R);` before the end comment (or after the last statement) unless the region
+/// ends in a jump (javac rejects unreachable statements).
+fn regions(u: &mut Unit<'_>, block: Node<'_>, function: &str) {
+    let src = u.src;
+    let found = crate::region::in_block(
+        block,
+        src,
+        |n| matches!(n.kind(), "line_comment" | "block_comment"),
+        |n| {
+            !matches!(
+                n.kind(),
+                "explicit_constructor_invocation"
+                    | "class_declaration"
+                    | "record_declaration"
+                    | "interface_declaration"
+                    | "enum_declaration"
+            )
+        },
+        &u.line_regions,
+        &mut u.regions_used,
+        &mut u.problems,
+    );
+    for r in found {
+        let Some(first) = r.statements.first().copied() else {
+            continue;
+        };
+        let last = r.statements.last().copied().unwrap_or(first);
+        let existing = match r.begin {
+            Some(b) => {
+                let line_start = src[..b.start_byte()].rfind('\n').map_or(0, |i| i + 1);
+                p5_call_id(&src[line_start..b.start_byte()], "enter")
+            }
+            None => p5_call_id(text(first, src), "enter"),
+        };
+        if let Some(id) = existing {
+            u.ledger
+                .add(Kind::Region, function, &r.name, Span::of(first), Some(id));
+            for s in &r.statements {
+                if let Some(sid) = p5_call_id(text(*s, src), "mark") {
+                    u.ledger
+                        .add(Kind::Statement, function, &r.name, Span::of(*s), Some(sid));
+                }
+            }
+            continue;
+        }
+        let span = Span {
+            end_line: Span::of(last).end_line,
+            end_column: Span::of(last).end_column,
+            ..Span::of(first)
+        };
+        let id = u.ledger.add(Kind::Region, function, &r.name, span, None);
+        let lit = u.lit(id);
+        let at = r.begin.map_or(first.start_byte(), |b| b.start_byte());
+        u.edits.open(at, format!("p5.P5.enter({lit}); "));
+        for s in &r.statements {
+            let sid = u
+                .ledger
+                .add(Kind::Statement, function, &r.name, Span::of(*s), None);
+            let slit = u.lit(sid);
+            u.edits
+                .open(s.start_byte(), format!("p5.P5.mark({slit}); "));
+            let mut jumps = Vec::new();
+            preorder(
+                *s,
+                |n| {
+                    if matches!(
+                        n.kind(),
+                        "lambda_expression" | "class_body" | "method_declaration"
+                    ) {
+                        return false;
+                    }
+                    if matches!(n.kind(), "return_statement" | "throw_statement") {
+                        jumps.push(n);
+                        return false;
+                    }
+                    true
+                },
+                |_| {},
+            );
+            for j in jumps {
+                u.edits
+                    .open(j.start_byte(), format!("{{ p5.P5.exit({lit}); "));
+                u.edits.close(j.end_byte(), " }");
+            }
+        }
+        if JUMPS.contains(&last.kind()) {
+            continue;
+        }
+        match r.end {
+            Some(e) => u.edits.open(e.start_byte(), format!("p5.P5.exit({lit}); ")),
+            None => u
+                .edits
+                .close(last.end_byte(), format!(" p5.P5.exit({lit});")),
+        }
+    }
+}
+
+/// The enclosing method or constructor and its (qualified, bare) name.
+fn enclosing<'t>(
+    n: Node<'t>,
+    src: &str,
+    package: Option<&str>,
+) -> Option<(Node<'t>, (String, String))> {
+    let mut p = n.parent();
+    while let Some(m) = p {
+        if matches!(
+            m.kind(),
+            "method_declaration" | "constructor_declaration" | "compact_constructor_declaration"
+        ) {
+            let bare = m
+                .child_by_field_name("name")
+                .map(|x| text(x, src).to_owned())
+                .unwrap_or_default();
+            return Some((m, (qualify(m, src, &bare, package), bare)));
+        }
+        p = m.parent();
+    }
+    None
+}
+
+fn qualify(m: Node<'_>, src: &str, bare: &str, package: Option<&str>) -> String {
+    let mut parts = vec![bare.to_owned()];
+    let mut p = m.parent();
+    while let Some(n) = p {
+        if matches!(
+            n.kind(),
+            "class_declaration"
+                | "interface_declaration"
+                | "enum_declaration"
+                | "record_declaration"
+                | "annotation_type_declaration"
+        ) && let Some(name) = n.child_by_field_name("name")
+        {
+            parts.push(text(name, src).to_owned());
+        }
+        p = n.parent();
+    }
+    if let Some(pkg) = package {
+        parts.push(pkg.to_owned());
+    }
+    parts.reverse();
+    parts.join(".")
+}
+
+fn method_sensor(u: &mut Unit<'_>, m: Node<'_>, name: &str) {
+    let Some(body) = m.child_by_field_name("body") else {
+        return;
+    };
+    let src = u.src;
+    let mut start = body.start_byte() + 1;
+    let mut c = body.walk();
+    if let Some(first) = body
+        .named_children(&mut c)
+        .find(|n| !matches!(n.kind(), "line_comment" | "block_comment"))
+        && first.kind() == "explicit_constructor_invocation"
+    {
+        start = first.end_byte();
+    }
+    let existing = src
+        .get(start..)
+        .and_then(|t| t.trim_start().strip_prefix(ENTER))
+        .and_then(|t| t.split(')').next())
+        .and_then(parse_literal);
+    let id = u
+        .ledger
+        .add(Kind::Function, name, name, Span::of(m), existing);
+    if existing.is_some() {
+        return;
+    }
+    let lit = u.lit(id);
+    let open = format!(" {ENTER}{lit}); try {{");
+    let close = format!("}} finally {{ p5.P5.exit({lit}); }} ");
+    let end = body.end_byte() - 1;
+    if start >= end {
+        u.edits.open(end, format!("{open} {close}"));
+    } else {
+        u.edits.open(start, open);
+        u.edits.close(end, close);
+    }
+}

@@ -1,0 +1,135 @@
+//! `p5-instrument`: inserts p5 sensors into C, C++, Rust, Python and Java sources.
+
+use anyhow::Context as _;
+use clap::Parser;
+use p5_instrument::{Modes, Options, runtime};
+use std::path::PathBuf;
+
+/// Insert p5 sensors into source code; writes an instrumented copy plus a sensor manifest.
+#[derive(Debug, Parser)]
+#[command(name = "p5-instrument", version)]
+struct Cli {
+    /// Files and folders to instrument.
+    paths: Vec<PathBuf>,
+    /// Write the instrumented tree here (the originals are never touched).
+    #[arg(
+        short = 'o',
+        long = "out",
+        value_name = "OUTDIR",
+        conflicts_with = "in_place"
+    )]
+    out: Option<PathBuf>,
+    /// Rewrite the files where they are, keeping a backup in .p5-instrument/.
+    #[arg(long)]
+    in_place: bool,
+    /// With --in-place: restore the backup.
+    #[arg(long, requires = "in_place")]
+    undo: bool,
+    /// List the sensors that would be inserted; write nothing.
+    #[arg(long)]
+    dry_run: bool,
+    /// Enter/exit sensors on every function body.
+    #[arg(long)]
+    functions: bool,
+    /// A sensor around every call site.
+    #[arg(long)]
+    calls: bool,
+    /// Route communication calls through the runtime's recording wrappers.
+    #[arg(long)]
+    comm: bool,
+    /// Selection file (file and function globs, regions); see the README.
+    #[arg(long, value_name = "p5.select.toml")]
+    select: Option<PathBuf>,
+    /// Print the C/C++ compiler flags an instrumented build needs.
+    #[arg(long)]
+    cflags: bool,
+    /// Print the linker arguments an instrumented C/C++ build needs.
+    #[arg(long)]
+    libs: bool,
+    /// No progress bar, no summary.
+    #[arg(short, long)]
+    quiet: bool,
+}
+
+fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    if cli.cflags || cli.libs {
+        let mut parts = Vec::new();
+        if cli.cflags {
+            parts.push(format!("-I{}", runtime::include_dir()?.display()));
+        }
+        if cli.libs {
+            parts.push(format!(
+                "{} {}",
+                runtime::static_lib()?.display(),
+                runtime::LINK_FLAGS
+            ));
+        }
+        println!("{}", parts.join(" "));
+        if cli.paths.is_empty() {
+            return Ok(());
+        }
+    }
+    let any = cli.functions || cli.calls || cli.comm;
+    let modes = if any {
+        Modes {
+            functions: cli.functions,
+            calls: cli.calls,
+            comm: cli.comm,
+        }
+    } else {
+        Modes::default()
+    };
+    let opts = Options {
+        paths: cli.paths,
+        out: cli.out,
+        in_place: cli.in_place,
+        undo: cli.undo,
+        dry_run: cli.dry_run,
+        modes,
+        select: cli.select,
+        progress: !cli.quiet,
+    };
+    let report = p5_instrument::run(&opts).context("p5-instrument failed")?;
+    for (file, p) in &report.problems {
+        eprintln!("{file}:{}:{}: {}", p.line, p.column, p.message);
+    }
+    if opts.dry_run {
+        for (file, lang, s) in &report.sensors {
+            println!(
+                "{file}:{}:{}\t{}\t{}\t{}\t{}\t{}",
+                s.span.line,
+                s.span.column,
+                lang.name(),
+                s.kind.name(),
+                p5_wire::manifest::format_id(s.id),
+                s.function,
+                if s.inserted { "new" } else { "present" }
+            );
+        }
+    }
+    if !cli.quiet {
+        if opts.undo {
+            eprintln!(
+                "restored {} files under {}",
+                report.restored,
+                report.root.display()
+            );
+        } else {
+            eprintln!(
+                "{} sensors in {} source files ({} changed, {} other files copied, {} problems){}",
+                report.sensors.len(),
+                report.sources,
+                report.changed,
+                report.copied,
+                report.problems.len(),
+                report
+                    .manifest
+                    .as_ref()
+                    .map(|m| format!("; manifest {}", m.display()))
+                    .unwrap_or_default()
+            );
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,300 @@
+//! The whole command: walk the inputs, instrument each source file, write the output tree
+//! (or rewrite in place with a backup, or only list), and write the manifest.
+//!
+//! Output layouts:
+//! - `-o OUTDIR`: OUTDIR mirrors the source root — instrumented sources, every other file
+//!   copied unchanged so the tree still builds — plus `p5-manifest.json`, `sources/`, and for
+//!   C/C++ trees `p5-include/p5.h`. A copied `Cargo.toml` of a package with instrumented Rust
+//!   files gets the runtime dependency.
+//! - `--in-place`: sources are rewritten where they are; originals go to
+//!   `ROOT/.p5-instrument/backup/` (kept from the first run, so repeating is harmless), the
+//!   manifest and sources to `ROOT/.p5-instrument/`. `--undo` restores the backups and removes
+//!   that folder.
+//! - `--dry-run`: nothing is written; the report lists the sensors.
+
+use crate::lang::Lang;
+use crate::manifest::Builder;
+use crate::runtime::{self, RuntimeError};
+use crate::select::{SelectError, Selection};
+use crate::sensor::{Problem, Sensor};
+use crate::unit::{Modes, instrument};
+use crate::walk::{self, WalkError};
+use std::path::{Path, PathBuf};
+
+/// What to do.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// Files and folders to instrument.
+    pub paths: Vec<PathBuf>,
+    /// Output directory.
+    pub out: Option<PathBuf>,
+    /// Rewrite in place (with a backup).
+    pub in_place: bool,
+    /// Restore the in-place backup.
+    pub undo: bool,
+    /// Only list the sensors.
+    pub dry_run: bool,
+    /// Modes.
+    pub modes: Modes,
+    /// Selection file.
+    pub select: Option<PathBuf>,
+    /// Show a progress bar on large trees.
+    pub progress: bool,
+}
+
+/// What happened.
+#[derive(Debug, Default)]
+pub struct Report {
+    /// The source root.
+    pub root: PathBuf,
+    /// Source files parsed.
+    pub sources: usize,
+    /// Source files whose text changed.
+    pub changed: usize,
+    /// Other files copied.
+    pub copied: usize,
+    /// Files restored by `--undo`.
+    pub restored: usize,
+    /// Sensors per file (relative path), inserted or found.
+    pub sensors: Vec<(String, Lang, Sensor)>,
+    /// Problems per file.
+    pub problems: Vec<(String, Problem)>,
+    /// Where the manifest went.
+    pub manifest: Option<PathBuf>,
+}
+
+/// Errors of a run.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    /// Bad arguments.
+    #[error("{0}")]
+    Usage(String),
+    /// Walking the inputs failed.
+    #[error(transparent)]
+    Walk(#[from] WalkError),
+    /// The selection file is bad.
+    #[error(transparent)]
+    Select(#[from] SelectError),
+    /// The runtime could not be located.
+    #[error(transparent)]
+    Runtime(#[from] RuntimeError),
+    /// Reading or writing a file failed.
+    #[error("{action} {path}: {source}")]
+    Io {
+        /// What was being done.
+        action: &'static str,
+        /// Which file.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+fn io<'p>(action: &'static str, path: &'p Path) -> impl FnOnce(std::io::Error) -> RunError + 'p {
+    move |source| RunError::Io {
+        action,
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+const STATE_DIR: &str = ".p5-instrument";
+
+fn write_file(path: &Path, bytes: &[u8]) -> Result<(), RunError> {
+    if let Some(d) = path.parent() {
+        std::fs::create_dir_all(d).map_err(io("cannot create", d))?;
+    }
+    std::fs::write(path, bytes).map_err(io("cannot write", path))
+}
+
+/// Runs the instrumenter.
+pub fn run(opts: &Options) -> Result<Report, RunError> {
+    if opts.paths.is_empty() {
+        return Err(RunError::Usage("no input paths given".into()));
+    }
+    let targets = [opts.out.is_some(), opts.in_place, opts.dry_run]
+        .iter()
+        .filter(|&&b| b)
+        .count();
+    if opts.undo && (opts.out.is_some() || opts.dry_run) {
+        return Err(RunError::Usage("--undo goes with --in-place only".into()));
+    }
+    if targets != 1 && !opts.undo {
+        return Err(RunError::Usage(
+            "say where the output goes: -o OUTDIR, --in-place or --dry-run (exactly one)".into(),
+        ));
+    }
+    let root = walk::root(&opts.paths)?;
+    if opts.undo {
+        return undo(&root);
+    }
+    let selection = match &opts.select {
+        Some(p) => Selection::load(p)?,
+        None => Selection::all(),
+    };
+    let out = match &opts.out {
+        Some(o) => {
+            std::fs::create_dir_all(o).map_err(io("cannot create", o))?;
+            let o = o.canonicalize().map_err(io("cannot resolve", o))?;
+            if o == root || root.starts_with(&o) {
+                return Err(RunError::Usage(format!(
+                    "the output directory {} must not contain the sources",
+                    o.display()
+                )));
+            }
+            Some(o)
+        }
+        None => None,
+    };
+    let entries = walk::files(&root, &opts.paths, out.as_deref())?;
+    let bar = if opts.progress && entries.len() > 200 {
+        let b = indicatif::ProgressBar::new(entries.len() as u64);
+        if let Ok(style) = indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} files {elapsed_precise} {wide_msg}",
+        ) {
+            b.set_style(style);
+        }
+        Some(b)
+    } else {
+        None
+    };
+    let mut report = Report {
+        root: root.clone(),
+        ..Report::default()
+    };
+    let mut manifest = Builder::new();
+    let mut c_family = false;
+    let mut rust_sensors = false;
+    let mut cargo_tomls = Vec::new();
+    let backup = root.join(STATE_DIR).join("backup");
+    let cpp_tree = entries
+        .iter()
+        .any(|e| Lang::from_path(&e.abs) == Some(Lang::Cpp));
+    for e in &entries {
+        if let Some(b) = &bar {
+            b.inc(1);
+            b.set_message(e.rel.clone());
+        }
+        let lang = Lang::from_path_in(&e.abs, cpp_tree);
+        let Some(lang) = lang else {
+            if let Some(o) = &out {
+                if e.rel.rsplit('/').next() == Some("Cargo.toml") {
+                    cargo_tomls.push(e.clone());
+                } else {
+                    let dst = o.join(&e.rel);
+                    if let Some(d) = dst.parent() {
+                        std::fs::create_dir_all(d).map_err(io("cannot create", d))?;
+                    }
+                    std::fs::copy(&e.abs, &dst).map_err(io("cannot copy", &e.abs))?;
+                    report.copied += 1;
+                }
+            }
+            continue;
+        };
+        let bytes = std::fs::read(&e.abs).map_err(io("cannot read", &e.abs))?;
+        let Ok(src) = String::from_utf8(bytes.clone()) else {
+            report.problems.push((
+                e.rel.clone(),
+                Problem {
+                    line: 1,
+                    column: 1,
+                    message: "not UTF-8; copied unchanged".into(),
+                },
+            ));
+            if let Some(o) = &out {
+                write_file(&o.join(&e.rel), &bytes)?;
+                report.copied += 1;
+            }
+            continue;
+        };
+        report.sources += 1;
+        let outcome = instrument(lang, &e.rel, &src, opts.modes, &selection);
+        let changed = outcome.text != src;
+        if changed {
+            report.changed += 1;
+            c_family |= matches!(lang, Lang::C | Lang::Cpp);
+            rust_sensors |= lang == Lang::Rust;
+        }
+        manifest.add(&e.rel, lang, &src, &outcome.sensors);
+        report
+            .problems
+            .extend(outcome.problems.into_iter().map(|p| (e.rel.clone(), p)));
+        report.sensors.extend(
+            outcome
+                .sensors
+                .into_iter()
+                .map(|s| (e.rel.clone(), lang, s)),
+        );
+        if let Some(o) = &out {
+            write_file(&o.join(&e.rel), outcome.text.as_bytes())?;
+        } else if opts.in_place && changed {
+            let b = backup.join(&e.rel);
+            if !b.exists() {
+                write_file(&b, src.as_bytes())?;
+            }
+            write_file(&e.abs, outcome.text.as_bytes())?;
+        }
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    if let Some(o) = &out {
+        for t in cargo_tomls {
+            let text = std::fs::read_to_string(&t.abs).map_err(io("cannot read", &t.abs))?;
+            let text = if rust_sensors {
+                runtime::add_cargo_dependency(&text).unwrap_or(text)
+            } else {
+                text
+            };
+            write_file(&o.join(&t.rel), text.as_bytes())?;
+            report.copied += 1;
+        }
+        if c_family {
+            runtime::write_header(&o.join(runtime::INCLUDE_DIR))?;
+        }
+        report.manifest = Some(
+            manifest
+                .write(o, &root)
+                .map_err(io("cannot write manifest in", o))?,
+        );
+    } else if opts.in_place {
+        let dir = root.join(STATE_DIR);
+        report.manifest = Some(
+            manifest
+                .write(&dir, &root)
+                .map_err(io("cannot write manifest in", &dir))?,
+        );
+    }
+    Ok(report)
+}
+
+fn undo(root: &Path) -> Result<Report, RunError> {
+    let state = root.join(STATE_DIR);
+    let backup = state.join("backup");
+    if !backup.is_dir() {
+        return Err(RunError::Usage(format!(
+            "nothing to undo: no backup in {}",
+            backup.display()
+        )));
+    }
+    let mut report = Report {
+        root: root.to_path_buf(),
+        ..Report::default()
+    };
+    for e in walkdir::WalkDir::new(&backup) {
+        let e = e.map_err(|err| RunError::Io {
+            action: "cannot walk",
+            path: backup.display().to_string(),
+            source: err.into(),
+        })?;
+        if !e.file_type().is_file() {
+            continue;
+        }
+        let rel = e.path().strip_prefix(&backup).unwrap_or(e.path());
+        let dst = root.join(rel);
+        std::fs::copy(e.path(), &dst).map_err(io("cannot restore", &dst))?;
+        report.restored += 1;
+    }
+    std::fs::remove_dir_all(&state).map_err(io("cannot remove", &state))?;
+    Ok(report)
+}

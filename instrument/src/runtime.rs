@@ -1,0 +1,162 @@
+//! Build integration: where the p5 runtime's C header and static library are, for
+//! `--cflags` and `--libs`, and the `p5.h` copy written into C/C++ output trees.
+//!
+//! The header is embedded in the binary. The library is searched as `p5` does it:
+//! `$P5_RUNTIME_LIB`, then beside the running executable (a cargo build puts both in
+//! `target/<profile>/`), then — when run from the source tree — built with
+//! `cargo build -p p5-runtime` and searched again.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The C header `p5.h`.
+pub const HEADER: &str = include_str!("../../runtime/include/p5.h");
+/// Link flags a C program needs besides the library itself.
+pub const LINK_FLAGS: &str = "-lpthread -ldl -lm -lrt";
+/// Name of the header directory written into output trees.
+pub const INCLUDE_DIR: &str = "p5-include";
+const LIB_NAME: &str = "libp5_runtime.a";
+
+/// Errors locating the runtime.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// Nothing found.
+    #[error("{0}")]
+    NotFound(String),
+    /// I/O while preparing the header.
+    #[error("cannot write the p5 header to {path}: {source}")]
+    Io {
+        /// Where.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+fn source_tree() -> Option<PathBuf> {
+    let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    ws.join("runtime")
+        .join("include")
+        .join("p5.h")
+        .is_file()
+        .then_some(ws)
+}
+
+/// The directory holding `p5.h`: the source tree's `runtime/include`, or a copy written
+/// beside the executable.
+pub fn include_dir() -> Result<PathBuf, RuntimeError> {
+    if let Some(ws) = source_tree() {
+        let d = ws.join("runtime").join("include");
+        return Ok(d.canonicalize().unwrap_or(d));
+    }
+    let exe = std::env::current_exe().map_err(|e| RuntimeError::NotFound(e.to_string()))?;
+    let dir = exe
+        .parent()
+        .map(|p| p.join(INCLUDE_DIR))
+        .unwrap_or_else(|| PathBuf::from(INCLUDE_DIR));
+    write_header(&dir)?;
+    Ok(dir)
+}
+
+/// Writes `p5.h` into `dir` (created if needed).
+pub fn write_header(dir: &Path) -> Result<(), RuntimeError> {
+    let io = |source| RuntimeError::Io {
+        path: dir.display().to_string(),
+        source,
+    };
+    std::fs::create_dir_all(dir).map_err(io)?;
+    std::fs::write(dir.join("p5.h"), HEADER).map_err(io)
+}
+
+/// The path of `libp5_runtime.a`, building it if this is a source checkout.
+pub fn static_lib() -> Result<PathBuf, RuntimeError> {
+    if let Some(p) = std::env::var_os("P5_RUNTIME_LIB") {
+        let p = PathBuf::from(p);
+        return if p.is_file() {
+            Ok(p)
+        } else {
+            Err(RuntimeError::NotFound(format!(
+                "P5_RUNTIME_LIB={} is not a file",
+                p.display()
+            )))
+        };
+    }
+    let exe = std::env::current_exe().map_err(|e| RuntimeError::NotFound(e.to_string()))?;
+    let exe_dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
+    let candidates = [exe_dir.join(LIB_NAME), exe_dir.join("..").join(LIB_NAME)];
+    let find = || candidates.iter().find(|p| p.is_file()).cloned();
+    if let Some(p) = find() {
+        return Ok(p);
+    }
+    let Some(ws) = source_tree() else {
+        return Err(RuntimeError::NotFound(format!(
+            "{LIB_NAME} not found next to {}; set P5_RUNTIME_LIB",
+            exe.display()
+        )));
+    };
+    let release = exe_dir.components().any(|c| c.as_os_str() == "release");
+    let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    cmd.current_dir(&ws)
+        .args(["build", "-q", "-p", "p5-runtime"]);
+    if release {
+        cmd.arg("--release");
+    }
+    match cmd.status() {
+        Ok(s) if s.success() => {}
+        Ok(s) => {
+            return Err(RuntimeError::NotFound(format!(
+                "cargo build -p p5-runtime failed ({s})"
+            )));
+        }
+        Err(e) => {
+            return Err(RuntimeError::NotFound(format!(
+                "cannot run cargo to build the runtime: {e}"
+            )));
+        }
+    }
+    find().ok_or_else(|| {
+        RuntimeError::NotFound(format!(
+            "{LIB_NAME} still missing after the build in {}",
+            exe_dir.display()
+        ))
+    })
+}
+
+/// The runtime dependency line for an instrumented crate's `Cargo.toml`.
+pub fn cargo_dependency() -> String {
+    match source_tree().and_then(|ws| ws.join("runtime").canonicalize().ok()) {
+        Some(p) => format!("p5-runtime = {{ path = {:?} }}", p.display().to_string()),
+        None => format!("p5-runtime = \"{}\"", env!("CARGO_PKG_VERSION")),
+    }
+}
+
+/// Adds the runtime to a crate manifest's `[dependencies]` (none if already there or not a
+/// package manifest).
+pub fn add_cargo_dependency(toml: &str) -> Option<String> {
+    if !toml.contains("[package]") || toml.contains("p5-runtime") {
+        return None;
+    }
+    let dep = cargo_dependency();
+    let mut out = String::with_capacity(toml.len() + dep.len() + 16);
+    let mut done = false;
+    for line in toml.split_inclusive('\n') {
+        out.push_str(line);
+        if !done && line.trim() == "[dependencies]" {
+            if !line.ends_with('\n') {
+                out.push('\n');
+            }
+            out.push_str(&dep);
+            out.push('\n');
+            done = true;
+        }
+    }
+    if !done {
+        if !out.ends_with('\n') {
+            out.push('\n');
+        }
+        out.push_str("\n[dependencies]\n");
+        out.push_str(&dep);
+        out.push('\n');
+    }
+    Some(out)
+}

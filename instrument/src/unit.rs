@@ -1,0 +1,371 @@
+//! Instrumenting one file: parse, run the language engine, apply its insertions.
+//!
+//! The engines share [`Unit`]: the text, the modes, the selection, a [`Ledger`] of sensors,
+//! the [`Edits`] and the problems met. A file tree-sitter cannot fully parse is still
+//! instrumented outside its ERROR regions; each region is reported, and a function containing
+//! one gets no sensors at all (its braces may not be what they seem).
+
+use crate::edit::Edits;
+use crate::lang::Lang;
+use crate::select::Selection;
+use crate::sensor::{Ledger, Problem, Sensor};
+use crate::{c, java, python, rust};
+use tree_sitter::{Node, Parser, Point, Range, Tree};
+
+/// Files at least this large (C and C++) are parsed in chunks on several threads.
+const CHUNK_MIN: usize = 1 << 20;
+/// Smallest chunk worth a thread.
+const CHUNK_BYTES: usize = 256 << 10;
+
+/// Which automatic sensors to insert (CoSMoS Fig. 1).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Modes {
+    /// Enter/exit sensors on every function body.
+    pub functions: bool,
+    /// A sensor around every call site.
+    pub calls: bool,
+    /// Communication calls routed through the runtime's wrappers.
+    pub comm: bool,
+}
+
+impl Default for Modes {
+    fn default() -> Self {
+        Modes {
+            functions: true,
+            calls: false,
+            comm: true,
+        }
+    }
+}
+
+/// The result of instrumenting one file.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The instrumented text (the input itself if nothing was inserted).
+    pub text: String,
+    /// Every sensor, inserted now or found already present.
+    pub sensors: Vec<Sensor>,
+    /// What could not be instrumented.
+    pub problems: Vec<Problem>,
+}
+
+/// Shared state of one file's instrumentation.
+#[derive(Debug)]
+pub struct Unit<'a> {
+    /// Language.
+    pub lang: Lang,
+    /// Relative path.
+    pub path: &'a str,
+    /// Original text.
+    pub src: &'a str,
+    /// Modes.
+    pub modes: Modes,
+    /// Selection.
+    pub selection: &'a Selection,
+    /// Whether the file's functions are selected for automatic sensors.
+    pub file_selected: bool,
+    /// Sensors so far.
+    pub ledger: Ledger<'a>,
+    /// Insertions so far.
+    pub edits: Edits,
+    /// Problems so far.
+    pub problems: Vec<Problem>,
+    /// Which of the selection's line regions for this file are placed.
+    pub regions_used: Vec<bool>,
+    /// The selection's line regions for this file.
+    pub line_regions: Vec<crate::select::LineRegion>,
+}
+
+impl<'a> Unit<'a> {
+    /// Reports an ERROR or MISSING node. Returns true if the traversal must not descend
+    /// (a MISSING token); an ERROR node is descended into, because tree-sitter's error
+    /// recovery often wraps whole stretches of good code (even the root, for a large file
+    /// with one macro it cannot read) in one ERROR node: the definitions inside that parsed
+    /// without error are complete and get their sensors, the stray tokens stay untouched.
+    pub fn check_error(&mut self, node: Node<'_>) -> bool {
+        if node.is_error() {
+            // One stray word is almost always an unknown macro (`SQLITE_API int f(…)`,
+            // `EXPORT void g(…)`): nothing around it is lost, so it is not worth a report.
+            let t = self.src.get(node.byte_range()).unwrap_or("").trim();
+            if !t.is_empty() && t.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
+                return false;
+            }
+            let mut c = node.walk();
+            let stray = node
+                .children(&mut c)
+                .find(|n| n.child_count() == 0)
+                .unwrap_or(node);
+            let (a, b) = (node.start_position().row + 1, node.end_position().row + 1);
+            self.problems.push(Problem::at(
+                stray,
+                format!(
+                    "syntax not understood near here (error region lines {a}-{b}); only the \
+                     complete definitions inside it are instrumented"
+                ),
+            ));
+            false
+        } else if node.is_missing() {
+            self.problems.push(Problem::at(
+                node,
+                format!("missing {}; region left untouched", node.kind()),
+            ));
+            true
+        } else {
+            false
+        }
+    }
+
+    /// The literal of `id` in this file's language.
+    pub fn lit(&self, id: u64) -> String {
+        self.lang.id_literal(id)
+    }
+
+    /// Whether a function is selected.
+    pub fn selected(&self, qualified: &str, bare: &str) -> bool {
+        self.file_selected && self.selection.function(qualified, bare)
+    }
+}
+
+/// Instruments `src`, the text of the file at relative path `path`.
+pub fn instrument(
+    lang: Lang,
+    path: &str,
+    src: &str,
+    modes: Modes,
+    selection: &Selection,
+) -> Outcome {
+    instrument_with(lang, path, src, modes, selection, true)
+}
+
+fn instrument_with(
+    lang: Lang,
+    path: &str,
+    src: &str,
+    modes: Modes,
+    selection: &Selection,
+    chunks: bool,
+) -> Outcome {
+    let unchanged = |problems| Outcome {
+        text: src.to_owned(),
+        sensors: Vec::new(),
+        problems,
+    };
+    let trees = match parse(lang, src, chunks) {
+        Ok(t) => t,
+        Err(message) => {
+            return unchanged(vec![Problem {
+                line: 1,
+                column: 1,
+                message: message.into(),
+            }]);
+        }
+    };
+    let roots: Vec<Node<'_>> = trees.iter().map(|t| t.root_node()).collect();
+    let line_regions: Vec<_> = selection.regions_in(path).cloned().collect();
+    let mut unit = Unit {
+        lang,
+        path,
+        src,
+        modes,
+        selection,
+        file_selected: selection.file(path),
+        ledger: Ledger::new(path),
+        edits: Edits::new(),
+        problems: Vec::new(),
+        regions_used: vec![false; line_regions.len()],
+        line_regions,
+    };
+    match lang {
+        Lang::C | Lang::Cpp => c::instrument(&mut unit, &roots),
+        Lang::Rust => rust::instrument(&mut unit, roots[0]),
+        Lang::Python => python::instrument(&mut unit, roots[0]),
+        Lang::Java => java::instrument(&mut unit, roots[0]),
+    }
+    for (i, r) in unit.line_regions.iter().enumerate() {
+        if !unit.regions_used[i] {
+            unit.problems.push(Problem {
+                line: r.lines[0],
+                column: 1,
+                message: format!(
+                    "region {:?}: no whole statements of one block inside lines {}-{}",
+                    r.name, r.lines[0], r.lines[1]
+                ),
+            });
+        }
+    }
+    let Unit {
+        ledger,
+        edits,
+        mut problems,
+        ..
+    } = unit;
+    drop(roots);
+    if trees.len() > 1 {
+        // Freeing a multi-megabyte syntax tree takes a tenth of the run: do it off the
+        // caller's path (only large, chunk-parsed files get here).
+        std::thread::spawn(move || drop(trees));
+    } else {
+        drop(trees);
+    }
+    let text = if edits.is_empty() {
+        src.to_owned()
+    } else {
+        match edits.apply(src) {
+            Some(t) => t,
+            None => {
+                problems.push(Problem {
+                    line: 1,
+                    column: 1,
+                    message: "internal: an insertion would break a line; file left untouched"
+                        .into(),
+                });
+                return Outcome {
+                    text: src.to_owned(),
+                    sensors: Vec::new(),
+                    problems,
+                };
+            }
+        }
+    };
+    problems.sort_by_key(|p| (p.line, p.column));
+    let mut sensors = ledger.sensors;
+    sensors.sort_by_key(|s| (s.span.line, s.span.column, s.kind.name(), s.id));
+    Outcome {
+        text,
+        sensors,
+        problems,
+    }
+}
+
+fn parser(lang: Lang) -> Result<Parser, &'static str> {
+    let mut p = Parser::new();
+    p.set_language(&lang.grammar())
+        .map_err(|_| "grammar version not supported by this tree-sitter")?;
+    Ok(p)
+}
+
+/// Parses `src`: one tree, or — for a large C/C++ file — one tree per chunk. Chunks end after
+/// a line that is exactly `}` (the end of a top-level definition) and are parsed in parallel
+/// with tree-sitter's included ranges, so node offsets stay absolute. If a chunk boundary was
+/// not at file level after all (inside an `#if`, a comment, a string), that chunk has a
+/// syntax error; then, and whenever the file really has errors, the whole file is parsed
+/// again in one piece so errors are reported exactly as for a small file.
+fn parse(lang: Lang, src: &str, chunks: bool) -> Result<Vec<Tree>, &'static str> {
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
+    let bounds =
+        if chunks && matches!(lang, Lang::C | Lang::Cpp) && src.len() >= CHUNK_MIN && threads > 1 {
+            chunk_bounds(src, threads.min(src.len() / CHUNK_BYTES).max(1))
+        } else {
+            Vec::new()
+        };
+    if bounds.len() > 2 {
+        let ranges: Vec<(usize, usize)> = bounds.windows(2).map(|w| (w[0], w[1])).collect();
+        let trees: Vec<Option<Tree>> = std::thread::scope(|s| {
+            let handles: Vec<_> = ranges
+                .iter()
+                .map(|&(a, b)| s.spawn(move || parse_range(lang, src, a, b)))
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().ok().flatten())
+                .collect()
+        });
+        if trees
+            .iter()
+            .all(|t| t.as_ref().is_some_and(|t| !t.root_node().has_error()))
+        {
+            return Ok(trees.into_iter().flatten().collect());
+        }
+    }
+    let tree = parser(lang)?
+        .parse(src, None)
+        .ok_or("parser gave up; file left untouched")?;
+    Ok(vec![tree])
+}
+
+fn point_at(src: &str, byte: usize) -> Point {
+    let before = &src[..byte];
+    let row = before.bytes().filter(|&b| b == b'\n').count();
+    let column = byte - before.rfind('\n').map_or(0, |i| i + 1);
+    Point { row, column }
+}
+
+fn parse_range(lang: Lang, src: &str, a: usize, b: usize) -> Option<Tree> {
+    let mut p = parser(lang).ok()?;
+    let range = Range {
+        start_byte: a,
+        end_byte: b,
+        start_point: point_at(src, a),
+        end_point: point_at(src, b),
+    };
+    p.set_included_ranges(&[range]).ok()?;
+    p.parse(src, None)
+}
+
+/// Chunk boundaries (including 0 and `src.len()`), about `n` chunks.
+fn chunk_bounds(src: &str, n: usize) -> Vec<usize> {
+    let mut out = vec![0];
+    let step = src.len() / n.max(1);
+    for k in 1..n {
+        let target = (k * step).max(out[out.len() - 1]);
+        if let Some(i) = src.as_bytes()[target..]
+            .windows(3)
+            .position(|w| w == b"\n}\n")
+        {
+            let cut = target + i + 3;
+            if cut < src.len() && cut > out[out.len() - 1] {
+                out.push(cut);
+            }
+        }
+    }
+    out.push(src.len());
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Two equal halves of functions; with `trap`, a comment and an `#if 0` block holding
+    /// `}` lines sit in the middle, where the two-chunk split looks for its boundary.
+    fn big_c(trap: bool) -> String {
+        let mut half = String::new();
+        let mut i = 0;
+        while half.len() < 3 * CHUNK_MIN / 4 {
+            half.push_str(&format!(
+                "/* f{i} — ü */\nint f{i}(int fd, char *b)\n{{\n    if (fd < 0)\n        return -1;\n    return (int)write(fd, b, {i});\n}}\n\n"
+            ));
+            i += 1;
+        }
+        let middle = if trap {
+            "/*\nint fake(void) {\n}\n\nint fake2(void) {\n}\n\nint fake3(void) {\n}\n*/\n"
+        } else {
+            "\n"
+        };
+        format!(
+            "#include <unistd.h>\n\n{half}{middle}{}",
+            half.replace("int f", "int g")
+        )
+    }
+
+    #[test]
+    fn chunked_parsing_gives_the_same_output() {
+        for trap in [false, true] {
+            let src = big_c(trap);
+            let all = Selection::all();
+            let a = instrument_with(Lang::C, "big.c", &src, Modes::default(), &all, true);
+            let b = instrument_with(Lang::C, "big.c", &src, Modes::default(), &all, false);
+            assert!(a.problems.is_empty(), "{:?}", &a.problems[..1]);
+            assert_eq!(a.sensors, b.sensors);
+            assert!(a.text == b.text, "chunked output differs (trap: {trap})");
+            assert!(a.sensors.len() > 10_000);
+            if std::thread::available_parallelism().is_ok_and(|n| n.get() > 1) {
+                let trees = parse(Lang::C, &src, true).unwrap().len();
+                assert_eq!(trees > 1, !trap, "{trees} trees (trap: {trap})");
+            }
+        }
+        let src = big_c(false);
+        assert!(chunk_bounds(&src, 4).len() >= 4);
+        assert!(chunk_bounds(&src, 4).windows(2).all(|w| w[0] < w[1]));
+    }
+}

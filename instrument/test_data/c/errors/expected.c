@@ -1,0 +1,13 @@
+#include <stdio.h>
+#include "p5.h"
+int good(int x)
+{ P5_SCOPE(0x71b30633fef791f3ULL);
+    return x + 1;
+}
+
+int bad(int x)
+{
+    return x + * ;
+}
+
+int also_good(void) { P5_SCOPE(0x34bba19cac497885ULL); return good(1); }

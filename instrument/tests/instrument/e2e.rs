@@ -1,0 +1,449 @@
+//! End to end: instrument a program from `tests/programs`, build it (C: gcc against `p5.h` and
+//! `libp5_runtime.a`, built with cargo if missing; Python: the client in `clients/python`),
+//! run it in local-file mode (`P5_DIR`), decode the spool file, and check the events against
+//! the manifest: which sensors fired, how often, and that each sensor's manifest line is the
+//! line of the code it stands for.
+
+use crate::{crate_dir, have, read};
+use p5_instrument::{Modes, Options, run};
+use p5_wire::Event;
+use p5_wire::manifest::{Manifest, parse_id};
+use std::collections::HashMap;
+use std::path::Path;
+use std::process::Command;
+
+/// Counts of enter, exit and mark events per sensor, and comm events, in a spool directory.
+#[derive(Debug, Default)]
+struct Seen {
+    enters: HashMap<u64, u32>,
+    exits: HashMap<u64, u32>,
+    marks: HashMap<u64, u32>,
+    comm: HashMap<u64, (p5_wire::CommOp, i64)>,
+}
+
+fn decode_spool(dir: &Path) -> Seen {
+    let file = std::fs::read_dir(dir)
+        .unwrap()
+        .flatten()
+        .find(|e| e.path().extension().is_some_and(|x| x == "p5spool"))
+        .expect("spool file")
+        .path();
+    let bytes = std::fs::read(file).unwrap();
+    let mut seen = Seen::default();
+    let mut first = true;
+    for f in p5_wire::frame::Frames::new(&bytes) {
+        let f = f.unwrap();
+        if first {
+            assert_eq!(f.frame_type(), Some(p5_wire::FrameType::Hello));
+            first = false;
+        }
+        if f.frame_type() != Some(p5_wire::FrameType::Events) {
+            continue;
+        }
+        let ev = p5_wire::EventsFrame::parse(f.body).unwrap();
+        for e in ev.events().unwrap() {
+            match e.unwrap() {
+                Event::Enter { sensor, .. } => *seen.enters.entry(sensor).or_default() += 1,
+                Event::Exit { sensor, .. } => *seen.exits.entry(sensor).or_default() += 1,
+                Event::Mark { sensor, .. } => *seen.marks.entry(sensor).or_default() += 1,
+                Event::Comm {
+                    sensor, op, result, ..
+                } => {
+                    seen.comm.insert(sensor, (op, result));
+                }
+                _ => {}
+            }
+        }
+    }
+    assert!(!first, "empty spool");
+    seen
+}
+
+/// Instruments `program` (a file under tests/programs) into a fresh tree; returns the temp
+/// dir, the output dir, the manifest and the original text.
+fn instrument_program(program: &str) -> (tempfile::TempDir, std::path::PathBuf, Manifest, String) {
+    let tmp = tempfile::tempdir().unwrap();
+    let src_dir = tmp.path().join("src");
+    std::fs::create_dir_all(&src_dir).unwrap();
+    let original = read(&crate_dir().join("tests/programs").join(program));
+    std::fs::write(src_dir.join(program), &original).unwrap();
+    let out = tmp.path().join("out");
+    let report = run(&Options {
+        paths: vec![src_dir.clone()],
+        out: Some(out.clone()),
+        modes: Modes::default(),
+        ..Options::default()
+    })
+    .unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let manifest: Manifest = serde_json::from_str(&read(&out.join("p5-manifest.json"))).unwrap();
+    assert_eq!(manifest.files.len(), 1);
+    let copy = out.join("sources").join(&manifest.files[0].sha256);
+    assert_eq!(read(&copy), original);
+    (tmp, out, manifest, original)
+}
+
+fn function_id(manifest: &Manifest, name: &str) -> (u64, u32) {
+    let s = manifest
+        .sensors
+        .iter()
+        .find(|s| s.kind == "function" && s.name == name)
+        .unwrap_or_else(|| panic!("no function sensor {name}"));
+    (parse_id(&s.id).unwrap(), s.line)
+}
+
+#[test]
+fn python_program_records_the_manifest_sensors() {
+    if !have("python3") {
+        eprintln!("python3 not installed; skipping");
+        return;
+    }
+    let (tmp, out, manifest, original) = instrument_program("echo.py");
+    let spool = tmp.path().join("spool");
+    let o = Command::new("python3")
+        .arg(out.join("echo.py"))
+        .env("PYTHONPATH", crate_dir().join("../clients/python"))
+        .env("P5_DIR", &spool)
+        .env_remove("P5_LOGSERVER")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "-1 0 2 3 2 4\n");
+    let seen = decode_spool(&spool);
+    let lines: Vec<&str> = original.lines().collect();
+    for (name, calls) in [
+        ("classify", 3),
+        ("square", 1),
+        ("Box.make", 1),
+        ("Box.total", 1),
+    ] {
+        let (id, line) = function_id(&manifest, name);
+        assert_eq!(seen.enters.get(&id), Some(&calls), "enters of {name}");
+        assert_eq!(seen.exits.get(&id), Some(&calls), "exits of {name}");
+        let bare = name.rsplit('.').next().unwrap();
+        assert!(
+            lines[line as usize - 1].contains(&format!("def {bare}(")),
+            "line of {name}"
+        );
+    }
+    // A generator: one span per resumption (3 values + the final StopIteration).
+    let (gen_id, _) = function_id(&manifest, "count");
+    assert_eq!(seen.enters.get(&gen_id), Some(&4));
+    assert_eq!(seen.exits.get(&gen_id), Some(&4));
+    // A coroutine suspended once: two resumptions.
+    let (co_id, _) = function_id(&manifest, "later");
+    assert_eq!(seen.enters.get(&co_id), Some(&2));
+    // Socket methods are recorded; the file's close() is routed too but not recorded.
+    let comm: Vec<_> = manifest
+        .sensors
+        .iter()
+        .filter(|s| s.kind == "comm")
+        .collect();
+    assert_eq!(comm.len(), 5, "{comm:?}");
+    for (name, op, result) in [
+        ("sendall", p5_wire::CommOp::Send, 4),
+        ("recv", p5_wire::CommOp::Recv, 4),
+    ] {
+        let s = comm.iter().find(|s| s.name == name).unwrap();
+        assert_eq!(
+            seen.comm.get(&parse_id(&s.id).unwrap()),
+            Some(&(op, result)),
+            "{name}"
+        );
+        assert!(lines[s.line as usize - 1].contains(&format!(".{name}(")));
+    }
+    let closes = comm.iter().filter(|s| s.name == "close").count();
+    let recorded_closes = comm
+        .iter()
+        .filter(|s| s.name == "close" && seen.comm.contains_key(&parse_id(&s.id).unwrap()))
+        .count();
+    assert_eq!((closes, recorded_closes), (3, 2));
+    let region = manifest
+        .sensors
+        .iter()
+        .find(|s| s.kind == "region")
+        .unwrap();
+    let rid = parse_id(&region.id).unwrap();
+    assert_eq!(
+        (seen.enters.get(&rid), seen.exits.get(&rid)),
+        (Some(&1), Some(&1))
+    );
+    for s in manifest.sensors.iter().filter(|s| s.kind == "statement") {
+        assert_eq!(seen.marks.get(&parse_id(&s.id).unwrap()), Some(&1));
+    }
+}
+
+#[test]
+fn c_program_records_the_manifest_sensors() {
+    if !have("gcc") {
+        eprintln!("gcc not installed; skipping");
+        return;
+    }
+    let (tmp, out, manifest, original) = instrument_program("echo.c");
+    let lib = p5_instrument::runtime::static_lib().expect("libp5_runtime.a");
+    let exe = tmp.path().join("echo");
+    let st = Command::new("gcc")
+        .args(["-O1", "-Wall", "-Werror", "-pthread", "-I"])
+        .arg(out.join("p5-include"))
+        .arg(out.join("echo.c"))
+        .arg(&lib)
+        .args(["-lpthread", "-ldl", "-lm", "-lrt", "-o"])
+        .arg(&exe)
+        .status()
+        .unwrap();
+    assert!(st.success(), "gcc failed");
+    let spool = tmp.path().join("spool");
+    std::fs::create_dir_all(&spool).unwrap();
+    let o = Command::new(&exe)
+        .env("P5_DIR", &spool)
+        .env_remove("P5_LOGSERVER")
+        .env("P5_SESSION", "e2e")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "-1 0 2 4\n");
+    let seen = decode_spool(&spool);
+    let lines: Vec<&str> = original.lines().collect();
+    let sensor = |kind: &str, name: &str| {
+        manifest
+            .sensors
+            .iter()
+            .find(|s| s.kind == kind && s.name == name)
+            .unwrap_or_else(|| panic!("no {kind} sensor {name}"))
+    };
+    let id = |s: &p5_wire::manifest::Sensor| parse_id(&s.id).unwrap();
+    for (func, calls) in [("main", 1), ("classify", 3), ("square", 1)] {
+        let (fid, line) = function_id(&manifest, func);
+        assert_eq!(seen.enters.get(&fid), Some(&calls), "enters of {func}");
+        assert_eq!(
+            seen.exits.get(&fid),
+            Some(&calls),
+            "exits of {func} (early returns)"
+        );
+        assert!(lines[line as usize - 1].contains(&format!("{func}(")));
+    }
+    for (name, op, result, needle) in [
+        ("send", p5_wire::CommOp::Send, 4, "send(cli"),
+        ("recv", p5_wire::CommOp::Recv, 4, "recv(peer"),
+        ("write", p5_wire::CommOp::Write, 4, "write(peer"),
+        ("read", p5_wire::CommOp::Read, 4, "read(cli"),
+    ] {
+        let s = sensor("comm", name);
+        assert_eq!(seen.comm.get(&id(s)), Some(&(op, result)), "comm {name}");
+        assert!(
+            lines[s.line as usize - 1].contains(needle),
+            "line of {name}"
+        );
+    }
+    let region = sensor("region", "reply");
+    assert_eq!(seen.enters.get(&id(region)), Some(&1));
+    assert_eq!(seen.exits.get(&id(region)), Some(&1));
+    let statements: Vec<_> = manifest
+        .sensors
+        .iter()
+        .filter(|s| s.kind == "statement")
+        .collect();
+    assert_eq!(statements.len(), 2);
+    for s in statements {
+        assert_eq!(seen.marks.get(&id(s)), Some(&1));
+    }
+}
+
+#[test]
+fn java_program_records_the_manifest_sensors() {
+    let (tmp, out, manifest, original) = instrument_program("Echo.java");
+    let classes = tmp.path().join("classes");
+    if crate::clients::build_java_client(&classes).is_none() {
+        eprintln!("no JDK; skipping");
+        return;
+    }
+    let st = Command::new("javac")
+        .arg("-cp")
+        .arg(&classes)
+        .arg("-d")
+        .arg(&classes)
+        .arg(out.join("Echo.java"))
+        .status()
+        .unwrap();
+    assert!(st.success(), "javac of the instrumented program failed");
+    let spool = tmp.path().join("spool");
+    let o = Command::new("java")
+        .arg("-cp")
+        .arg(&classes)
+        .arg("Echo")
+        .env("P5_DIR", &spool)
+        .env_remove("P5_LOGSERVER")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "-1 0 2 7 1 4\n");
+    let seen = decode_spool(&spool);
+    let lines: Vec<&str> = original.lines().collect();
+    for (name, calls, needle) in [
+        ("Echo.classify", 3, "classify("),
+        ("Echo.square", 1, "square("),
+        ("Echo.fails", 1, "fails("),
+        ("Echo.Echo", 1, "Echo("),
+        ("Base.Base", 1, "Base("),
+        ("Echo.main", 1, "main("),
+    ] {
+        let (id, line) = function_id(&manifest, name);
+        assert_eq!(seen.enters.get(&id), Some(&calls), "enters of {name}");
+        assert_eq!(seen.exits.get(&id), Some(&calls), "exits of {name}");
+        assert!(lines[line as usize - 1].contains(needle), "line of {name}");
+    }
+    // Socket streams are recorded (4 bytes each way); the process's stream is not.
+    let comm: Vec<_> = manifest
+        .sensors
+        .iter()
+        .filter(|s| s.kind == "comm")
+        .collect();
+    assert_eq!(comm.len(), 3, "{comm:?}");
+    let recorded: Vec<_> = comm
+        .iter()
+        .filter_map(|s| {
+            seen.comm
+                .get(&parse_id(&s.id).unwrap())
+                .map(|c| (s.name.as_str(), *c))
+        })
+        .collect();
+    assert!(
+        recorded.contains(&("getOutputStream", (p5_wire::CommOp::Send, 4))),
+        "{recorded:?}"
+    );
+    assert!(
+        recorded.contains(&("getInputStream", (p5_wire::CommOp::Recv, 4))),
+        "{recorded:?}"
+    );
+    assert_eq!(recorded.len(), 2);
+}
+
+#[test]
+fn cpp_program_records_the_manifest_sensors() {
+    if !have("g++") {
+        eprintln!("g++ not installed; skipping");
+        return;
+    }
+    let (tmp, out, manifest, original) = instrument_program("shapes.cpp");
+    let lib = p5_instrument::runtime::static_lib().expect("libp5_runtime.a");
+    let exe = tmp.path().join("shapes");
+    let st = Command::new("g++")
+        .args(["-std=c++17", "-O1", "-Wall", "-Werror", "-pthread", "-I"])
+        .arg(out.join("p5-include"))
+        .arg(out.join("shapes.cpp"))
+        .arg(&lib)
+        .args(["-lpthread", "-ldl", "-lm", "-lrt", "-o"])
+        .arg(&exe)
+        .status()
+        .unwrap();
+    assert!(st.success(), "g++ failed");
+    let spool = tmp.path().join("spool");
+    let o = Command::new(&exe)
+        .env("P5_DIR", &spool)
+        .env_remove("P5_LOGSERVER")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{o:?}");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "9 -1\n");
+    let seen = decode_spool(&spool);
+    let lines: Vec<&str> = original.lines().collect();
+    for (name, calls, needle) in [
+        ("geo::Shape::Shape", 2, "Shape(int s)"),
+        ("geo::Shape::area", 3, "area()"),
+        // One of the two calls leaves by an exception: the RAII guard still records the exit.
+        ("geo::Shape::checked", 2, "checked(int limit)"),
+        ("safe", 2, "safe("),
+        ("main", 1, "main()"),
+    ] {
+        let (id, line) = function_id(&manifest, name);
+        assert_eq!(seen.enters.get(&id), Some(&calls), "enters of {name}");
+        assert_eq!(seen.exits.get(&id), Some(&calls), "exits of {name}");
+        assert!(lines[line as usize - 1].contains(needle), "line of {name}");
+    }
+    for (name, op) in [
+        ("write", p5_wire::CommOp::Write),
+        ("read", p5_wire::CommOp::Read),
+    ] {
+        let s = manifest
+            .sensors
+            .iter()
+            .find(|s| s.kind == "comm" && s.name == name)
+            .unwrap();
+        assert_eq!(
+            seen.comm.get(&parse_id(&s.id).unwrap()),
+            Some(&(op, 4)),
+            "comm {name}"
+        );
+    }
+}
+
+#[test]
+fn rust_program_records_the_manifest_sensors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let krate = tmp.path().join("demo");
+    std::fs::create_dir_all(krate.join("src")).unwrap();
+    std::fs::write(
+        krate.join("Cargo.toml"),
+        "[package]\nname = \"p5-demo\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n[dependencies]\n\n[workspace]\n",
+    )
+    .unwrap();
+    let original = read(&crate_dir().join("tests/programs/rust_demo.rs"));
+    // The program calls p5_runtime::flush(); the original needs the dependency too.
+    std::fs::write(krate.join("src/main.rs"), &original).unwrap();
+    let out = tmp.path().join("out");
+    let report = run(&Options {
+        paths: vec![krate.clone()],
+        out: Some(out.clone()),
+        modes: Modes::default(),
+        ..Options::default()
+    })
+    .unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let toml = read(&out.join("Cargo.toml"));
+    assert!(toml.contains("p5-runtime = { path = "), "{toml}");
+    let manifest: Manifest = serde_json::from_str(&read(&out.join("p5-manifest.json"))).unwrap();
+    // Share one target folder between runs (beside this test's own) so only the first run
+    // compiles the runtime.
+    let target = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("p5-instrument-e2e"))
+        .unwrap();
+    let spool = tmp.path().join("spool");
+    let o = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(["run", "-q", "--offline", "--manifest-path"])
+        .arg(out.join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", &target)
+        .env("P5_DIR", &spool)
+        .env_remove("P5_LOGSERVER")
+        .env_remove("RUSTFLAGS")
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "12 true 1 4\n");
+    let seen = decode_spool(&spool);
+    let lines: Vec<&str> = original.lines().collect();
+    for (name, calls, needle) in [
+        ("Counter::bump", 2, "fn bump("),
+        ("parse", 3, "fn parse("),
+        // One call panics: the guard records the exit while unwinding.
+        ("explode", 2, "fn explode("),
+        ("main", 1, "fn main("),
+    ] {
+        let (id, line) = function_id(&manifest, name);
+        assert_eq!(seen.enters.get(&id), Some(&calls), "enters of {name}");
+        assert_eq!(seen.exits.get(&id), Some(&calls), "exits of {name}");
+        assert!(lines[line as usize - 1].contains(needle), "line of {name}");
+    }
+    let region = manifest
+        .sensors
+        .iter()
+        .find(|s| s.kind == "region")
+        .unwrap();
+    let rid = parse_id(&region.id).unwrap();
+    assert_eq!(
+        (seen.enters.get(&rid), seen.exits.get(&rid)),
+        (Some(&1), Some(&1))
+    );
+}

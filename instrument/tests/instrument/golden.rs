@@ -1,0 +1,173 @@
+//! Golden tests: every `test_data/<lang>/<case>/` holds `input.<ext>` and `expected.<ext>`,
+//! optionally `modes` (words among `functions calls comm`; default functions + comm),
+//! `select.toml` and `expected.problems` (one `line:column: message` per line). The output
+//! must match byte for byte, keep every line number, and be a fixed point (instrumenting it
+//! again changes nothing and finds the same sensor ids). C and C++ outputs must compile
+//! (`gcc`/`g++ -fsyntax-only` against `p5.h`), Java outputs must compile with `javac` against
+//! the Java client, and Python outputs must byte-compile.
+//! `P5_BLESS=1 cargo test -p p5-instrument golden` rewrites the expected files.
+
+use crate::{have, include_dir, read};
+use p5_instrument::{Lang, Modes, Selection, edit::line_count, instrument};
+use std::path::Path;
+use std::process::Command;
+
+fn modes(dir: &Path) -> Modes {
+    let p = dir.join("modes");
+    if !p.exists() {
+        return Modes::default();
+    }
+    let t = read(&p);
+    let w: Vec<&str> = t.split_whitespace().collect();
+    Modes {
+        functions: w.contains(&"functions"),
+        calls: w.contains(&"calls"),
+        comm: w.contains(&"comm"),
+    }
+}
+
+fn compile_check(lang: Lang, file: &Path) -> Result<(), String> {
+    let mut cmd = match lang {
+        Lang::C if have("gcc") => {
+            let mut c = Command::new("gcc");
+            c.args(["-fsyntax-only", "-Wall", "-Werror", "-Wno-unused-function"]);
+            c.arg("-I").arg(include_dir()).arg(file);
+            c
+        }
+        Lang::Cpp if have("g++") => {
+            let mut c = Command::new("g++");
+            c.args([
+                "-std=c++17",
+                "-fsyntax-only",
+                "-Wall",
+                "-Werror",
+                "-Wno-unused-function",
+                "-x",
+                "c++",
+            ]);
+            c.arg("-I").arg(include_dir()).arg(file);
+            c
+        }
+        Lang::Python if have("python3") => {
+            let mut c = Command::new("python3");
+            c.args(["-m", "py_compile"]).arg(file);
+            c
+        }
+        Lang::Java if have("javac") => {
+            // Against the real client, so its generic signatures are checked too.
+            let dir = file.parent().unwrap();
+            let client = crate::crate_dir().join("../clients/java/src/p5");
+            let mut c = Command::new("javac");
+            c.arg("-d").arg(dir.join("classes"));
+            c.args(["P5.java", "Wire.java", "Recorded.java"].map(|f| client.join(f)));
+            c.arg(file);
+            c
+        }
+        _ => return Ok(()),
+    };
+    let out = cmd.output().map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
+}
+
+#[test]
+fn golden_cases() {
+    let bless = std::env::var_os("P5_BLESS").is_some();
+    let root = crate::crate_dir().join("test_data");
+    let mut cases = 0;
+    let mut failures = Vec::new();
+    let mut langs: Vec<_> = std::fs::read_dir(&root).unwrap().flatten().collect();
+    langs.sort_by_key(|e| e.path());
+    for lang_dir in langs {
+        let mut dirs: Vec<_> = std::fs::read_dir(lang_dir.path())
+            .unwrap()
+            .flatten()
+            .collect();
+        dirs.sort_by_key(|e| e.path());
+        for case in dirs {
+            let dir = case.path();
+            let Some(input) = std::fs::read_dir(&dir)
+                .unwrap()
+                .flatten()
+                .map(|e| e.path())
+                .find(|p| p.file_stem().is_some_and(|s| s == "input"))
+            else {
+                continue;
+            };
+            cases += 1;
+            let name = dir.strip_prefix(&root).unwrap().display().to_string();
+            let lang = Lang::from_path(&input).expect("input extension");
+            let ext = input.extension().unwrap().to_str().unwrap();
+            let rel = format!("input.{ext}");
+            let src = read(&input);
+            let sel = if dir.join("select.toml").exists() {
+                Selection::load(&dir.join("select.toml")).unwrap()
+            } else {
+                Selection::all()
+            };
+            let m = modes(&dir);
+            let out = instrument(lang, &rel, &src, m, &sel);
+            let problems: String = out
+                .problems
+                .iter()
+                .map(|p| format!("{}:{}: {}\n", p.line, p.column, p.message))
+                .collect();
+            let expected_path = dir.join(format!("expected.{ext}"));
+            let problems_path = dir.join("expected.problems");
+            if bless {
+                std::fs::write(&expected_path, &out.text).unwrap();
+                if problems.is_empty() {
+                    let _ = std::fs::remove_file(&problems_path);
+                } else {
+                    std::fs::write(&problems_path, &problems).unwrap();
+                }
+            }
+            let expected = read(&expected_path);
+            if out.text != expected {
+                failures.push(format!(
+                    "{name}: output differs from expected.{ext}\n{}",
+                    out.text
+                ));
+                continue;
+            }
+            let want_problems = if problems_path.exists() {
+                read(&problems_path)
+            } else {
+                String::new()
+            };
+            if problems != want_problems {
+                failures.push(format!("{name}: problems differ:\n{problems}"));
+            }
+            if line_count(&out.text) != line_count(&src) {
+                failures.push(format!("{name}: line count changed"));
+            }
+            if out.sensors.is_empty() && !dir.join("no-sensors").exists() {
+                failures.push(format!("{name}: no sensors"));
+            }
+            let again = instrument(lang, &rel, &out.text, m, &sel);
+            if again.text != out.text {
+                failures.push(format!("{name}: not a fixed point:\n{}", again.text));
+            }
+            let mut ids: Vec<u64> = out.sensors.iter().map(|s| s.id).collect();
+            let mut ids2: Vec<u64> = again.sensors.iter().map(|s| s.id).collect();
+            ids.sort_unstable();
+            ids2.sort_unstable();
+            if ids != ids2 {
+                failures.push(format!("{name}: re-instrumenting found other ids"));
+            }
+            if !dir.join("no-compile").exists() {
+                let tmp = tempfile::tempdir().unwrap();
+                let f = tmp.path().join(&rel);
+                std::fs::write(&f, &out.text).unwrap();
+                if let Err(e) = compile_check(lang, &f) {
+                    failures.push(format!("{name}: output does not compile:\n{e}"));
+                }
+            }
+        }
+    }
+    assert!(cases >= 5, "only {cases} golden cases found");
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}

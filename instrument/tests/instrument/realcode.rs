@@ -1,0 +1,441 @@
+//! Real code bases, fetched with cargo at test time: SQLite's amalgamation (266 k lines, from
+//! the crates.io crate `libsqlite3-sys`) and Lua 5.4 (29 k lines, from `lua-src`) — each
+//! instrumented with `--functions --comm` and again with `--calls`, built with gcc against the
+//! runtime, run, and required to print exactly what the original build prints while recording
+//! events; LLVM's libFuzzer (C++, 10 k lines, from `libfuzzer-sys`), whose instrumented build
+//! must fuzz exactly like the original for a fixed seed; and the `shlex` crate (Rust), whose
+//! own test suite must pass instrumented. Needs network (or a warm cargo cache) and a few
+//! minutes: `cargo test -p p5-instrument -- --ignored realcode`.
+
+use crate::read;
+use p5_instrument::{Modes, Options, run};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The unpacked source of crates.io crate `name` matching `req`, via `cargo metadata` on a
+/// throw-away package that depends on it.
+fn crate_source(name: &str, req: &str, tmp: &Path) -> PathBuf {
+    let probe = tmp.join("probe");
+    std::fs::create_dir_all(probe.join("src")).unwrap();
+    std::fs::write(
+        probe.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"probe\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\
+             [dependencies]\n{name} = \"{req}\"\n[workspace]\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(probe.join("src/lib.rs"), "").unwrap();
+    let out = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(["metadata", "--format-version", "1", "--manifest-path"])
+        .arg(probe.join("Cargo.toml"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "cargo metadata: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let pkg = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["name"] == name)
+        .expect("package in metadata");
+    Path::new(pkg["manifest_path"].as_str().unwrap())
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+fn copy_dir(from: &Path, to: &Path, keep: impl Fn(&Path) -> bool) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap().flatten() {
+        let p = e.path();
+        if p.is_file() && keep(&p) {
+            std::fs::copy(&p, to.join(e.file_name())).unwrap();
+        }
+    }
+}
+
+fn gcc(args: &[&Path], extra: &[&str], out: &Path) {
+    let o = Command::new("gcc")
+        .args(["-O0", "-w", "-DLUA_USE_LINUX"])
+        .args(args)
+        .args(extra)
+        .arg("-o")
+        .arg(out)
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "gcc: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+}
+
+/// Instruments `src` (functions + comm, then functions + calls + comm), builds original and
+/// instrumented programs from `main_c` plus the tree's `.c` files, runs both with `args`, and
+/// compares their output.
+fn check_tree(tmp: &Path, src: &Path, main_c: &str, args: &[&str], min_sensors: usize) {
+    for calls in [false, true] {
+        let dir = tmp.join(if calls { "calls" } else { "functions" });
+        std::fs::create_dir_all(&dir).unwrap();
+        check_modes(&dir, src, main_c, args, min_sensors, calls);
+    }
+}
+
+fn check_modes(tmp: &Path, src: &Path, main_c: &str, args: &[&str], min: usize, calls: bool) {
+    let min_sensors = min;
+    let out = tmp.join("out");
+    let report = run(&Options {
+        paths: vec![src.to_path_buf()],
+        out: Some(out.clone()),
+        modes: Modes {
+            functions: true,
+            calls,
+            comm: true,
+        },
+        ..Options::default()
+    })
+    .unwrap();
+    eprintln!(
+        "{} sensors in {} files, {} problems",
+        report.sensors.len(),
+        report.sources,
+        report.problems.len()
+    );
+    assert!(report.sensors.len() >= min_sensors);
+    let main = tmp.join("main.c");
+    std::fs::write(&main, main_c).unwrap();
+    let sources = |dir: &Path| -> Vec<PathBuf> {
+        let mut v: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "c"))
+            .collect();
+        v.sort();
+        v
+    };
+    let lib = p5_instrument::runtime::static_lib().unwrap();
+    let (orig, instr) = (tmp.join("orig"), tmp.join("instr"));
+    let inc_src = format!("-I{}", src.display());
+    let mut a: Vec<&Path> = vec![&main];
+    let s1 = sources(src);
+    a.extend(s1.iter().map(PathBuf::as_path));
+    gcc(&a, &[&inc_src, "-lm", "-ldl", "-lpthread"], &orig);
+    let inc_out = format!("-I{}", out.display());
+    let inc_p5 = format!("-I{}", out.join("p5-include").display());
+    let mut b: Vec<&Path> = vec![&main];
+    let s2 = sources(&out);
+    b.extend(s2.iter().map(PathBuf::as_path));
+    b.push(&lib);
+    gcc(
+        &b,
+        &[&inc_out, &inc_p5, "-lm", "-ldl", "-lpthread", "-lrt"],
+        &instr,
+    );
+    let spool = tmp.join("spool");
+    let want = Command::new(&orig).args(args).output().unwrap();
+    let got = Command::new(&instr)
+        .args(args)
+        .env("P5_DIR", &spool)
+        .env_remove("P5_LOGSERVER")
+        .output()
+        .unwrap();
+    assert!(want.status.success(), "{want:?}");
+    assert_eq!(
+        String::from_utf8_lossy(&got.stdout),
+        String::from_utf8_lossy(&want.stdout)
+    );
+    let recorded = std::fs::read_dir(&spool).unwrap().flatten().next().unwrap();
+    assert!(
+        recorded.metadata().unwrap().len() > 10_000,
+        "few events recorded"
+    );
+}
+
+#[test]
+#[ignore = "fetches and builds SQLite (~1 min)"]
+fn realcode_sqlite_amalgamation() {
+    let tmp = tempfile::tempdir().unwrap();
+    let krate = crate_source("libsqlite3-sys", "0.37", tmp.path());
+    let src = tmp.path().join("sqlite");
+    copy_dir(&krate.join("sqlite3"), &src, |p| {
+        p.file_name()
+            .is_some_and(|n| n.to_string_lossy().starts_with("sqlite3"))
+    });
+    assert!(read(&src.join("sqlite3.c")).lines().count() > 200_000);
+    let main = r#"#include <stdio.h>
+#include "sqlite3.h"
+static int row(void *u, int n, char **v, char **c) { (void)u; for (int i = 0; i < n; i++) printf("%s=%s ", c[i], v[i] ? v[i] : "NULL"); printf("\n"); return 0; }
+int main(void) {
+    sqlite3 *db; char *err = 0;
+    if (sqlite3_open(":memory:", &db)) return 1;
+    const char *sql = "create table t(a integer primary key, b text);"
+        "insert into t(b) values ('x'),('y'),('z');"
+        "with recursive c(n) as (select 1 union all select n+1 from c where n<1000) insert into t(b) select printf('r%d', n) from c;"
+        "create index tb on t(b);"
+        "select count(*), sum(a), max(b) from t;"
+        "select b from t where b like 'r99%' order by a desc limit 3;";
+    if (sqlite3_exec(db, sql, row, 0, &err)) { printf("error %s\n", err); return 1; }
+    sqlite3_close(db);
+    return 0;
+}
+"#;
+    check_tree(tmp.path(), &src, main, &[], 4000);
+}
+
+#[test]
+#[ignore = "fetches and builds Lua (~20 s)"]
+fn realcode_lua() {
+    let tmp = tempfile::tempdir().unwrap();
+    let krate = crate_source("lua-src", "547", tmp.path());
+    let src = tmp.path().join("lua");
+    copy_dir(&krate.join("lua-5.4.7"), &src, |p| {
+        p.extension().is_some_and(|x| x == "c" || x == "h")
+    });
+    let main = r#"#include "lua.h"
+#include "lauxlib.h"
+#include "lualib.h"
+#include <stdio.h>
+int main(int argc, char **argv) {
+    lua_State *L = luaL_newstate();
+    luaL_openlibs(L);
+    if (argc < 2 || luaL_dofile(L, argv[1]) != LUA_OK) { fprintf(stderr, "%s\n", lua_tostring(L, -1)); return 1; }
+    lua_close(L);
+    return 0;
+}
+"#;
+    let script = tmp.path().join("t.lua");
+    std::fs::write(
+        &script,
+        r#"local function fib(n) if n < 2 then return n end return fib(n-1) + fib(n-2) end
+local t = {}
+for i = 1, 200 do t[#t+1] = string.format("%d:%d", i, fib(i % 20)) end
+table.sort(t)
+print(#t, t[1], t[#t], fib(22))
+local co = coroutine.wrap(function() for i = 1, 3 do coroutine.yield(i * i) end end)
+print(co(), co(), co())
+print(pcall(error, "boom"))
+print(string.rep("ab", 3), math.floor(10.7), select('#', 1, 2, 3))
+"#,
+    )
+    .unwrap();
+    check_tree(tmp.path(), &src, main, &[script.to_str().unwrap()], 1000);
+}
+
+/// `#N DONE corp: … lim: …` lines of a libFuzzer run, without the timing fields.
+fn fuzz_summary(out: &[u8]) -> Vec<String> {
+    String::from_utf8_lossy(out)
+        .lines()
+        .filter(|l| l.starts_with('#') || l.starts_with("Done "))
+        .map(|l| {
+            l.split_whitespace()
+                .filter(|w| !w.ends_with("Mb") && !w.contains("second"))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .map(|l| {
+            // "exec/s: N" and "in N" carry timing; drop their numbers.
+            let mut out = Vec::new();
+            let mut skip = false;
+            for w in l.split(' ') {
+                if skip {
+                    skip = false;
+                    continue;
+                }
+                if w == "exec/s:" || w == "rss:" || w == "in" {
+                    skip = true;
+                    continue;
+                }
+                out.push(w.to_owned());
+            }
+            out.join(" ")
+        })
+        .collect()
+}
+
+#[test]
+#[ignore = "fetches and builds LLVM's libFuzzer (~1 min)"]
+fn realcode_cpp_libfuzzer() {
+    let tmp = tempfile::tempdir().unwrap();
+    let krate = crate_source("libfuzzer-sys", "0.4", tmp.path());
+    let src = tmp.path().join("libfuzzer");
+    copy_dir(&krate.join("libfuzzer"), &src, |p| {
+        p.extension()
+            .is_some_and(|x| x == "cpp" || x == "h" || x == "def")
+    });
+    let out = tmp.path().join("out");
+    let report = run(&Options {
+        paths: vec![src.clone()],
+        out: Some(out.clone()),
+        ..Options::default()
+    })
+    .unwrap();
+    assert!(
+        report.sensors.len() > 400,
+        "{} sensors",
+        report.sensors.len()
+    );
+    let target = tmp.path().join("target.cpp");
+    std::fs::write(
+        &target,
+        "#include <cstddef>\n#include <cstdint>\nextern \"C\" int LLVMFuzzerTestOneInput(const \
+         uint8_t *d, size_t n) { volatile int x = 0; if (n > 2 && d[0] == 'p' && d[1] == '5') \
+         x = 1; return x * 0; }\n",
+    )
+    .unwrap();
+    let lib = p5_instrument::runtime::static_lib().unwrap();
+    let build = |dir: &Path, exe: &Path, extra: &[&Path]| {
+        let mut cmd = Command::new("g++");
+        cmd.args(["-std=c++17", "-O0", "-w", "-pthread"])
+            .arg(format!("-I{}", dir.display()))
+            .arg(format!("-I{}", out.join("p5-include").display()))
+            .arg(&target);
+        let mut cpps: Vec<PathBuf> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "cpp"))
+            .collect();
+        cpps.sort();
+        cmd.args(&cpps).args(extra);
+        cmd.args(["-ldl", "-lm", "-lrt", "-o"]).arg(exe);
+        let o = cmd.output().unwrap();
+        assert!(
+            o.status.success(),
+            "g++: {}",
+            String::from_utf8_lossy(&o.stderr)
+        );
+    };
+    let (orig, instr) = (tmp.path().join("orig"), tmp.path().join("instr"));
+    build(&src, &orig, &[]);
+    build(&out, &instr, &[&lib]);
+    let args = ["-runs=20000", "-seed=7"];
+    let want = Command::new(&orig).args(args).output().unwrap();
+    let got = Command::new(&instr)
+        .args(args)
+        .env("P5_DIR", tmp.path().join("spool"))
+        .env_remove("P5_LOGSERVER")
+        .output()
+        .unwrap();
+    assert!(want.status.success() && got.status.success());
+    let (w, g) = (fuzz_summary(&want.stderr), fuzz_summary(&got.stderr));
+    assert!(w.iter().any(|l| l.starts_with("Done 20000 runs")), "{w:?}");
+    assert_eq!(g, w);
+}
+
+#[test]
+#[ignore = "fetches and tests the shlex crate (~30 s)"]
+fn realcode_rust_crate_shlex() {
+    let tmp = tempfile::tempdir().unwrap();
+    let krate = crate_source("shlex", "=2.0.1", tmp.path());
+    let out = tmp.path().join("out");
+    let report = run(&Options {
+        paths: vec![krate.clone()],
+        out: Some(out.clone()),
+        ..Options::default()
+    })
+    .unwrap();
+    assert!(
+        report.sensors.len() > 20,
+        "{} sensors",
+        report.sensors.len()
+    );
+    assert!(read(&out.join("Cargo.toml")).contains("p5-runtime"));
+    let target = std::env::current_exe()
+        .unwrap()
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("p5-instrument-e2e"))
+        .unwrap();
+    let o = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(["test", "-q", "--offline", "--manifest-path"])
+        .arg(out.join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", &target)
+        .env("P5_DIR", tmp.path().join("spool"))
+        .env_remove("P5_LOGSERVER")
+        .env_remove("RUSTFLAGS")
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(String::from_utf8_lossy(&o.stdout).contains("test result: ok"));
+}
+
+#[test]
+#[ignore = "downloads idna from PyPI with pip and runs its 6,000 tests twice (~15 s)"]
+fn realcode_python_package_idna() {
+    let tmp = tempfile::tempdir().unwrap();
+    let st = Command::new("python3")
+        .args([
+            "-m",
+            "pip",
+            "download",
+            "-q",
+            "--no-deps",
+            "--no-binary",
+            ":all:",
+        ])
+        .arg("idna==3.7")
+        .arg("-d")
+        .arg(tmp.path())
+        .status()
+        .unwrap();
+    assert!(st.success(), "pip download failed");
+    let st = Command::new("tar")
+        .arg("xzf")
+        .arg(tmp.path().join("idna-3.7.tar.gz"))
+        .arg("-C")
+        .arg(tmp.path())
+        .status()
+        .unwrap();
+    assert!(st.success());
+    for calls in [false, true] {
+        let out = tmp.path().join(if calls { "out-calls" } else { "out" });
+        let report = run(&Options {
+            paths: vec![tmp.path().join("idna-3.7")],
+            out: Some(out.clone()),
+            modes: Modes {
+                functions: true,
+                calls,
+                comm: true,
+            },
+            ..Options::default()
+        })
+        .unwrap();
+        assert!(
+            report.sensors.len() > 100,
+            "{} sensors",
+            report.sensors.len()
+        );
+        let spool = out.join("spool");
+        let o = Command::new("python3")
+            .args(["-m", "unittest", "discover", "-s", "tests", "-t", "."])
+            .current_dir(&out)
+            .env(
+                "PYTHONPATH",
+                format!(
+                    "{}:.",
+                    crate::crate_dir().join("../clients/python").display()
+                ),
+            )
+            .env("P5_DIR", &spool)
+            .env_remove("P5_LOGSERVER")
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let recorded = std::fs::read_dir(&spool).unwrap().flatten().next().unwrap();
+        assert!(
+            recorded.metadata().unwrap().len() > 10_000,
+            "few events recorded"
+        );
+    }
+}

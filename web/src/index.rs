@@ -1,0 +1,518 @@
+//! The in-memory index of one session: every Gantt lane as a [`Lane`], the matched messages,
+//! the host load series and per-sensor accumulators, built once from SQL on first use (or at
+//! start-up, in the background) and shared by every request.
+//!
+//! Why in memory: a pan or zoom must answer in ≤ 50 ms however many events the session holds;
+//! SQL range scans over millions of rows cannot, while binary searches over sorted columns in
+//! memory do it in microseconds per lane (see `lod`). Loading is one ordered scan per table.
+
+use crate::error::ApiError;
+use crate::lod::Lane;
+use crate::query::{self, Db, Host, MessageRow, Process, Sensor, Session, Thread};
+use crate::snapshot::{self, Snapshots};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
+use tokio::sync::OnceCell;
+
+/// State names in category order (the Gantt colour index).
+pub const STATES: &[&str] = &[
+    "calculating",
+    "sending",
+    "receiving",
+    "connecting",
+    "accepting",
+    "closing",
+];
+
+/// Lanes beyond this nesting depth are dropped (and counted).
+const MAX_LANES: usize = 128;
+
+/// One thread's Gantt lanes.
+#[derive(Debug, Default)]
+pub struct ThreadLanes {
+    /// States, category = index into [`STATES`] (unknown states: `STATES.len()`).
+    pub states: Lane,
+    /// Intervals by nesting level, category = sensor index.
+    pub levels: Vec<Lane>,
+    /// Scheduling: when the thread had a CPU, category = CPU number.
+    pub sched: Lane,
+}
+
+/// A host load series: `(t, value)` in display units.
+#[derive(Debug, Clone, serde::Serialize)]
+pub struct Series {
+    /// `cpu`, `net_rx`, `net_tx`, `mem`, `load`.
+    pub name: String,
+    /// Unit shown on the axis.
+    pub unit: String,
+    /// Points by time.
+    pub points: Vec<(i64, f64)>,
+}
+
+/// Per-sensor accumulators (filled while loading).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SensorTotals {
+    /// Intervals.
+    pub count: u64,
+    /// Total duration.
+    pub total: i64,
+    /// Total self time.
+    pub self_ns: i64,
+}
+
+/// The part of an index built from the big tables (what a snapshot stores).
+#[derive(Debug)]
+pub struct Detail {
+    /// Lanes by thread id.
+    pub lanes: HashMap<i64, ThreadLanes>,
+    /// IRQ lanes by host id.
+    pub irqs: HashMap<i64, Lane>,
+    /// Messages by send time.
+    pub messages: Vec<MessageRow>,
+    /// Largest latency.
+    pub max_latency: i64,
+    /// Per-sensor totals.
+    pub totals: Vec<SensorTotals>,
+    /// Nesting tree edges.
+    pub tree: HashMap<(u32, u32), (u64, i64)>,
+    /// Intervals that could not be placed.
+    pub dropped_intervals: u64,
+}
+
+/// What the index is built from.
+struct Rows {
+    session: Session,
+    hosts: Vec<Host>,
+    processes: Vec<Process>,
+    threads: Vec<Thread>,
+    sensors: Vec<Sensor>,
+    intervals: Vec<query::IntervalRow>,
+    states: Vec<query::StateRow>,
+    sched: Vec<query::SchedRow>,
+    irqs: Vec<query::IrqRow>,
+    messages: Vec<query::RawMessage>,
+    series: HashMap<i64, Vec<Series>>,
+}
+
+/// Everything the viewer needs of one session.
+#[derive(Debug)]
+pub struct SessionIndex {
+    /// The session row.
+    pub session: Session,
+    /// Hosts.
+    pub hosts: Vec<Host>,
+    /// Processes, in display order.
+    pub processes: Vec<Process>,
+    /// Threads.
+    pub threads: Vec<Thread>,
+    /// Sensors; a sensor's position here is its compact index.
+    pub sensors: Vec<Sensor>,
+    /// Sensor id → index.
+    pub sensor_index: HashMap<i64, u32>,
+    /// Lanes by thread id.
+    pub lanes: HashMap<i64, ThreadLanes>,
+    /// IRQ instants by host id, category = IRQ number.
+    pub irqs: HashMap<i64, Lane>,
+    /// Matched messages by send time.
+    pub messages: Vec<MessageRow>,
+    /// Largest `recv_t - send_t` (bounds the message window search).
+    pub max_latency: i64,
+    /// Host load series by host id.
+    pub series: HashMap<i64, Vec<Series>>,
+    /// Per-sensor totals, by sensor index.
+    pub totals: Vec<SensorTotals>,
+    /// Nesting tree edges: (parent sensor index or `u32::MAX` for roots, child) → (count, total).
+    pub tree: HashMap<(u32, u32), (u64, i64)>,
+    /// Intervals that could not be placed (overlaps deeper than the lane limit).
+    pub dropped_intervals: u64,
+    /// Statistics, computed on first request.
+    pub stats: OnceLock<serde_json::Value>,
+}
+
+impl SessionIndex {
+    /// Loads a session's index: from its snapshot in `snapshots` when there is a usable one,
+    /// else from the database (and then writes the snapshot).
+    pub async fn load(
+        db: &Db,
+        sid: i64,
+        snapshots: Option<&Snapshots>,
+    ) -> Result<SessionIndex, ApiError> {
+        let session = query::session(db, sid).await?;
+        let (hosts, processes, threads, sensors) = tokio::try_join!(
+            query::hosts(db, sid),
+            query::processes(db, sid),
+            query::threads(db, sid),
+            query::sensors(db, sid),
+        )?;
+        let series = load_series(db, sid).await?;
+        let path = snapshots.map(|s| s.path(&session));
+        let pruner = snapshots.cloned();
+        if let Some(p) = &path
+            && let Ok(bytes) = tokio::fs::read(p).await
+        {
+            let n = sensors.len();
+            let detail = tokio::task::spawn_blocking(move || snapshot::decode(&bytes, n)).await;
+            if let Ok(Some(d)) = detail {
+                let sensor_index = sensor_index(&sensors);
+                return Ok(SessionIndex {
+                    session,
+                    hosts,
+                    processes,
+                    threads,
+                    sensors,
+                    sensor_index,
+                    lanes: d.lanes,
+                    irqs: d.irqs,
+                    messages: d.messages,
+                    max_latency: d.max_latency,
+                    series,
+                    totals: d.totals,
+                    tree: d.tree,
+                    dropped_intervals: d.dropped_intervals,
+                    stats: OnceLock::new(),
+                });
+            }
+            tracing::warn!("index snapshot {} is unusable: rebuilding it", p.display());
+        }
+        // The big tables load concurrently (each SQLite connection has its own thread).
+        let (intervals, states, sched, irq_rows, msgs) = tokio::try_join!(
+            query::intervals(db, sid),
+            query::states(db, sid, STATES),
+            query::sched(db, sid),
+            query::irqs(db, sid),
+            query::messages(db, sid),
+        )?;
+        let rows = Rows {
+            session,
+            hosts,
+            processes,
+            threads,
+            sensors,
+            intervals,
+            states,
+            sched,
+            irqs: irq_rows,
+            messages: msgs,
+            series,
+        };
+        // Sorting, lane building and the snapshot are CPU and file work: off the async workers.
+        tokio::task::spawn_blocking(move || {
+            let ix = SessionIndex::build(rows);
+            if let (Some(p), Some(snaps)) = (path, pruner) {
+                match snapshot::write(&ix, &p) {
+                    Ok(()) => snaps.prune(ix.session.id, &p),
+                    Err(e) => tracing::warn!("cannot write index snapshot {}: {e}", p.display()),
+                }
+            }
+            ix
+        })
+        .await
+        .map_err(|e| ApiError::Io(std::io::Error::other(e.to_string())))
+    }
+
+    /// Builds the index from the rows.
+    fn build(rows: Rows) -> SessionIndex {
+        let Rows {
+            session,
+            hosts,
+            processes,
+            threads,
+            sensors,
+            mut intervals,
+            mut states,
+            mut sched,
+            irqs: mut irq_rows,
+            messages: msgs,
+            series,
+        } = rows;
+        intervals.sort_unstable_by_key(|r| (r.thread, r.t_start, r.depth));
+        states.sort_unstable_by_key(|r| (r.thread, r.t_start));
+        sched.sort_unstable_by_key(|r| (r.thread, r.t_start));
+        irq_rows.sort_unstable_by_key(|r| (r.host, r.t));
+        let sensor_index = sensor_index(&sensors);
+        let mut totals = vec![SensorTotals::default(); sensors.len()];
+        let mut tree: HashMap<(u32, u32), (u64, i64)> = HashMap::new();
+        let mut lanes: HashMap<i64, ThreadLanes> = HashMap::new();
+        let mut dropped_intervals = 0u64;
+
+        // Enclosing intervals of the current thread: (end, sensor index).
+        let mut stack: Vec<(i64, u32)> = Vec::new();
+        let mut cur_thread = None;
+        for iv in &intervals {
+            if cur_thread != Some(iv.thread) {
+                stack.clear();
+                cur_thread = Some(iv.thread);
+            }
+            let Some(&si) = sensor_index.get(&iv.sensor) else {
+                dropped_intervals += 1;
+                continue;
+            };
+            let tl = lanes.entry(iv.thread).or_default();
+            let mut level = usize::try_from(iv.depth).unwrap_or(0);
+            while level < MAX_LANES {
+                if tl.levels.len() <= level {
+                    tl.levels.resize_with(level + 1, Lane::default);
+                }
+                if tl.levels[level].push(iv.t_start, iv.t_end, si) {
+                    break;
+                }
+                level += 1;
+            }
+            if level >= MAX_LANES {
+                dropped_intervals += 1;
+                continue;
+            }
+            let t = &mut totals[si as usize];
+            let d = iv.t_end.saturating_sub(iv.t_start);
+            t.count += 1;
+            t.total = t.total.saturating_add(d);
+            t.self_ns = t.self_ns.saturating_add(iv.self_ns);
+            while stack.last().is_some_and(|&(end, _)| end <= iv.t_start) {
+                stack.pop();
+            }
+            let parent = stack.last().map_or(u32::MAX, |&(_, s)| s);
+            let e = tree.entry((parent, si)).or_default();
+            e.0 += 1;
+            e.1 = e.1.saturating_add(d);
+            stack.push((iv.t_end, si));
+        }
+        drop(intervals);
+
+        for st in &states {
+            let cat = st.state;
+            lanes
+                .entry(st.thread)
+                .or_default()
+                .states
+                .push(st.t_start, st.t_end, cat);
+        }
+        for s in sched {
+            let cpu = u32::try_from(s.cpu).unwrap_or(u32::MAX);
+            lanes
+                .entry(s.thread)
+                .or_default()
+                .sched
+                .push(s.t_start, s.t_end, cpu);
+        }
+        let mut irqs: HashMap<i64, Lane> = HashMap::new();
+        for q in irq_rows {
+            let n = u32::try_from(q.irq).unwrap_or(u32::MAX);
+            irqs.entry(q.host).or_default().push(q.t, q.t, n);
+        }
+
+        let mut max_latency = 0;
+        let mut messages: Vec<MessageRow> = msgs
+            .into_iter()
+            .map(|(id, bytes, st, s, rt, r, violation, ss, rs)| {
+                max_latency = i64::max(max_latency, r.saturating_sub(s));
+                MessageRow {
+                    id,
+                    bytes,
+                    send_thread: st,
+                    send_t: s,
+                    recv_thread: rt,
+                    recv_t: r,
+                    violation,
+                    send_sensor: ss.and_then(|x| sensor_index.get(&x).copied()),
+                    recv_sensor: rs.and_then(|x| sensor_index.get(&x).copied()),
+                }
+            })
+            .collect();
+        messages.sort_unstable_by_key(|m| (m.send_t, m.id));
+        SessionIndex {
+            session,
+            hosts,
+            processes,
+            threads,
+            sensors,
+            sensor_index,
+            lanes,
+            irqs,
+            messages,
+            max_latency,
+            series,
+            totals,
+            tree,
+            dropped_intervals,
+            stats: OnceLock::new(),
+        }
+    }
+
+    /// The window the session covers (`[0, 1)` when empty).
+    pub fn span(&self) -> (i64, i64) {
+        let t0 = self.session.t_min.unwrap_or(0);
+        let t1 = self.session.t_max.unwrap_or(t0).max(t0 + 1);
+        (t0, t1)
+    }
+}
+
+/// Sensor id → position in `sensors`.
+fn sensor_index(sensors: &[Sensor]) -> HashMap<i64, u32> {
+    sensors
+        .iter()
+        .enumerate()
+        .map(|(i, s)| (s.id, i as u32))
+        .collect()
+}
+
+/// The host load series: CPU busy %, memory used %, 1-minute load, network receive and
+/// transmit rates (bytes/s, summed over interfaces other than `lo`).
+async fn load_series(db: &Db, sid: i64) -> Result<HashMap<i64, Vec<Series>>, ApiError> {
+    let mut out: HashMap<i64, Vec<Series>> = HashMap::new();
+    let metrics = query::host_metrics(db, sid).await?;
+    // Per host: rx/tx cumulative series to turn into rates.
+    // (host, direction) → one cumulative byte series per interface.
+    type Points = Vec<(i64, f64)>;
+    let mut net: HashMap<(i64, &'static str), Vec<Points>> = HashMap::new();
+    let mut mem_total: HashMap<i64, f64> = HashMap::new();
+    let mut mem_used: HashMap<i64, Vec<(i64, f64)>> = HashMap::new();
+    for m in &metrics {
+        let kind = classify(&m.name);
+        let Some(kind) = kind else { continue };
+        let scale = 10f64.powi(m.scale_exp.clamp(-18, 18) as i32);
+        let pts: Vec<(i64, f64)> = query::metric_samples(db, sid, m.id)
+            .await?
+            .into_iter()
+            .map(|(t, v)| (t, v as f64 * scale))
+            .collect();
+        match kind {
+            "cpu" => out.entry(m.host_id).or_default().push(Series {
+                name: "cpu".into(),
+                unit: "%".into(),
+                points: pts,
+            }),
+            "load" => out.entry(m.host_id).or_default().push(Series {
+                name: "load".into(),
+                unit: String::new(),
+                points: pts,
+            }),
+            "mem.total" => {
+                if let Some(&(_, v)) = pts.last() {
+                    mem_total.insert(m.host_id, v);
+                }
+            }
+            "mem.used" => {
+                mem_used.insert(m.host_id, pts);
+            }
+            dir => net.entry((m.host_id, dir)).or_default().push(pts),
+        }
+    }
+    for (host, pts) in mem_used {
+        if let Some(&total) = mem_total.get(&host).filter(|t| **t > 0.0) {
+            out.entry(host).or_default().push(Series {
+                name: "mem".into(),
+                unit: "%".into(),
+                points: pts.iter().map(|&(t, v)| (t, 100.0 * v / total)).collect(),
+            });
+        }
+    }
+    let mut keys: Vec<_> = net.keys().copied().collect();
+    keys.sort();
+    for key in keys {
+        let mut sum: Vec<(i64, f64)> = Vec::new();
+        for pts in &net[&key] {
+            let rate = pts.windows(2).filter_map(|w| {
+                let dt = w[1].0.saturating_sub(w[0].0) as f64 / 1e9;
+                (dt > 0.0 && w[1].1 >= w[0].1).then(|| (w[1].0, (w[1].1 - w[0].1) / dt))
+            });
+            if sum.is_empty() {
+                sum = rate.collect();
+            } else {
+                // Interfaces are sampled together: add by position when the times agree.
+                for (acc, (t, v)) in sum.iter_mut().zip(rate) {
+                    if acc.0 == t {
+                        acc.1 += v;
+                    }
+                }
+            }
+        }
+        out.entry(key.0).or_default().push(Series {
+            name: key.1.into(),
+            unit: "B/s".into(),
+            points: sum,
+        });
+    }
+    for v in out.values_mut() {
+        v.sort_by(|a, b| a.name.cmp(&b.name));
+    }
+    Ok(out)
+}
+
+/// Which derived series a host metric feeds, if any.
+fn classify(name: &str) -> Option<&'static str> {
+    match name {
+        "cpu.total.busy" => Some("cpu"),
+        "load.1" => Some("load"),
+        "mem.total" => Some("mem.total"),
+        "mem.used" => Some("mem.used"),
+        n if n.starts_with("net.") && !n.starts_with("net.lo.") => {
+            if n.ends_with(".rx_bytes_total") {
+                Some("net_rx")
+            } else if n.ends_with(".tx_bytes_total") {
+                Some("net_tx")
+            } else {
+                None
+            }
+        }
+        _ => None,
+    }
+}
+
+/// Session indexes, built once per session and shared.
+#[derive(Debug, Default)]
+pub struct Cache {
+    cells: Mutex<HashMap<i64, Arc<OnceCell<Arc<SessionIndex>>>>>,
+    snapshots: Option<Snapshots>,
+}
+
+impl Cache {
+    /// A cache that keeps index snapshots in `snapshots` (none: always index from SQL).
+    pub fn new(snapshots: Option<Snapshots>) -> Cache {
+        Cache {
+            cells: Mutex::default(),
+            snapshots,
+        }
+    }
+
+    /// The index of session `sid`, loading it on first use (concurrent callers wait for one
+    /// load). A failed load is not cached.
+    pub async fn get(&self, db: &Db, sid: i64) -> Result<Arc<SessionIndex>, ApiError> {
+        let cell = {
+            let mut cells = self.cells.lock().unwrap_or_else(|p| p.into_inner());
+            cells.entry(sid).or_default().clone()
+        };
+        let idx = cell
+            .get_or_try_init(|| async {
+                SessionIndex::load(db, sid, self.snapshots.as_ref())
+                    .await
+                    .map(Arc::new)
+            })
+            .await;
+        match idx {
+            Ok(idx) => Ok(idx.clone()),
+            Err(e) => {
+                // Unknown ids must not accumulate entries.
+                let mut cells = self.cells.lock().unwrap_or_else(|p| p.into_inner());
+                if cells.get(&sid).is_some_and(|c| c.get().is_none()) {
+                    cells.remove(&sid);
+                }
+                Err(e)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::classify;
+
+    #[test]
+    fn metric_names_map_to_series() {
+        assert_eq!(classify("cpu.total.busy"), Some("cpu"));
+        assert_eq!(classify("cpu.0.busy"), None);
+        assert_eq!(classify("net.eth0.rx_bytes_total"), Some("net_rx"));
+        assert_eq!(classify("net.eth0.tx_bytes_total"), Some("net_tx"));
+        assert_eq!(classify("net.lo.tx_bytes_total"), None);
+        assert_eq!(classify("net.eth0.rx_packets_total"), None);
+    }
+}

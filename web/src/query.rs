@@ -1,0 +1,523 @@
+//! Every SQL statement the viewer runs, in one place, so that a schema change (the merge
+//! schema, `merge/migrations/*/0001_schema.sql`, documented in `docs/schema.md`) is adapted
+//! here and nowhere else.
+//!
+//! The statements are static strings with `$n` placeholders, which both SQLite and PostgreSQL
+//! accept; every value from a request is a bound parameter. [`Db`] is an enum over the two
+//! pools (sqlx's `Any` driver is not in the stack), and the [`fetch!`] macro runs one statement
+//! on whichever pool is open and decodes each row with the same code for both backends.
+
+use crate::error::ApiError;
+use futures_util::TryStreamExt;
+use serde::Serialize;
+use sqlx::Row;
+use sqlx::postgres::PgPoolOptions;
+use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use std::str::FromStr;
+
+/// An open trace database.
+#[derive(Debug, Clone)]
+pub enum Db {
+    /// SQLite (`sqlite:PATH`), opened read-only.
+    Sqlite(sqlx::SqlitePool),
+    /// PostgreSQL (`postgres://…`).
+    Postgres(sqlx::PgPool),
+}
+
+/// Runs `$sql` with the bound values on `$db`, mapping each row `$row` with `$map`. Rows are
+/// streamed (never all materialized as driver rows), so loading millions costs only the
+/// mapped values.
+macro_rules! fetch {
+    ($db:expr, $sql:expr, [$($bind:expr),*], |$row:ident| $map:expr) => {{
+        let mut out = Vec::new();
+        match $db {
+            Db::Sqlite(pool) => {
+                let mut rows = sqlx::query($sql)$(.bind($bind))*.fetch(pool);
+                while let Some($row) = rows.try_next().await? {
+                    let $row = &$row;
+                    out.push((|| -> Result<_, sqlx::Error> { Ok($map) })()?);
+                }
+            }
+            Db::Postgres(pool) => {
+                let mut rows = sqlx::query($sql)$(.bind($bind))*.fetch(pool);
+                while let Some($row) = rows.try_next().await? {
+                    let $row = &$row;
+                    out.push((|| -> Result<_, sqlx::Error> { Ok($map) })()?);
+                }
+            }
+        }
+        out
+    }};
+}
+
+impl Db {
+    /// Opens `sqlite:PATH` (read-only) or `postgres://…`.
+    pub async fn open(url: &str) -> Result<Db, sqlx::Error> {
+        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
+            let pool = PgPoolOptions::new().max_connections(8).connect(url).await?;
+            Ok(Db::Postgres(pool))
+        } else {
+            let opts = SqliteConnectOptions::from_str(url)?
+                .read_only(true)
+                .create_if_missing(false);
+            let pool = SqlitePoolOptions::new()
+                .max_connections(8)
+                .connect_with(opts)
+                .await?;
+            Ok(Db::Sqlite(pool))
+        }
+    }
+}
+
+/// A row of `session`.
+#[derive(Debug, Clone, Serialize)]
+pub struct Session {
+    /// Session id.
+    pub id: i64,
+    /// Name.
+    pub name: String,
+    /// First instant, ns on the session base.
+    pub t_min: Option<i64>,
+    /// Last instant.
+    pub t_max: Option<i64>,
+    /// Events merged.
+    pub events: i64,
+    /// Processes.
+    pub processes: i64,
+    /// Threads.
+    pub threads: i64,
+    /// Messages.
+    pub messages: i64,
+    /// Messages whose two ends were matched.
+    pub matched: i64,
+    /// Messages received before they were sent (clock-sync violations).
+    pub violations: i64,
+    /// Diagnostics.
+    pub diagnostics: i64,
+    /// Wall clock of the time base, ns since the epoch (a display label only).
+    pub base_wall_ns: i64,
+    /// Wall clock of the merge (changes when the session is merged again).
+    pub merged_at_wall_ns: i64,
+}
+
+const SESSIONS: &str = "SELECT id, name, t_min, t_max, events, processes, threads, messages, \
+     matched, violations, diagnostics, base_wall_ns, merged_at_wall_ns FROM session ORDER BY id";
+const SESSION: &str = "SELECT id, name, t_min, t_max, events, processes, threads, messages, \
+     matched, violations, diagnostics, base_wall_ns, merged_at_wall_ns FROM session WHERE id = $1";
+
+/// All sessions.
+pub async fn sessions(db: &Db) -> Result<Vec<Session>, ApiError> {
+    Ok(fetch!(db, SESSIONS, [], |r| session_row(r)?))
+}
+
+/// One session, or `NotFound`.
+pub async fn session(db: &Db, id: i64) -> Result<Session, ApiError> {
+    let mut v = fetch!(db, SESSION, [id], |r| session_row(r)?);
+    v.pop()
+        .ok_or_else(|| ApiError::NotFound(format!("no session {id}")))
+}
+
+fn session_row<R: RowExt>(r: &R) -> Result<Session, sqlx::Error> {
+    Ok(Session {
+        id: r.i(0)?,
+        name: r.s(1)?,
+        t_min: r.oi(2)?,
+        t_max: r.oi(3)?,
+        events: r.i(4)?,
+        processes: r.i(5)?,
+        threads: r.i(6)?,
+        messages: r.i(7)?,
+        matched: r.i(8)?,
+        violations: r.i(9)?,
+        diagnostics: r.i(10)?,
+        base_wall_ns: r.i(11)?,
+        merged_at_wall_ns: r.i(12)?,
+    })
+}
+
+/// A host.
+#[derive(Debug, Clone, Serialize)]
+pub struct Host {
+    /// Host id.
+    pub id: i64,
+    /// Host name.
+    pub hostname: String,
+}
+
+/// A process.
+#[derive(Debug, Clone, Serialize)]
+pub struct Process {
+    /// Process id (per session).
+    pub id: i64,
+    /// Host id.
+    pub host_id: i64,
+    /// OS pid.
+    pub pid: i64,
+    /// Program name.
+    pub program: String,
+    /// Command line.
+    pub argv: String,
+    /// Runtime (`rust`, `c`, `hostagent`, …).
+    pub runtime: String,
+    /// Start, ns.
+    pub t_start: i64,
+    /// End, ns.
+    pub t_end: Option<i64>,
+}
+
+/// A thread (stream) of a process.
+#[derive(Debug, Clone, Serialize)]
+pub struct Thread {
+    /// Thread id (per session).
+    pub id: i64,
+    /// Process id.
+    pub process_id: i64,
+    /// Stream kind (`thread`, `host-metrics`, `os-monitor`, …).
+    pub kind: String,
+    /// OS thread id.
+    pub tid: i64,
+    /// Name.
+    pub name: String,
+    /// Start, ns.
+    pub t_start: Option<i64>,
+    /// End, ns.
+    pub t_end: Option<i64>,
+    /// Events lost to full buffers.
+    pub dropped: i64,
+}
+
+/// Hosts of a session.
+pub async fn hosts(db: &Db, sid: i64) -> Result<Vec<Host>, ApiError> {
+    const Q: &str = "SELECT id, hostname FROM host WHERE session_id = $1 ORDER BY id";
+    Ok(fetch!(db, Q, [sid], |r| Host {
+        id: r.i(0)?,
+        hostname: r.s(1)?
+    }))
+}
+
+/// Processes of a session.
+pub async fn processes(db: &Db, sid: i64) -> Result<Vec<Process>, ApiError> {
+    const Q: &str = "SELECT id, host_id, pid, program, argv, runtime, t_start, t_end \
+         FROM process WHERE session_id = $1 ORDER BY id";
+    Ok(fetch!(db, Q, [sid], |r| Process {
+        id: r.i(0)?,
+        host_id: r.i(1)?,
+        pid: r.i(2)?,
+        program: r.s(3)?,
+        argv: r.s(4)?,
+        runtime: r.s(5)?,
+        t_start: r.i(6)?,
+        t_end: r.oi(7)?,
+    }))
+}
+
+/// Threads of a session.
+pub async fn threads(db: &Db, sid: i64) -> Result<Vec<Thread>, ApiError> {
+    const Q: &str = "SELECT id, process_id, kind, tid, name, t_start, t_end, dropped \
+         FROM thread WHERE session_id = $1 ORDER BY process_id, id";
+    Ok(fetch!(db, Q, [sid], |r| Thread {
+        id: r.i(0)?,
+        process_id: r.i(1)?,
+        kind: r.s(2)?,
+        tid: r.i(3)?,
+        name: r.s(4)?,
+        t_start: r.oi(5)?,
+        t_end: r.oi(6)?,
+        dropped: r.i(7)?,
+    }))
+}
+
+/// A sensor (a probe in the source, from the instrumenter's manifest).
+#[derive(Debug, Clone, Serialize)]
+pub struct Sensor {
+    /// Sensor id (64-bit hash, as stored: signed). Serialized as a string because JSON
+    /// numbers lose precision beyond 2^53.
+    #[serde(serialize_with = "as_string")]
+    pub id: i64,
+    /// `0x` + 16 hex digits.
+    pub hex: String,
+    /// Kind (`function`, `call`, `comm`, `region`, `statement`, …).
+    pub kind: Option<String>,
+    /// Source file path (relative to the instrumented tree).
+    pub file: Option<String>,
+    /// `source_file.id` holding the text.
+    pub source_file_id: Option<i64>,
+    /// Function.
+    pub function: Option<String>,
+    /// Display name.
+    pub name: String,
+    /// First line, 1-based.
+    pub line: Option<i64>,
+    /// Last line.
+    pub end_line: Option<i64>,
+}
+
+fn as_string<S: serde::Serializer>(v: &i64, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(v)
+}
+
+/// Sensors of a session, ordered by id (the order defines the compact sensor index).
+pub async fn sensors(db: &Db, sid: i64) -> Result<Vec<Sensor>, ApiError> {
+    const Q: &str = "SELECT id, hex, kind, file, source_file_id, function, name, line, end_line \
+         FROM sensor WHERE session_id = $1 ORDER BY id";
+    Ok(fetch!(db, Q, [sid], |r| Sensor {
+        id: r.i(0)?,
+        hex: r.s(1)?,
+        kind: r.os(2)?,
+        file: r.os(3)?,
+        source_file_id: r.oi(4)?,
+        function: r.os(5)?,
+        name: r.s(6)?,
+        line: r.oi(7)?,
+        end_line: r.oi(8)?,
+    }))
+}
+
+/// A source file with its text.
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceFile {
+    /// Id.
+    pub id: i64,
+    /// Path (relative to the instrumented tree; a label, never opened).
+    pub path: String,
+    /// Language.
+    pub language: String,
+    /// Number of lines.
+    pub lines: i64,
+    /// Text, if the merge had it.
+    pub text: Option<String>,
+}
+
+/// One source file, if present.
+pub async fn source_file(db: &Db, sid: i64, id: i64) -> Result<Option<SourceFile>, ApiError> {
+    const Q: &str = "SELECT id, path, language, lines, text FROM source_file \
+         WHERE session_id = $1 AND id = $2";
+    let mut v = fetch!(db, Q, [sid, id], |r| SourceFile {
+        id: r.i(0)?,
+        path: r.s(1)?,
+        language: r.s(2)?,
+        lines: r.i(3)?,
+        text: r.os(4)?,
+    });
+    Ok(v.pop())
+}
+
+/// An interval row as the index loads it (ordered by thread, start).
+#[derive(Debug, Clone, Copy)]
+pub struct IntervalRow {
+    /// Thread id.
+    pub thread: i64,
+    /// Sensor id.
+    pub sensor: i64,
+    /// Start, ns.
+    pub t_start: i64,
+    /// End, ns.
+    pub t_end: i64,
+    /// Nesting depth (0 = outermost).
+    pub depth: i64,
+    /// Time not spent in nested intervals.
+    pub self_ns: i64,
+}
+
+/// All intervals of a session, in table order (the index sorts them: an ORDER BY here costs
+/// SQLite a temporary B-tree over millions of rows).
+pub async fn intervals(db: &Db, sid: i64) -> Result<Vec<IntervalRow>, ApiError> {
+    const Q: &str = "SELECT thread_id, sensor_id, t_start, t_end, depth, self_ns FROM interval \
+         WHERE session_id = $1";
+    Ok(fetch!(db, Q, [sid], |r| IntervalRow {
+        thread: r.i(0)?,
+        sensor: r.i(1)?,
+        t_start: r.i(2)?,
+        t_end: r.i(3)?,
+        depth: r.i(4)?,
+        self_ns: r.i(5)?,
+    }))
+}
+
+/// A state row (ordered by thread, start).
+#[derive(Debug, Clone)]
+pub struct StateRow {
+    /// Thread id.
+    pub thread: i64,
+    /// Start.
+    pub t_start: i64,
+    /// End.
+    pub t_end: i64,
+    /// Position of the state's name in the `names` given to [`states`] (`names.len()` when
+    /// not among them).
+    pub state: u32,
+}
+
+/// All states of a session (table order); state names are mapped to their position in `names`.
+pub async fn states(db: &Db, sid: i64, names: &[&str]) -> Result<Vec<StateRow>, ApiError> {
+    const Q: &str = "SELECT thread_id, t_start, t_end, state FROM state WHERE session_id = $1";
+    Ok(fetch!(db, Q, [sid], |r| StateRow {
+        thread: r.i(0)?,
+        t_start: r.i(1)?,
+        t_end: r.i(2)?,
+        state: r.cat(3, names)?,
+    }))
+}
+
+/// A scheduling interval of a traced thread: it had a CPU.
+#[derive(Debug, Clone, Copy)]
+pub struct SchedRow {
+    /// Thread id.
+    pub thread: i64,
+    /// CPU.
+    pub cpu: i64,
+    /// Start.
+    pub t_start: i64,
+    /// End.
+    pub t_end: i64,
+}
+
+/// Scheduling intervals of the session's own threads (table order).
+pub async fn sched(db: &Db, sid: i64) -> Result<Vec<SchedRow>, ApiError> {
+    const Q: &str = "SELECT thread_id, cpu, t_start, t_end FROM sched \
+         WHERE session_id = $1 AND thread_id IS NOT NULL";
+    Ok(fetch!(db, Q, [sid], |r| SchedRow {
+        thread: r.i(0)?,
+        cpu: r.i(1)?,
+        t_start: r.i(2)?,
+        t_end: r.i(3)?,
+    }))
+}
+
+/// An interrupt instant.
+#[derive(Debug, Clone, Copy)]
+pub struct IrqRow {
+    /// Host.
+    pub host: i64,
+    /// IRQ number.
+    pub irq: i64,
+    /// Time.
+    pub t: i64,
+}
+
+/// Interrupts of a session (table order).
+pub async fn irqs(db: &Db, sid: i64) -> Result<Vec<IrqRow>, ApiError> {
+    const Q: &str = "SELECT host_id, irq, t FROM irq WHERE session_id = $1";
+    Ok(fetch!(db, Q, [sid], |r| IrqRow {
+        host: r.i(0)?,
+        irq: r.i(1)?,
+        t: r.i(2)?,
+    }))
+}
+
+/// A message with its ends.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct MessageRow {
+    /// Id.
+    pub id: i64,
+    /// Payload bytes.
+    pub bytes: i64,
+    /// Sending thread.
+    pub send_thread: i64,
+    /// Send call start.
+    pub send_t: i64,
+    /// Receiving thread.
+    pub recv_thread: i64,
+    /// End of the receive call that completed the message.
+    pub recv_t: i64,
+    /// Received before sent on the merged time base.
+    pub violation: bool,
+    /// Sensor of the send call (compact index into the session's sensors, if known).
+    pub send_sensor: Option<u32>,
+    /// Sensor of the receive call.
+    pub recv_sensor: Option<u32>,
+}
+
+/// Raw message row: (id, bytes, send thread, send t, recv thread, recv t, violation, send
+/// sensor, recv sensor).
+pub type RawMessage = (i64, i64, i64, i64, i64, i64, bool, Option<i64>, Option<i64>);
+
+/// Matched messages (both ends known), in table order.
+pub async fn messages(db: &Db, sid: i64) -> Result<Vec<RawMessage>, ApiError> {
+    const Q: &str = "SELECT id, bytes, send_thread_id, send_t, recv_thread_id, \
+         COALESCE(recv_end, recv_t), violation, send_sensor_id, recv_sensor_id FROM message \
+         WHERE session_id = $1 AND send_thread_id IS NOT NULL AND send_t IS NOT NULL \
+         AND recv_thread_id IS NOT NULL AND COALESCE(recv_end, recv_t) IS NOT NULL";
+    Ok(fetch!(db, Q, [sid], |r| (
+        r.i(0)?,
+        r.i(1)?,
+        r.i(2)?,
+        r.i(3)?,
+        r.i(4)?,
+        r.i(5)?,
+        r.i(6)? != 0,
+        r.oi(7)?,
+        r.oi(8)?
+    )))
+}
+
+/// A host metric.
+#[derive(Debug, Clone, Serialize)]
+pub struct Metric {
+    /// Metric id.
+    pub id: i64,
+    /// Host.
+    pub host_id: i64,
+    /// Name (`cpu.total.busy`, `net.eth0.rx_bytes_total`, …).
+    pub name: String,
+    /// Unit.
+    pub unit: String,
+    /// Stored value × 10^scale_exp is the value in `unit`.
+    pub scale_exp: i64,
+}
+
+/// Host metrics of a session.
+pub async fn host_metrics(db: &Db, sid: i64) -> Result<Vec<Metric>, ApiError> {
+    const Q: &str = "SELECT id, host_id, name, unit, scale_exp FROM metric \
+         WHERE session_id = $1 AND kind = 'host' ORDER BY host_id, name";
+    Ok(fetch!(db, Q, [sid], |r| Metric {
+        id: r.i(0)?,
+        host_id: r.i(1)?,
+        name: r.s(2)?,
+        unit: r.s(3)?,
+        scale_exp: r.i(4)?,
+    }))
+}
+
+/// Samples of one metric, by time: `(t, stored value)`.
+pub async fn metric_samples(db: &Db, sid: i64, metric: i64) -> Result<Vec<(i64, i64)>, ApiError> {
+    const Q: &str = "SELECT t, value FROM metric_sample WHERE session_id = $1 AND metric_id = $2 \
+         ORDER BY t";
+    Ok(fetch!(db, Q, [sid, metric], |r| (r.i(0)?, r.i(1)?)))
+}
+
+/// Typed column access shared by both backends' rows.
+trait RowExt {
+    fn i(&self, i: usize) -> Result<i64, sqlx::Error>;
+    fn oi(&self, i: usize) -> Result<Option<i64>, sqlx::Error>;
+    fn s(&self, i: usize) -> Result<String, sqlx::Error>;
+    fn os(&self, i: usize) -> Result<Option<String>, sqlx::Error>;
+    /// Position of a text column's value in `names` (`names.len()` if absent), without
+    /// allocating.
+    fn cat(&self, i: usize, names: &[&str]) -> Result<u32, sqlx::Error>;
+}
+
+macro_rules! row_ext {
+    ($row:ty) => {
+        impl RowExt for $row {
+            fn i(&self, i: usize) -> Result<i64, sqlx::Error> {
+                self.try_get(i)
+            }
+            fn oi(&self, i: usize) -> Result<Option<i64>, sqlx::Error> {
+                self.try_get(i)
+            }
+            fn s(&self, i: usize) -> Result<String, sqlx::Error> {
+                self.try_get(i)
+            }
+            fn os(&self, i: usize) -> Result<Option<String>, sqlx::Error> {
+                self.try_get(i)
+            }
+            fn cat(&self, i: usize, names: &[&str]) -> Result<u32, sqlx::Error> {
+                let v: &str = self.try_get(i)?;
+                Ok(names.iter().position(|n| *n == v).unwrap_or(names.len()) as u32)
+            }
+        }
+    };
+}
+row_ext!(sqlx::sqlite::SqliteRow);
+row_ext!(sqlx::postgres::PgRow);

@@ -1,0 +1,206 @@
+//! The HTTP server: binds (loopback unless told otherwise; any other address requires an
+//! access token), serves the embedded front end and `/api/v1`, and warms the session indexes
+//! in the background so the first Gantt paint does not pay for loading.
+//!
+//! Access: with a token, every request must carry it as `Authorization: Bearer TOKEN`, as the
+//! `p5_token` cookie, or once as `?token=TOKEN` on the page URL (which sets the cookie).
+//! Without one (loopback only), the `Host` header must name a loopback host, which keeps
+//! DNS-rebinding pages on other origins out.
+
+use crate::api::{self, AppState};
+use crate::assets;
+use crate::error::ApiError;
+use crate::index::Cache;
+use crate::query::{self, Db};
+use crate::snapshot::Snapshots;
+use axum::Router;
+use axum::extract::{Request, State};
+use axum::http::{HeaderValue, header};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// What the server needs.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// `sqlite:PATH` or `postgres://…`.
+    pub db: String,
+    /// Where selections are saved, if anywhere.
+    pub select_dir: Option<PathBuf>,
+    /// Access token.
+    pub token: Option<String>,
+    /// Where index snapshots go, if anywhere.
+    pub cache_dir: Option<PathBuf>,
+}
+
+/// Checks that `listen` is allowed with `token`.
+pub fn check_listen(listen: &SocketAddr, token: Option<&str>) -> anyhow::Result<()> {
+    if !listen.ip().is_loopback() && token.is_none_or(str::is_empty) {
+        anyhow::bail!("listening on non-loopback address {listen} needs an access token (--token)");
+    }
+    Ok(())
+}
+
+/// Opens the database and builds the application.
+pub async fn app(cfg: &Config) -> anyhow::Result<(Router, Arc<AppState>)> {
+    let db = Db::open(&cfg.db)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot open database {}: {e}", redact(&cfg.db)))?;
+    if let Some(d) = &cfg.select_dir
+        && !d.is_dir()
+    {
+        anyhow::bail!("selection directory {} does not exist", d.display());
+    }
+    let snapshots = match &cfg.cache_dir {
+        Some(dir) => {
+            std::fs::create_dir_all(dir).map_err(|e| {
+                anyhow::anyhow!("cannot create cache directory {}: {e}", dir.display())
+            })?;
+            Some(Snapshots {
+                dir: dir.clone(),
+                db_key: cfg.db.clone(),
+            })
+        }
+        None => None,
+    };
+    let state = Arc::new(AppState {
+        db,
+        cache: Cache::new(snapshots),
+        select_dir: cfg.select_dir.clone(),
+    });
+    Ok((router(state.clone(), cfg.token.clone()), state))
+}
+
+/// The whole application: front end, API, access control.
+pub fn router(state: Arc<AppState>, token: Option<String>) -> Router {
+    let token = Arc::new(token.filter(|t| !t.is_empty()));
+    Router::new()
+        .nest("/api/v1", api::router(state))
+        .route("/", get(|| async { assets::serve("") }))
+        .route(
+            "/assets/{file}",
+            get(|axum::extract::Path(f): axum::extract::Path<String>| async move {
+                assets::serve(&f)
+            }),
+        )
+        .layer(middleware::from_fn_with_state(token, access))
+}
+
+/// Loads every session's index in the background.
+pub fn warm(state: Arc<AppState>) {
+    tokio::spawn(async move {
+        let Ok(sessions) = query::sessions(&state.db).await else {
+            return;
+        };
+        for s in sessions {
+            let t = std::time::Instant::now();
+            match state.cache.get(&state.db, s.id).await {
+                Ok(_) => tracing::info!("session {} indexed in {:?}", s.name, t.elapsed()),
+                Err(e) => tracing::warn!("session {}: {e}", s.name),
+            }
+        }
+    });
+}
+
+async fn access(State(token): State<Arc<Option<String>>>, req: Request, next: Next) -> Response {
+    let Some(token) = token.as_ref() else {
+        let host = req
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok())
+            .unwrap_or("");
+        if !loopback_host(host) {
+            return ApiError::Unauthorized.into_response();
+        }
+        return next.run(req).await;
+    };
+    let bearer = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|h| h.to_str().ok())
+        .and_then(|h| h.strip_prefix("Bearer "));
+    let cookie = req
+        .headers()
+        .get_all(header::COOKIE)
+        .iter()
+        .filter_map(|h| h.to_str().ok())
+        .flat_map(|h| h.split(';'))
+        .find_map(|c| c.trim().strip_prefix("p5_token="));
+    let query = req.uri().query().and_then(|q| {
+        q.split('&')
+            .find_map(|kv| kv.strip_prefix("token="))
+            .map(str::to_owned)
+    });
+    let ok = |t: Option<&str>| t.is_some_and(|t| same(t.as_bytes(), token.as_bytes()));
+    if ok(bearer) || ok(cookie) {
+        return next.run(req).await;
+    }
+    if ok(query.as_deref()) {
+        let mut resp = next.run(req).await;
+        let c = format!("p5_token={token}; HttpOnly; SameSite=Strict; Path=/");
+        if let Ok(v) = HeaderValue::from_str(&c) {
+            resp.headers_mut().append(header::SET_COOKIE, v);
+        }
+        return resp;
+    }
+    ApiError::Unauthorized.into_response()
+}
+
+/// Constant-time comparison.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// True when a `Host` header names a loopback host.
+fn loopback_host(host: &str) -> bool {
+    let name = if let Some(rest) = host.strip_prefix('[') {
+        rest.split(']').next().unwrap_or("")
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, _)| h)
+    };
+    name.eq_ignore_ascii_case("localhost")
+        || name
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+/// A database URL without its password, for messages.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(a), Some(b)) if b > a => format!("{}://…@{}", &url[..a], &url[b + 1..]),
+        _ => url.to_owned(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn non_loopback_needs_a_token() {
+        let any: SocketAddr = "0.0.0.0:8055".parse().unwrap();
+        let lo: SocketAddr = "127.0.0.1:8055".parse().unwrap();
+        assert!(check_listen(&any, None).is_err());
+        assert!(check_listen(&any, Some("")).is_err());
+        assert!(check_listen(&any, Some("s3cret")).is_ok());
+        assert!(check_listen(&lo, None).is_ok());
+    }
+
+    #[test]
+    fn loopback_hosts() {
+        assert!(loopback_host("localhost:8055"));
+        assert!(loopback_host("127.0.0.1:1"));
+        assert!(loopback_host("[::1]:8055"));
+        assert!(!loopback_host("evil.example:8055"));
+        assert!(!loopback_host(""));
+    }
+
+    #[test]
+    fn passwords_are_redacted() {
+        assert_eq!(redact("postgres://u:pw@h/db"), "postgres://…@h/db");
+        assert_eq!(redact("sqlite:/x.db"), "sqlite:/x.db");
+    }
+}

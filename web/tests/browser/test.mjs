@@ -1,0 +1,194 @@
+// Browser test of the p5 web viewer, run by `cargo test -p p5-web` (tests/web.rs, `browser`):
+//   node test.mjs URL SCREENSHOT.png TRY_WORD_LINE
+// Headless Debian chromium driven by playwright-core: the page loads, rows render, clicking a
+// bar opens the source with the right line highlighted, the animation cursor moves (and stops
+// when paused), wheel and box zoom change the visible range, statistics load, and a screenshot
+// is saved.
+import { chromium } from 'playwright-core';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+
+const [url, shot, lineArg] = process.argv.slice(2);
+if (!url || !shot || !lineArg) {
+  console.error('usage: node test.mjs URL SCREENSHOT.png LINE');
+  process.exit(2);
+}
+const wantLine = Number(lineArg);
+const dataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'p5-chromium-'));
+const errors = [];
+let failed = false;
+const check = (ok, what) => {
+  if (!ok) throw new Error(`check failed: ${what}`);
+  console.log(`ok - ${what}`);
+};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+const context = await chromium.launchPersistentContext(dataDir, {
+  executablePath: '/usr/bin/chromium',
+  headless: true,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
+    '--disable-component-update', '--disable-sync', '--no-first-run'],
+  viewport: { width: 1500, height: 860 },
+});
+try {
+  const page = context.pages()[0] || (await context.newPage());
+  page.setDefaultTimeout(20000);
+  page.on('pageerror', (e) => errors.push(`page error: ${e.message}`));
+  page.on('console', (m) => { if (m.type() === 'error') errors.push(`console: ${m.text()}`); });
+
+  // 1. The page loads and the first Gantt data arrives.
+  await page.goto(url);
+  await page.waitForSelector('body[data-ready="1"]');
+  check(true, 'page loads and the first Gantt answer is drawn');
+
+  // 2. Rows render: one block per process with its label, and pixels in the state bars.
+  const rows = await page.evaluate(() => {
+    const t = window.p5.timeline;
+    const states = t.lanes.filter((l) => l.kind === 'state');
+    const c = document.querySelector('#chart');
+    const g = c.getContext('2d');
+    const dpr = window.devicePixelRatio || 1;
+    const painted = states.map((l) => {
+      const d = g.getImageData(250 * dpr, (l.y + 8) * dpr, (c.width - 260 * dpr), 1).data;
+      let n = 0;
+      for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0 && !(d[i] > 240 && d[i + 1] > 240 && d[i + 2] > 240)) n++;
+      return n;
+    });
+    return { labels: states.map((l) => l.label).filter(Boolean), painted,
+      charts: t.lanes.filter((l) => l.kind === 'cpu' || l.kind === 'net').length };
+  });
+  check(rows.labels.join('|') === 'alpha · cpw · 1|beta · cow · 2|gamma · cow · 3',
+    `process rows labelled host · program · number (${rows.labels.join(', ')})`);
+  check(rows.painted.every((n) => n > 500), `state bars are painted (${rows.painted.join(', ')} px)`);
+  check(rows.charts === 6, `host CPU and network charts beneath (${rows.charts})`);
+
+  // 3. Click-back: clicking a try_word bar opens its source with line highlighted.
+  const pos = await page.evaluate(() => window.p5.timeline.locate('try_word'));
+  check(pos !== null, 'a try_word interval is on screen');
+  await page.mouse.click(pos.x, pos.y);
+  await page.waitForSelector('#source:not([hidden]) .ln.hl.main');
+  const src = await page.evaluate(() => ({
+    line: Number(document.querySelector('.ln.hl.main').dataset.line),
+    text: document.querySelector('.ln.hl.main code').textContent,
+    title: document.querySelector('#src-title').textContent,
+    preview: document.querySelector('#sel-preview').textContent,
+  }));
+  check(src.line === wantLine && src.text.includes('try_word'),
+    `source opens at line ${src.line} of ${src.title}: "${src.text.trim()}"`);
+  // Toggling a function off shows up in the selection preview.
+  const toggles = await page.$$('#src-sensors input[type=checkbox]');
+  check(toggles.length >= 2, `sensor toggles listed (${toggles.length})`);
+  await toggles[0].click();
+  await page.waitForFunction(() => document.querySelector('#sel-preview').textContent.includes('exclude_functions'));
+  check(true, 'unchecking a function adds it to exclude_functions in p5.select.toml');
+  await toggles[0].click();
+
+  // Hovering a bar explains it; clicking an arrow's send end opens the send call's source.
+  // (The open panel narrowed the timeline: locate the bar again.)
+  const pos2 = await page.evaluate(() => window.p5.timeline.locate('try_word'));
+  await page.mouse.move(pos2.x, pos2.y);
+  await page.waitForSelector('#tip:not([hidden])');
+  const tip = await page.textContent('#tip');
+  check(tip.includes('try_word') && tip.includes('cow.c:9'), `hover shows details (${tip.split('\n')[0]})`);
+  const arrow = await page.evaluate(() => {
+    const t = window.p5.timeline;
+    const r = t.chart.getBoundingClientRect();
+    const m = t.msgs.find((x) => x.send_thread === 1 && t.X(x.send_t) > 260);
+    return m && { x: r.left + t.X(m.send_t), y: r.top + t.threadY.get(1) };
+  });
+  check(arrow !== undefined && arrow !== null, 'a message arrow from the master is on screen');
+  await page.mouse.click(arrow.x, arrow.y);
+  await page.waitForFunction(() => document.querySelector('#src-title').textContent === 'src/cpw.c');
+  const sendLine = await page.evaluate(() => Number(document.querySelector('.ln.hl.main').dataset.line));
+  check(sendLine === 11, `clicking an arrow's send end opens the send call (cpw.c line ${sendLine})`);
+
+  // 4. Animation: the cursor moves while playing and stops when paused.
+  const cursor = () => page.evaluate(() => Number(document.querySelector('#cursor-time').dataset.t));
+  const c0 = await cursor();
+  await page.click('#play');
+  await sleep(800);
+  const c1 = await cursor();
+  await page.click('#play');
+  const c2 = await cursor();
+  await sleep(400);
+  const c3 = await cursor();
+  check(c1 > c0, `animation moves the cursor (${c0} → ${c1} ns)`);
+  check(c3 === c2, `pause stops it (${c2} = ${c3})`);
+  // Clicking the ruler moves the cursor there; dragging it moves it back.
+  const rr = await page.locator('#ruler').boundingBox();
+  await page.mouse.click(rr.x + rr.width * 0.75, rr.y + 14);
+  const c4 = await cursor();
+  check(c4 > c3, `a click on the ruler moves the cursor (${c3} → ${c4})`);
+  const cx = await page.evaluate(() => window.p5.timeline.X(window.p5.timeline.cursor));
+  const chartBox = await page.locator('#chart').boundingBox();
+  await page.mouse.move(chartBox.x + cx, chartBox.y + 30);
+  await page.mouse.down();
+  await page.mouse.move(chartBox.x + cx - 200, chartBox.y + 30, { steps: 5 });
+  await page.mouse.up();
+  const c5 = await cursor();
+  check(c5 < c4, `the cursor can be dragged back (${c4} → ${c5})`);
+
+  // 5. Zoom: the wheel narrows the range and fetches new detail; box zoom on the ruler too.
+  const range = () => page.evaluate(() => {
+    const r = document.querySelector('#range');
+    return { t0: Number(r.dataset.t0), t1: Number(r.dataset.t1), loads: Number(document.body.dataset.loads) };
+  });
+  const r0 = await range();
+  await page.mouse.move(chartBox.x + chartBox.width * 0.4, chartBox.y + 40);
+  await page.mouse.wheel(0, -500);
+  await page.waitForFunction((n) => Number(document.body.dataset.loads) > n, r0.loads);
+  const r1 = await range();
+  check(r1.t1 - r1.t0 < (r0.t1 - r0.t0) * 0.7, `wheel zoom narrows the range (${r0.t1 - r0.t0} → ${r1.t1 - r1.t0} ns)`);
+  await page.mouse.move(rr.x + 400, rr.y + 14);
+  await page.mouse.down();
+  await page.mouse.move(rr.x + 600, rr.y + 14, { steps: 4 });
+  await page.mouse.up();
+  await page.waitForFunction((n) => Number(document.body.dataset.loads) > n, r1.loads);
+  const r2 = await range();
+  check(r2.t1 - r2.t0 < (r1.t1 - r1.t0) * 0.5, `box zoom on the ruler narrows it again (${r2.t1 - r2.t0} ns)`);
+  await page.click('#fit');
+  await page.waitForFunction((w) => {
+    const r = document.querySelector('#range');
+    return Number(r.dataset.t1) - Number(r.dataset.t0) >= w;
+  }, r0.t1 - r0.t0);
+  check(true, 'Fit shows the whole session again');
+
+  // 6. Statistics: table, charts, click-back from a row.
+  await page.click('nav button[data-tab=stats]');
+  await page.waitForSelector('body[data-stats="1"]');
+  const nrows = await page.$$eval('#sensor-table tbody tr', (t) => t.length);
+  check(nrows === 10, `statistics table lists every measured sensor (${nrows})`);
+  await page.click('#sensor-table tbody tr:has-text("encrypt account name")');
+  await page.waitForFunction(() => document.querySelector('.ln.hl.main') &&
+    document.querySelector('.ln.hl.main').dataset.line === '13');
+  check(true, 'clicking a statistics row opens its source line');
+  await page.screenshot({ path: path.join(os.tmpdir(), 'p5-web-stats.png') });
+
+  // 7. The screenshot: zoom onto one round of the cracker with the source panel open.
+  await page.click('nav button[data-tab=timeline]');
+  await page.evaluate(() => {
+    const t = window.p5.timeline;
+    t.setView(t.bounds.t0 + 600000, t.bounds.t0 + 14600000);
+    t.setCursor(t.bounds.t0 + 5200000);
+  });
+  await page.waitForFunction((n) => Number(document.body.dataset.loads) > n, r2.loads + 1);
+  const p2 = await page.evaluate(() => window.p5.timeline.locate('try_word'));
+  await page.mouse.click(p2.x, p2.y);
+  await page.waitForSelector('#source:not([hidden]) .ln.hl.main');
+  await page.mouse.move(p2.x, p2.y);
+  await sleep(300);
+  await page.screenshot({ path: shot });
+  check(fs.statSync(shot).size > 10000, `screenshot saved to ${shot}`);
+
+  check(errors.length === 0, `no page errors${errors.length ? `: ${errors.join('; ')}` : ''}`);
+  console.log('browser test: ok');
+} catch (e) {
+  failed = true;
+  console.error(e.stack || String(e));
+  if (errors.length) console.error(errors.join('\n'));
+} finally {
+  await context.close();
+  fs.rmSync(dataDir, { recursive: true, force: true });
+}
+process.exit(failed ? 1 : 0);

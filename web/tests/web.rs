@@ -1,0 +1,490 @@
+//! Integration tests of `p5 web`: API JSON snapshots on a fixture database made from the merge
+//! migrations (`tests/snapshots/*.json`; `P5_BLESS=1` rewrites them), bad input (400/404),
+//! access control, selection saving, and the browser test (headless Chromium via
+//! playwright-core, `tests/browser/test.mjs`).
+
+mod fixture;
+
+use axum::body::Body;
+use axum::http::{Request, StatusCode, header};
+use p5_web::server::{self, Config};
+use serde_json::Value;
+use std::path::{Path, PathBuf};
+use tower::ServiceExt;
+
+struct Fixture {
+    _dir: tempfile::TempDir,
+    db: PathBuf,
+    select: PathBuf,
+}
+
+async fn fixture() -> Fixture {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("trace.db");
+    let pool = fixture::create(&db).await;
+    fixture::small(&pool).await;
+    pool.close().await;
+    let select = dir.path().join("select");
+    std::fs::create_dir(&select).unwrap();
+    Fixture {
+        _dir: dir,
+        db,
+        select,
+    }
+}
+
+fn config(f: &Fixture, token: Option<&str>) -> Config {
+    Config {
+        db: format!("sqlite:{}", f.db.display()),
+        select_dir: Some(f.select.clone()),
+        token: token.map(str::to_owned),
+        cache_dir: None,
+    }
+}
+
+async fn call(app: &axum::Router, method: &str, uri: &str, body: &str) -> (StatusCode, Vec<u8>) {
+    let req = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(header::HOST, "localhost:8055")
+        .body(Body::from(body.to_owned()))
+        .unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let bytes = axum::body::to_bytes(resp.into_body(), 1 << 26)
+        .await
+        .unwrap();
+    (status, bytes.to_vec())
+}
+
+async fn get_json(app: &axum::Router, uri: &str) -> (StatusCode, Value) {
+    let (s, b) = call(app, "GET", uri, "").await;
+    let v = serde_json::from_slice(&b)
+        .unwrap_or_else(|e| panic!("{uri}: not JSON ({e}): {}", String::from_utf8_lossy(&b)));
+    (s, v)
+}
+
+fn snapshot(name: &str, v: &Value) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("tests/snapshots/{name}.json"));
+    let text = serde_json::to_string_pretty(v).unwrap() + "\n";
+    if std::env::var_os("P5_BLESS").is_some() {
+        std::fs::write(&path, &text).unwrap();
+        return;
+    }
+    let want = std::fs::read_to_string(&path)
+        .unwrap_or_else(|_| panic!("missing snapshot {} (run with P5_BLESS=1)", path.display()));
+    assert!(
+        want == text,
+        "snapshot {name} differs (P5_BLESS=1 rewrites it); got:\n{text}"
+    );
+}
+
+#[tokio::test]
+async fn api_snapshots() {
+    let f = fixture().await;
+    let (app, _) = server::app(&config(&f, None)).await.unwrap();
+    let cases = [
+        ("sessions", "/api/v1/sessions"),
+        ("config", "/api/v1/config"),
+        ("rows", "/api/v1/sessions/1/rows"),
+        ("rows_empty_session", "/api/v1/sessions/2/rows"),
+        ("sensors", "/api/v1/sessions/1/sensors"),
+        ("gantt_overview", "/api/v1/sessions/1/gantt?px=40"),
+        (
+            "gantt_zoomed",
+            "/api/v1/sessions/1/gantt?t0=1000000&t1=2000000&px=800",
+        ),
+        ("messages", "/api/v1/sessions/1/messages?t0=0&t1=8000000"),
+        ("messages_thinned", "/api/v1/sessions/1/messages?limit=5"),
+        (
+            "metrics",
+            "/api/v1/sessions/1/metrics?t0=0&t1=10000000&px=100",
+        ),
+        ("stats", "/api/v1/sessions/1/stats"),
+        (
+            "source_try_word",
+            "/api/v1/sessions/1/sensors/0xa000000000000001/source",
+        ),
+    ];
+    for (name, uri) in cases {
+        let (s, v) = get_json(&app, uri).await;
+        assert_eq!(s, StatusCode::OK, "{uri}: {v}");
+        snapshot(name, &v);
+    }
+}
+
+/// The routes whose answers are snapshotted, with their snapshot names.
+const ROUTES: &[(&str, &str)] = &[
+    ("sessions", "/api/v1/sessions"),
+    ("config", "/api/v1/config"),
+    ("rows", "/api/v1/sessions/1/rows"),
+    ("rows_empty_session", "/api/v1/sessions/2/rows"),
+    ("sensors", "/api/v1/sessions/1/sensors"),
+    ("gantt_overview", "/api/v1/sessions/1/gantt?px=40"),
+    (
+        "gantt_zoomed",
+        "/api/v1/sessions/1/gantt?t0=1000000&t1=2000000&px=800",
+    ),
+    ("messages", "/api/v1/sessions/1/messages?t0=0&t1=8000000"),
+    ("messages_thinned", "/api/v1/sessions/1/messages?limit=5"),
+    (
+        "metrics",
+        "/api/v1/sessions/1/metrics?t0=0&t1=10000000&px=100",
+    ),
+    ("stats", "/api/v1/sessions/1/stats"),
+    (
+        "source_try_word",
+        "/api/v1/sessions/1/sensors/0xa000000000000001/source",
+    ),
+];
+
+/// PostgreSQL answers exactly as SQLite does. Like the merge tests: `P5_TEST_PG_URL`, else
+/// `postgres://postgres@127.0.0.1:5432/test` (`scripts/pg-test-server.sh` starts one), with a
+/// throwaway schema.
+#[tokio::test]
+async fn postgres_gives_the_same_answers() {
+    use sqlx::Connection;
+    let base = std::env::var("P5_TEST_PG_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+    let schema = format!("p5web_{}", std::process::id());
+    let mut c = match sqlx::PgConnection::connect(&base).await {
+        Ok(c) => c,
+        Err(e) => panic!(
+            "PostgreSQL is needed for this test and {base} is not reachable ({e}); run \
+             `eval $(bash scripts/pg-test-server.sh)` or set P5_TEST_PG_URL"
+        ),
+    };
+    let ddl = |q: String| sqlx::raw_sql(sqlx::AssertSqlSafe(q));
+    ddl(format!(
+        "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
+    ))
+    .execute(&mut c)
+    .await
+    .unwrap();
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
+    let pool = sqlx::PgPool::connect(&url).await.unwrap();
+    sqlx::raw_sql(fixture::PG_SCHEMA)
+        .execute(&pool)
+        .await
+        .unwrap();
+    fixture::small(&pool).await;
+    pool.close().await;
+
+    let f = fixture().await;
+    let (lite, _) = server::app(&config(&f, None)).await.unwrap();
+    let mut cfg = config(&f, None);
+    cfg.db = url;
+    let (pg, _) = server::app(&cfg).await.unwrap();
+    for (_, uri) in ROUTES {
+        let a = get_json(&lite, uri).await;
+        let b = get_json(&pg, uri).await;
+        assert_eq!(a, b, "{uri}: SQLite and PostgreSQL differ");
+    }
+    let (s, _) = get_json(&pg, "/api/v1/sessions/99/rows").await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+    ddl(format!("DROP SCHEMA {schema} CASCADE"))
+        .execute(&mut c)
+        .await
+        .unwrap();
+}
+
+#[tokio::test]
+async fn gantt_answers_are_consistent() {
+    let f = fixture().await;
+    let (app, _) = server::app(&config(&f, None)).await.unwrap();
+    // Zoomed out, the worker threads' try_word level aggregates nothing it should not: the
+    // counts over all items equal the interval counts.
+    let (_, v) = get_json(&app, "/api/v1/sessions/1/gantt?px=10").await;
+    let mut intervals = 0;
+    for t in v["threads"].as_array().unwrap() {
+        for level in t["levels"].as_array().unwrap() {
+            for item in level.as_array().unwrap() {
+                intervals += item[3].as_u64().unwrap();
+                assert!(item[0].as_i64() <= item[1].as_i64());
+            }
+        }
+        // States cover the thread's whole life: covered ns sum to 40 ms.
+        let covered: i64 = t["states"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|i| i[4].as_i64().unwrap())
+            .sum();
+        assert_eq!(covered, 40_000_000, "thread {}", t["id"]);
+    }
+    assert_eq!(intervals, 3 + 12 * 2 + 12 * 6);
+    // The sensor index in the items names try_word for the worker's level 1.
+    let (_, sensors) = get_json(&app, "/api/v1/sessions/1/sensors").await;
+    let (_, z) = get_json(
+        &app,
+        "/api/v1/sessions/1/gantt?t0=1000000&t1=5000000&px=1000",
+    )
+    .await;
+    let worker = z["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["id"] == 2)
+        .unwrap();
+    let first = &worker["levels"][1][1];
+    let idx = first[2].as_u64().unwrap() as usize;
+    assert_eq!(sensors[idx]["name"], "try_word");
+    assert_eq!(first[0], 1_400_000);
+    assert_eq!(first[1], 4_400_000);
+}
+
+#[tokio::test]
+async fn snapshots_give_the_same_answers() {
+    let f = fixture().await;
+    let cache = f.select.join("cache");
+    let mut cfg = config(&f, None);
+    cfg.cache_dir = Some(cache.clone());
+    let uris = [
+        "/api/v1/sessions/1/gantt?px=300",
+        "/api/v1/sessions/1/gantt?t0=1000000&t1=2000000&px=800",
+        "/api/v1/sessions/1/messages",
+        "/api/v1/sessions/1/stats",
+        "/api/v1/sessions/1/rows",
+    ];
+    let (app, _) = server::app(&cfg).await.unwrap();
+    let mut first = Vec::new();
+    for u in uris {
+        first.push(get_json(&app, u).await.1);
+    }
+    // An older merge's snapshot of the same session is removed when the new one is written;
+    // another database's is not.
+    let files: Vec<_> = std::fs::read_dir(&cache).unwrap().collect();
+    assert_eq!(files.len(), 1, "one snapshot for session 1");
+    let name = files[0]
+        .as_ref()
+        .unwrap()
+        .file_name()
+        .into_string()
+        .unwrap();
+    let stale = cache.join(format!("{}-0000000000000000.idx", &name[..name.len() - 21]));
+    let other = cache.join("p5-web-0000000000000000-s1-0000000000000000.idx");
+    std::fs::write(&stale, b"old").unwrap();
+    std::fs::write(&other, b"other").unwrap();
+    // A new server reads the snapshot instead of the tables: prove it by emptying them.
+    let pool = sqlx::SqlitePool::connect(&format!("sqlite:{}", f.db.display()))
+        .await
+        .unwrap();
+    for t in ["interval", "state", "sched", "message", "irq"] {
+        sqlx::query(sqlx::AssertSqlSafe(format!("DELETE FROM {t}")))
+            .execute(&pool)
+            .await
+            .unwrap();
+    }
+    pool.close().await;
+    let (app, _) = server::app(&cfg).await.unwrap();
+    for (u, want) in uris.iter().zip(&first) {
+        assert_eq!(&get_json(&app, u).await.1, want, "{u}");
+    }
+    // A damaged snapshot is ignored and rebuilt (from the now empty tables).
+    let snap = files[0].as_ref().unwrap().path();
+    let len = std::fs::metadata(&snap).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&snap)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let (app, _) = server::app(&cfg).await.unwrap();
+    let (s, v) = get_json(&app, "/api/v1/sessions/1/messages").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(v["total"], 0);
+    assert!(std::fs::metadata(&snap).unwrap().len() < len);
+    assert!(!stale.exists(), "stale snapshot pruned");
+    assert!(other.exists(), "other database's snapshot kept");
+}
+
+#[tokio::test]
+async fn bad_input_is_a_json_error() {
+    let f = fixture().await;
+    let (app, _) = server::app(&config(&f, None)).await.unwrap();
+    let cases = [
+        ("/api/v1/sessions/99/rows", 404),
+        ("/api/v1/sessions/99/gantt", 404),
+        ("/api/v1/sessions/x/rows", 400),
+        ("/api/v1/sessions/1/gantt?t0=abc", 400),
+        ("/api/v1/sessions/1/gantt?t0=10&t1=5", 400),
+        ("/api/v1/sessions/1/gantt?px=0", 400),
+        (
+            "/api/v1/sessions/1/gantt?t0=-9223372036854775808&t1=9223372036854775807",
+            400,
+        ),
+        ("/api/v1/sessions/1/gantt?t0=99999999999999999999", 400),
+        ("/api/v1/sessions/1/gantt?px=1000000", 400),
+        ("/api/v1/sessions/1/messages?limit=-1", 400),
+        ("/api/v1/sessions/1/metrics?t1=1e9", 400),
+        ("/api/v1/sessions/1/sensors/0x1234/source", 404),
+        (
+            "/api/v1/sessions/1/sensors/..%2F..%2Fetc%2Fpasswd/source",
+            400,
+        ),
+        ("/api/v1/sessions/1%27%20OR%201=1/rows", 400),
+        ("/api/v1/nope", 404),
+    ];
+    for (uri, want) in cases {
+        let (s, v) = get_json(&app, uri).await;
+        assert_eq!(s.as_u16(), want, "{uri}: {v}");
+        assert!(
+            v["error"].as_str().is_some_and(|e| !e.is_empty()),
+            "{uri}: {v}"
+        );
+    }
+    let (s, b) = call(&app, "POST", "/api/v1/selection", "{\"functions\": 3}").await;
+    assert_eq!(
+        s,
+        StatusCode::BAD_REQUEST,
+        "{}",
+        String::from_utf8_lossy(&b)
+    );
+    let (s, _) = call(&app, "POST", "/api/v1/selection", "{\"path\": \"/etc/x\"}").await;
+    assert_eq!(s, StatusCode::BAD_REQUEST);
+    // The index of an unknown session is not kept.
+    let (s, _) = get_json(&app, "/api/v1/sessions/1/rows").await;
+    assert_eq!(s, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn selection_is_rendered_and_saved_under_a_fixed_name() {
+    let f = fixture().await;
+    let (app, _) = server::app(&config(&f, None)).await.unwrap();
+    let body = r#"{"functions":["try_word"],"exclude_functions":["main"],
+        "regions":[{"name":"salt","file":"src/cow.c","lines":[12,13]}]}"#;
+    let (s, toml) = call(&app, "POST", "/api/v1/selection/toml", body).await;
+    assert_eq!(s, StatusCode::OK);
+    let toml = String::from_utf8(toml).unwrap();
+    assert!(toml.contains("functions = [\"try_word\"]\n"), "{toml}");
+    assert!(toml.contains("lines = [12, 13]"), "{toml}");
+    let (s, b) = call(&app, "POST", "/api/v1/selection", body).await;
+    assert_eq!(s, StatusCode::OK, "{}", String::from_utf8_lossy(&b));
+    let saved = std::fs::read_to_string(f.select.join("p5.select.toml")).unwrap();
+    assert_eq!(saved, toml);
+    // Without --select-dir, saving is refused.
+    let mut cfg = config(&f, None);
+    cfg.select_dir = None;
+    let (app, _) = server::app(&cfg).await.unwrap();
+    let (s, _) = call(&app, "POST", "/api/v1/selection", body).await;
+    assert_eq!(s, StatusCode::CONFLICT);
+}
+
+#[tokio::test]
+async fn token_and_host_are_checked() {
+    let f = fixture().await;
+    let (app, _) = server::app(&config(&f, Some("s3cret"))).await.unwrap();
+    let (s, _) = call(&app, "GET", "/api/v1/sessions", "").await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let (s, _) = call(&app, "GET", "/api/v1/sessions?token=wrong", "").await;
+    assert_eq!(s, StatusCode::UNAUTHORIZED);
+    let req = Request::get("/?token=s3cret").body(Body::empty()).unwrap();
+    let resp = app.clone().oneshot(req).await.unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    let cookie = resp.headers()[header::SET_COOKIE]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(cookie.starts_with("p5_token=s3cret;"));
+    let req = Request::get("/api/v1/sessions")
+        .header(header::AUTHORIZATION, "Bearer s3cret")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(
+        app.clone().oneshot(req).await.unwrap().status(),
+        StatusCode::OK
+    );
+    let req = Request::get("/api/v1/sessions")
+        .header(header::COOKIE, "a=b; p5_token=s3cret")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(
+        app.clone().oneshot(req).await.unwrap().status(),
+        StatusCode::OK
+    );
+    // Without a token, only loopback Host headers are served (no DNS rebinding).
+    let (app, _) = server::app(&config(&f, None)).await.unwrap();
+    let req = Request::get("/api/v1/sessions")
+        .header(header::HOST, "attacker.example")
+        .body(Body::empty())
+        .unwrap();
+    assert_eq!(
+        app.clone().oneshot(req).await.unwrap().status(),
+        StatusCode::UNAUTHORIZED
+    );
+    let (s, page) = call(&app, "GET", "/", "").await;
+    assert_eq!(s, StatusCode::OK);
+    assert!(String::from_utf8_lossy(&page).contains("<canvas"));
+    let (s, _) = call(&app, "GET", "/assets/..%2FCargo.toml", "").await;
+    assert_eq!(s, StatusCode::NOT_FOUND);
+}
+
+/// The browser test: starts the server on the fixture and runs `tests/browser/test.mjs` in
+/// headless Chromium. Needs `scripts/install-browser.sh` to have run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn browser() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let browser_dir = root.join("tests/browser");
+    let missing: Vec<&str> = [
+        (Path::new("/usr/bin/chromium").exists(), "/usr/bin/chromium"),
+        (
+            browser_dir
+                .join("node_modules/playwright-core/package.json")
+                .exists(),
+            "web/tests/browser/node_modules/playwright-core",
+        ),
+        (
+            std::process::Command::new("node")
+                .arg("--version")
+                .output()
+                .is_ok(),
+            "node",
+        ),
+    ]
+    .into_iter()
+    .filter(|(ok, _)| !ok)
+    .map(|(_, what)| what)
+    .collect();
+    assert!(
+        missing.is_empty(),
+        "browser test prerequisites missing ({}): run `bash scripts/install-browser.sh`",
+        missing.join(", ")
+    );
+    let f = fixture().await;
+    let (app, _) = server::app(&config(&f, None)).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    let shot = root.join("../docs/screenshot.png");
+    let mut child = std::process::Command::new("node")
+        .arg(browser_dir.join("test.mjs"))
+        .arg(format!("http://{addr}/"))
+        .arg(&shot)
+        .arg(fixture::TRY_WORD_LINE.to_string())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run node");
+    let started = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if started.elapsed() > std::time::Duration::from_secs(150) {
+            let _ = child.kill();
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "browser test timed out after 150 s:\n{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let out = child.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success(),
+        "browser test failed:\n{stdout}\n{stderr}"
+    );
+    assert!(stdout.contains("browser test: ok"), "{stdout}\n{stderr}");
+}
