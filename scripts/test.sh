@@ -16,5 +16,7 @@ echo "== cargo clippy (warnings denied)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 echo "== cargo test"
 cargo test --workspace --locked 2>&1 | tee target/test.log
+echo "== real code bases instrumented and still building (SQLite, Lua, libFuzzer, a crate, a PyPI package)"
+cargo test -p p5-instrument --locked -- --ignored realcode 2>&1 | tee -a target/test.log
 # Fail loudly if the runner executed nothing (a test suite that cannot fail is a defect).
 grep -q "test result: ok" target/test.log

@@ -114,6 +114,7 @@ fn agent_overhead() {
     let mut s = Sampler::new(ProcessFilter {
         pids: vec![std::process::id()],
         names: vec![],
+        instrumented: false,
     })
     .expect("sampler");
     let sel = Selection::all();

@@ -82,7 +82,12 @@ pub struct AgentArgs {
     /// Monitor processes with this name (comm, glob); repeatable.
     #[arg(long = "process")]
     pub processes: Vec<String>,
-    /// Enable the OS monitor (tracefs as root, /proc sampling otherwise).
+    /// Monitor only the processes given by --pid/--process; by default every process that
+    /// records with the p5 runtime is monitored too (found by its `@p5-runtime-PID` socket).
+    #[arg(long)]
+    pub only_listed: bool,
+    /// Enable the OS monitor (tracefs as root, /proc sampling otherwise). It starts with the
+    /// first monitored process and stops after the last one ends.
     #[arg(long)]
     pub sched: bool,
     /// OS monitor mode: `auto` (tracefs where possible, else /proc) or `proc` (always the
@@ -168,10 +173,11 @@ pub fn run(a: AgentArgs) -> anyhow::Result<()> {
     let filter = ProcessFilter {
         pids: a.pids.clone(),
         names: a.processes.clone(),
+        instrumented: !a.only_listed,
     };
     let (osmon_rx, osmon_thread) = if a.sched {
         if filter.is_empty() {
-            bail!("--sched needs monitored processes (--pid or --process)");
+            bail!("--sched with --only-listed needs monitored processes (--pid or --process)");
         }
         let (tx, rx) = std::sync::mpsc::channel();
         let cfg = OsmonConfig {

@@ -365,9 +365,44 @@ pub fn pids_by_comm(wanted: &dyn Fn(&str) -> bool) -> Vec<u32> {
     out
 }
 
+/// Pids of the processes that announce the p5 runtime: the abstract unix sockets
+/// `@p5-runtime-<pid>` listed in `/proc/net/unix` (the runtime binds one while it records).
+pub fn instrumented_pids() -> Vec<u32> {
+    std::fs::read_to_string("/proc/net/unix")
+        .map(|t| parse_instrumented(&t))
+        .unwrap_or_default()
+}
+
+/// Parses `/proc/net/unix` for `@p5-runtime-<pid>` names.
+pub fn parse_instrumented(text: &str) -> Vec<u32> {
+    let mut out: Vec<u32> = text
+        .lines()
+        .filter_map(|l| {
+            l.split_whitespace()
+                .last()?
+                .strip_prefix("@p5-runtime-")?
+                .parse()
+                .ok()
+        })
+        .collect();
+    out.sort_unstable();
+    out.dedup();
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn instrumented_processes_from_proc_net_unix() {
+        let t = "Num       RefCount Protocol Flags    Type St Inode Path\n\
+                 0000000000000000: 00000002 00000000 00000000 0002 01 31337 @p5-runtime-4242\n\
+                 0000000000000000: 00000002 00000000 00010000 0001 01 12 /run/systemd/notify\n\
+                 0000000000000000: 00000002 00000000 00000000 0002 01 31338 @p5-runtime-17\n\
+                 0000000000000000: 00000002 00000000 00000000 0002 01 31339 @p5-runtime-x\n";
+        assert_eq!(parse_instrumented(t), vec![17, 4242]);
+    }
 
     #[test]
     fn cpu_times_and_load() {

@@ -29,12 +29,14 @@ pub struct ProcessFilter {
     pub pids: Vec<u32>,
     /// `comm` names (exact, or globs).
     pub names: Vec<String>,
+    /// Every process that announces the p5 runtime ([`proc_stat::instrumented_pids`]).
+    pub instrumented: bool,
 }
 
 impl ProcessFilter {
     /// True if nothing is to be monitored.
     pub fn is_empty(&self) -> bool {
-        self.pids.is_empty() && self.names.is_empty()
+        self.pids.is_empty() && self.names.is_empty() && !self.instrumented
     }
 }
 
@@ -87,6 +89,13 @@ impl ProcessFinder {
                 .collect();
             if let Some(set) = &self.names {
                 v.extend(proc_stat::pids_by_comm(&|c| set.is_match(c)));
+            }
+            if self.filter.instrumented {
+                v.extend(
+                    proc_stat::instrumented_pids()
+                        .into_iter()
+                        .filter(|p| std::path::Path::new(&format!("/proc/{p}")).exists()),
+                );
             }
             v.sort_unstable();
             v.dedup();
@@ -318,6 +327,7 @@ mod tests {
         let mut s = Sampler::new(ProcessFilter {
             pids: vec![std::process::id()],
             names: vec![],
+            instrumented: false,
         })
         .unwrap();
         let all = Selection::new(&[]).unwrap();
@@ -355,11 +365,13 @@ mod tests {
         let mut f = ProcessFinder::new(ProcessFilter {
             pids: vec![],
             names: vec![comm.trim().to_owned()],
+            instrumented: false,
         });
         assert!(f.pids().contains(&std::process::id()));
         let mut none = ProcessFinder::new(ProcessFilter {
             pids: vec![u32::MAX - 1],
             names: vec![],
+            instrumented: false,
         });
         assert!(none.pids().is_empty());
     }

@@ -975,6 +975,63 @@ fn os_monitor_on_cpu_intervals_sum_to_the_measured_cpu_time() {
 }
 
 #[test]
+fn os_monitor_starts_with_an_instrumented_process_without_being_told() {
+    use std::os::linux::net::SocketAddrExt as _;
+    let _slot = shared_slot();
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let ls = LogServer::start(&store, "127.0.0.1:0");
+    let top = Agent::spawn(
+        dir.path(),
+        "top",
+        &[
+            "--session",
+            "auto",
+            "--logserver",
+            &ls.addr(),
+            "--listen",
+            "127.0.0.1:0",
+            "--sched",
+            "--sched-mode",
+            "proc",
+        ],
+    );
+    let sched = || status(top.addr()).agents[0].sched.clone();
+    std::thread::sleep(Duration::from_millis(1500));
+    assert!(
+        sched().starts_with("waiting"),
+        "nothing to monitor yet: {}",
+        sched()
+    );
+    // A process announced the way the p5 runtime announces itself.
+    let mut work = Command::new("sh")
+        .args([
+            "-c",
+            "while :; do i=0; while [ $i -lt 2000 ]; do i=$((i+1)); done; sleep 0.02; done",
+        ])
+        .spawn()
+        .unwrap();
+    let name = format!("p5-runtime-{}", work.id());
+    let addr = std::os::unix::net::SocketAddr::from_abstract_name(name.as_bytes()).unwrap();
+    let announcement = std::os::unix::net::UnixDatagram::bind_addr(&addr).unwrap();
+    wait_until(
+        "the os monitor starts by itself",
+        Duration::from_secs(15),
+        || sched().starts_with("proc"),
+    );
+    let _ = work.kill();
+    let _ = work.wait();
+    drop(announcement);
+    wait_until(
+        "the os monitor stops after the process",
+        Duration::from_secs(15),
+        || sched().starts_with("waiting"),
+    );
+    top.terminate();
+    ls.stop();
+}
+
+#[test]
 fn os_monitor_in_the_agent_follows_the_monitored_process() {
     let _slot = shared_slot();
     let root = unsafe { libc::geteuid() } == 0;

@@ -48,6 +48,8 @@ pub struct Fds {
     pub conn: AtomicI32,
     /// Spool file, or −1.
     pub spool: AtomicI32,
+    /// The announcement socket (see `process::announce`), or −1.
+    pub announce: AtomicI32,
 }
 
 impl Default for Fds {
@@ -55,6 +57,7 @@ impl Default for Fds {
         Fds {
             conn: AtomicI32::new(-1),
             spool: AtomicI32::new(-1),
+            announce: AtomicI32::new(-1),
         }
     }
 }

@@ -261,6 +261,9 @@ fn init(kind: RuntimeKind, explicit: Option<Config>) -> Option<&'static Process>
         fds: Fds::default(),
         control: Control::default(),
     }));
+    p.fds
+        .announce
+        .store(announce(p.identity.pid), Ordering::Relaxed);
     PROCESS.store(p as *const Process as *mut Process, Ordering::Release);
     install_hooks();
     let spawned = std::thread::Builder::new()
@@ -273,6 +276,43 @@ fn init(kind: RuntimeKind, explicit: Option<Config>) -> Option<&'static Process>
     }
     STATE.store(READY, Ordering::Release);
     Some(p)
+}
+
+/// Prefix of the abstract unix socket name every recording process binds.
+pub const ANNOUNCE_PREFIX: &str = "p5-runtime-";
+
+/// Announces this process as instrumented: binds the abstract unix socket
+/// `@p5-runtime-<pid>`, which lives exactly as long as the process (no file to clean up, gone
+/// even after SIGKILL) and shows in `/proc/net/unix` to every user, so a host agent's OS
+/// monitor can start with the first instrumented process and stop after the last (CoSMoS
+/// §2.3). Returns the descriptor, or −1 if the socket could not be made (nothing else depends
+/// on it). A forked child closes its copy and announces its own pid when it initialises.
+fn announce(pid: u32) -> i32 {
+    // SAFETY: plain socket calls on a zeroed sockaddr_un we fill in; the name fits
+    // (`p5-runtime-` plus at most 10 digits, far below sun_path's 108 bytes).
+    unsafe {
+        let fd = libc::socket(libc::AF_UNIX, libc::SOCK_DGRAM | libc::SOCK_CLOEXEC, 0);
+        if fd < 0 {
+            return -1;
+        }
+        let mut addr: libc::sockaddr_un = std::mem::zeroed();
+        addr.sun_family = libc::AF_UNIX as libc::sa_family_t;
+        let name = format!("{ANNOUNCE_PREFIX}{pid}");
+        for (i, b) in name.bytes().enumerate() {
+            addr.sun_path[i + 1] = b as libc::c_char;
+        }
+        let len = std::mem::size_of::<libc::sa_family_t>() + 1 + name.len();
+        let rc = libc::bind(
+            fd,
+            (&raw const addr).cast::<libc::sockaddr>(),
+            len as libc::socklen_t,
+        );
+        if rc != 0 {
+            libc::close(fd);
+            return -1;
+        }
+        fd
+    }
 }
 
 fn install_hooks() {
@@ -351,7 +391,7 @@ extern "C" fn at_fork_child() {
         let old = PROCESS.swap(std::ptr::null_mut(), Ordering::AcqRel);
         // SAFETY: leaked, never freed.
         if let Some(p) = unsafe { old.as_ref() } {
-            for fd in [&p.fds.conn, &p.fds.spool] {
+            for fd in [&p.fds.conn, &p.fds.spool, &p.fds.announce] {
                 let fd = fd.swap(-1, Ordering::Relaxed);
                 if fd >= 0 {
                     // SAFETY: closing the child's copy of a descriptor the parent owns.

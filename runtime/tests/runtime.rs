@@ -693,6 +693,57 @@ fn spool_is_replayed_when_the_server_appears() {
     );
 }
 
+/// True if `/proc/net/unix` lists the runtime's announcement socket of `pid`.
+fn announced(pid: u32) -> bool {
+    std::fs::read_to_string("/proc/net/unix")
+        .unwrap()
+        .lines()
+        .any(|l| l.ends_with(&format!(" @p5-runtime-{pid}")))
+}
+
+#[test]
+fn a_recording_process_announces_itself_until_it_exits() {
+    let dir = tempdir();
+    let d = dir.path().to_str().unwrap();
+    let mut child = load(&[("P5_DIR", d)], "--threads 1 --events 100 --wait-stdin")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for l in lines.by_ref() {
+        if l.unwrap().starts_with("phase1") {
+            break;
+        }
+    }
+    assert!(announced(pid), "@p5-runtime-{pid} while recording");
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    for _ in lines {}
+    assert!(child.wait().unwrap().success());
+    assert!(!announced(pid), "gone with the process");
+    // A disabled runtime announces nothing.
+    let mut child = load(
+        &[("P5_DISABLE", "1")],
+        "--threads 1 --events 100 --wait-stdin",
+    )
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .spawn()
+    .unwrap();
+    let pid = child.id();
+    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
+    for l in lines.by_ref() {
+        if l.unwrap().starts_with("phase1") {
+            break;
+        }
+    }
+    assert!(!announced(pid), "disabled: no announcement");
+    child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+    for _ in lines {}
+    assert!(child.wait().unwrap().success());
+}
+
 #[test]
 fn sensor_before_the_environment_exists_does_not_misconfigure_the_runtime() {
     let dir = tempdir();
