@@ -974,6 +974,122 @@ fn os_monitor_on_cpu_intervals_sum_to_the_measured_cpu_time() {
     );
 }
 
+/// Interrupt counts per numeric IRQ line, summed over CPUs.
+fn irq_counts() -> BTreeMap<u32, u64> {
+    let text = std::fs::read_to_string("/proc/interrupts").unwrap_or_default();
+    text.lines()
+        .filter_map(|l| {
+            let (irq, rest) = l.trim_start().split_once(':')?;
+            let irq: u32 = irq.parse().ok()?;
+            let n = rest
+                .split_whitespace()
+                .map_while(|w| w.parse::<u64>().ok())
+                .sum();
+            Some((irq, n))
+        })
+        .collect()
+}
+
+/// Writes and syncs a file `rounds` times (each sync makes the disk raise interrupts).
+fn disk_burst(dir: &Path, rounds: usize) {
+    use std::io::Write as _;
+    let mut f = std::fs::File::create(dir.join("burst")).unwrap();
+    for i in 0..rounds {
+        f.write_all(&[i as u8; 4096]).unwrap();
+        f.sync_all().unwrap();
+    }
+}
+
+#[test]
+fn os_monitor_records_the_interrupts_of_a_chosen_line() {
+    let _slot = shared_slot();
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: tracing interrupts needs root and tracefs");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    // The disk's line: the one that counts most during a burst of synced writes.
+    let before = irq_counts();
+    disk_burst(dir.path(), 50);
+    let after = irq_counts();
+    let Some((&irq, grew)) = after
+        .iter()
+        .map(|(irq, n)| (irq, n.saturating_sub(*before.get(irq).unwrap_or(n))))
+        .max_by_key(|&(_, d)| d)
+    else {
+        eprintln!("skipped: /proc/interrupts lists no numeric IRQ lines");
+        return;
+    };
+    if grew < 10 {
+        eprintln!("skipped: no IRQ line follows disk syncs here (best: {irq}, {grew} interrupts)");
+        return;
+    }
+    let store = dir.path().join("store");
+    let ls = LogServer::start(&store, "127.0.0.1:0");
+    let mut work = Command::new("sleep").arg("30").spawn().unwrap();
+    let top = Agent::spawn(
+        dir.path(),
+        "top",
+        &[
+            "--session",
+            "irq",
+            "--logserver",
+            &ls.addr(),
+            "--listen",
+            "127.0.0.1:0",
+            "--sched",
+            "--irq",
+            &irq.to_string(),
+            "--pid",
+            &work.id().to_string(),
+        ],
+    );
+    let sched = || status(top.addr()).agents[0].sched.clone();
+    wait_until("the os monitor starts", Duration::from_secs(15), || {
+        let s = sched();
+        s.starts_with("tracefs") || s.starts_with("proc")
+    });
+    let active = sched();
+    disk_burst(dir.path(), 100);
+    std::thread::sleep(Duration::from_millis(500));
+    let _ = work.kill();
+    let _ = work.wait();
+    top.terminate();
+    ls.stop();
+    if !active.starts_with("tracefs") {
+        eprintln!("skipped: tracefs unavailable ({active})");
+        return;
+    }
+    let procs = read_store(&store, "irq");
+    let (_, p) = agents(&procs)[0];
+    let os = p
+        .streams
+        .values()
+        .find(|s| s.kind == 3)
+        .expect("an os monitor stream");
+    let irqs: Vec<(u32, u64)> = os
+        .events
+        .iter()
+        .flat_map(|(_, e)| e.iter())
+        .filter_map(|e| match e {
+            Event::Irq {
+                irq: i, duration, ..
+            } => Some((*i, *duration)),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        irqs.len() >= 10,
+        "{} interrupts of line {irq} recorded",
+        irqs.len()
+    );
+    assert!(irqs.iter().all(|&(i, _)| i == irq), "only the chosen line");
+    assert!(
+        irqs.iter().all(|&(_, d)| d < 100_000_000),
+        "handler durations are plausible"
+    );
+}
+
 #[test]
 fn os_monitor_starts_with_an_instrumented_process_without_being_told() {
     use std::os::linux::net::SocketAddrExt as _;
