@@ -1,83 +1,259 @@
-//! `p5 demo`: builds the bundled sample — `pingpong`, a multi-threaded TCP client/server in C,
-//! instrumented by hand with the runtime's C ABI — records one run of it with an in-process log
-//! server, prints a summary of the recorded session (processes, threads, events per sensor,
-//! clock-offset samples), and merges it into SQLite (`p5 merge`: clock sync, message
-//! matching). Later stages (instrumenter, web) extend this command.
+//! `p5 demo`: the three case studies of the CoSMoS paper (seed 004 §4), from bundled C sources
+//! to the web view in one command.
+//!
+//! 1. The sources (`samples/{cascade,stream,cracker}`, embedded) are written to `OUT/src` and
+//!    instrumented with `p5-instrument` (functions + comm) into `OUT/instr`, which also gets the
+//!    manifest and the source copies for click-back.
+//! 2. Each program is compiled with gcc against the runtime's static library.
+//! 3. An in-process log server records every scenario as its own session in `OUT/store`; a
+//!    host agent (`p5 hostagent`, with the OS monitor when running as root) runs beside each
+//!    scenario so host load, scheduling and NIC interrupts are in the picture.
+//! 4. All sessions are merged into `OUT/store/p5.sqlite` with the manifest; a summary per
+//!    session prints the numbers that carry the paper's findings.
+//! 5. The viewer is served (`p5 web`) unless `--no-serve`.
+//!
+//! Scenarios: `cascade` (§4.1: client → shop → db), `nagle-on`, `nagle-off`, `small-mss`
+//! (§4.2: a stream of small messages with Nagle's algorithm, with `TCP_NODELAY`, and with
+//! `TCP_NODELAY` plus a small `TCP_MAXSEG`), `cracker-sync`, `cracker-async`, `cracker-salt`
+//! (§4.3: the master `cpw` and four workers `cow`, one of them on a "slower host").
 
 use crate::runtime_lib;
 use anyhow::{Context as _, bail};
-use p5_logserver::inspect::{ProcessSummary, SessionSummary};
 use p5_logserver::{Server, ServerConfig};
-use std::io::{BufRead as _, BufReader};
+use std::collections::{BTreeMap, HashMap};
+use std::fmt::Write as _;
+use std::io::{BufRead as _, BufReader, Read as _};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// The sample's source, embedded so the demo runs from any directory.
-const PINGPONG_C: &str = include_str!("../../samples/pingpong/pingpong.c");
-/// Session name the demo records under.
-pub const SESSION: &str = "pingpong";
+const CASCADE_C: &str = include_str!("../../samples/cascade/cascade.c");
+const STREAM_C: &str = include_str!("../../samples/stream/stream.c");
+const CRACKER_C: &str = include_str!("../../samples/cracker/cracker.c");
 
-/// The sample's sensor ids and the names of the functions and call sites they mark (the
-/// instrumenter will write such a manifest itself).
-const SENSOR_NAMES: &[(u64, &str)] = &[
-    (0x5050000000000001, "main"),
-    (0x5050000000000002, "serve"),
-    (0x5050000000000003, "handle"),
-    (0x5050000000000004, "compute"),
-    (0x5050000000000005, "client"),
-    (0x5050000000000006, "request"),
-    (0x5050000000000101, "accept (serve)"),
-    (0x5050000000000102, "recv request (handle)"),
-    (0x5050000000000103, "send reply (handle)"),
-    (0x5050000000000104, "connect (client)"),
-    (0x5050000000000105, "send request (client)"),
-    (0x5050000000000106, "recv reply (client)"),
-    (0x5050000000000107, "close"),
-    (0x5050000000000201, "replies served (counter)"),
+/// The scenarios, in the order they run.
+pub const SCENARIOS: &[(&str, &str)] = &[
+    (
+        "cascade",
+        "§4.1 cascaded client/server: client -> shop -> db",
+    ),
+    (
+        "nagle-on",
+        "§4.2 a stream of small TCP messages, Nagle's algorithm on (the default)",
+    ),
+    ("nagle-off", "§4.2 the same stream with TCP_NODELAY"),
+    (
+        "small-mss",
+        "§4.2 the same stream with TCP_NODELAY and a small TCP_MAXSEG",
+    ),
+    (
+        "cracker-sync",
+        "§4.3 password cracker, synchronous scheme: cpw serves the workers in a fixed order",
+    ),
+    (
+        "cracker-async",
+        "§4.3 password cracker, asynchronous scheme: the next word goes to whoever is ready",
+    ),
+    (
+        "cracker-salt",
+        "§4.3 password cracker, asynchronous with the salt optimization",
+    ),
 ];
 
 /// Options of `p5 demo`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct DemoArgs {
-    /// Directory for the built sample and the session store (replaced on each run).
+    /// Output directory: src/, instr/ (instrumented sources, manifest), bin/, work/ and store/
+    /// (sessions and p5.sqlite) are replaced on each run.
     #[arg(long, default_value = "p5-demo-out")]
     pub out: PathBuf,
-    /// Client threads (= server connections).
-    #[arg(long, default_value_t = 4)]
-    pub threads: u32,
-    /// Requests per client thread.
-    #[arg(long, default_value_t = 2000)]
-    pub requests: u32,
-    /// Print the store summary as JSON instead of text.
+    /// Do everything but serve the web view (for scripts and tests).
+    #[arg(long)]
+    pub no_serve: bool,
+    /// Address the web view listens on.
+    #[arg(long, default_value = "127.0.0.1:8055")]
+    pub listen: SocketAddr,
+    /// Run only these scenarios (repeatable or comma-separated): cascade, nagle-on, nagle-off,
+    /// small-mss, cracker-sync, cracker-async, cracker-salt; `nagle` (or `stream`) and `cracker` name
+    /// groups.
+    #[arg(long, value_name = "NAME", value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// Do not start a host agent beside the scenarios.
+    #[arg(long)]
+    pub no_agent: bool,
+    /// Small sizes (seconds instead of a minute; for tests).
+    #[arg(long, hide = true)]
+    pub quick: bool,
+    /// Print the findings as JSON on stdout (the human summary goes to stderr).
     #[arg(long)]
     pub json: bool,
+}
+
+/// Problem sizes of one run.
+#[derive(Debug, Clone, Copy)]
+struct Sizes {
+    cascade_requests: u32,
+    cascade_work: u32,
+    stream_messages: u32,
+    stream_size: u32,
+    stream_burst: u32,
+    stream_gap_us: u32,
+    stream_redraw: u32,
+    cracker_workers: u32,
+    cracker_slow: u32,
+    cracker_words: u32,
+    cracker_accounts: u32,
+    cracker_cost: u32,
+}
+
+const NORMAL: Sizes = Sizes {
+    cascade_requests: 2000,
+    cascade_work: 20,
+    stream_messages: 20_000,
+    stream_size: 64,
+    stream_burst: 5,
+    stream_gap_us: 300,
+    stream_redraw: 1000,
+    cracker_workers: 4,
+    cracker_slow: 3,
+    cracker_words: 500,
+    cracker_accounts: 24,
+    cracker_cost: 40,
+};
+
+const QUICK: Sizes = Sizes {
+    cascade_requests: 150,
+    cascade_work: 5,
+    stream_messages: 2000,
+    stream_size: 64,
+    stream_burst: 5,
+    stream_gap_us: 300,
+    stream_redraw: 1000,
+    cracker_workers: 4,
+    cracker_slow: 3,
+    cracker_words: 200,
+    cracker_accounts: 12,
+    cracker_cost: 16,
+};
+
+/// Selected scenario names, in run order.
+fn selected(only: &[String]) -> anyhow::Result<Vec<&'static str>> {
+    if only.is_empty() {
+        return Ok(SCENARIOS.iter().map(|(n, _)| *n).collect());
+    }
+    let mut want = Vec::new();
+    for o in only {
+        let o = o.trim();
+        let hits: Vec<&str> = SCENARIOS
+            .iter()
+            .map(|(n, _)| *n)
+            .filter(|n| {
+                *n == o
+                    || (o == "nagle" && matches!(*n, "nagle-on" | "nagle-off" | "small-mss"))
+                    || (o == "stream" && matches!(*n, "nagle-on" | "nagle-off" | "small-mss"))
+                    || (o == "cracker" && n.starts_with("cracker-"))
+            })
+            .collect();
+        if hits.is_empty() {
+            let names: Vec<&str> = SCENARIOS.iter().map(|(n, _)| *n).collect();
+            bail!("unknown scenario {o:?}; choose from {}", names.join(", "));
+        }
+        want.extend(hits);
+    }
+    Ok(SCENARIOS
+        .iter()
+        .map(|(n, _)| *n)
+        .filter(|n| want.contains(n))
+        .collect())
 }
 
 /// Runs the demo.
 pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     let started = Instant::now();
-    let src = args.out.join("src");
-    let bin = args.out.join("bin");
-    let store = args.out.join("store");
-    for d in [&src, &bin] {
+    let scenarios = selected(&args.only)?;
+    let sizes = if args.quick { QUICK } else { NORMAL };
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("cannot create {}", args.out.display()))?;
+    let out = args
+        .out
+        .canonicalize()
+        .with_context(|| format!("cannot resolve {}", args.out.display()))?;
+    let src = out.join("src");
+    let instr = out.join("instr");
+    let bin = out.join("bin");
+    let work = out.join("work");
+    let store = out.join("store");
+    for d in [&src, &instr, &bin, &store, &work] {
+        if d.exists() {
+            std::fs::remove_dir_all(d)
+                .with_context(|| format!("cannot clear the previous {}", d.display()))?;
+        }
+    }
+    for d in [&src, &bin, &work] {
         std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
     }
-    if store.exists() {
-        std::fs::remove_dir_all(&store)
-            .with_context(|| format!("cannot clear the previous store {}", store.display()))?;
+
+    eprintln!(
+        "[1/5] instrumenting the case studies with p5-instrument (functions + comm) -> {}",
+        instr.display()
+    );
+    for (dir, file, text) in [
+        ("cascade", "cascade.c", CASCADE_C),
+        ("stream", "stream.c", STREAM_C),
+        ("cracker", "cracker.c", CRACKER_C),
+    ] {
+        std::fs::create_dir_all(src.join(dir))?;
+        std::fs::write(src.join(dir).join(file), text)?;
     }
-    std::fs::write(src.join("pingpong.c"), PINGPONG_C)?;
-    std::fs::write(src.join("p5.h"), runtime_lib::HEADER)?;
+    let report = p5_instrument::run(&p5_instrument::Options {
+        paths: vec![src.clone()],
+        out: Some(instr.clone()),
+        ..p5_instrument::Options::default()
+    })
+    .context("instrumenting the case studies")?;
+    for (file, p) in &report.problems {
+        eprintln!("      {file}:{}:{}: {}", p.line, p.column, p.message);
+    }
+    eprintln!(
+        "      {} files, {} sensors",
+        report.sources,
+        report.sensors.len()
+    );
 
-    eprintln!("[1/5] building the sample (gcc, linked with the p5 runtime)");
+    eprintln!("[2/5] compiling with gcc against the p5 runtime");
     let lib = runtime_lib::static_lib()?;
-    let exe = bin.join("pingpong");
-    runtime_lib::compile_c(&[&src.join("pingpong.c")], &src, &exe, &lib)?;
+    let include = instr.join(p5_instrument::runtime::INCLUDE_DIR);
+    let exes = Exes {
+        cascade: bin.join("cascade"),
+        stream: bin.join("stream"),
+        cpw: bin.join("cpw"),
+    };
+    runtime_lib::compile_c(
+        &[&instr.join("cascade/cascade.c")],
+        &include,
+        &exes.cascade,
+        &lib,
+    )?;
+    runtime_lib::compile_c(
+        &[&instr.join("stream/stream.c")],
+        &include,
+        &exes.stream,
+        &lib,
+    )?;
+    runtime_lib::compile_c(
+        &[&instr.join("cracker/cracker.c")],
+        &include,
+        &exes.cpw,
+        &lib,
+    )?;
+    // One binary: it is cpw or cow by the name it runs under.
+    std::fs::hard_link(&exes.cpw, bin.join("cow"))
+        .or_else(|_| std::fs::copy(&exes.cpw, bin.join("cow")).map(|_| ()))
+        .context("cannot create bin/cow")?;
 
-    eprintln!("[2/5] starting a log server");
     let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
+        .worker_threads(2)
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
@@ -87,195 +263,722 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         ..ServerConfig::default()
     };
     let server = rt.block_on(Server::bind(config))?;
-    let addr = server.local_addr();
+    let addr = server.local_addr().to_string();
     let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
     let serving = rt.spawn(server.run(async move {
         let _ = stop_rx.await;
     }));
-
+    let sched = is_root();
     eprintln!(
-        "[3/5] running pingpong: {} client threads x {} requests against log server {addr}",
-        args.threads, args.requests
+        "[3/5] recording {} scenario(s) with log server {addr}{}",
+        scenarios.len(),
+        if args.no_agent {
+            ""
+        } else if sched {
+            " and a host agent with the OS monitor"
+        } else {
+            " and a host agent (not root: no kernel scheduling trace)"
+        }
     );
-    let recorded = record(&exe, &addr.to_string(), args);
+    let mut notes: BTreeMap<&str, String> = BTreeMap::new();
+    let mut recorded = Ok(());
+    for name in &scenarios {
+        let t = Instant::now();
+        let env = Env {
+            logserver: &addr,
+            session: name,
+            work: &work.join(name),
+        };
+        let agent = if args.no_agent {
+            None
+        } else {
+            match start_agent(&addr, name, &store, sched) {
+                Ok(a) => Some(a),
+                Err(e) => {
+                    eprintln!("      no host agent: {e:#}");
+                    None
+                }
+            }
+        };
+        let r = run_scenario(name, &exes, &env, &sizes);
+        if let Some(mut a) = agent {
+            stop_child(&mut a, Duration::from_secs(15));
+        }
+        match r {
+            Ok(note) => {
+                eprintln!(
+                    "      {name:<14} {:>6.2} s  {note}",
+                    t.elapsed().as_secs_f64()
+                );
+                notes.insert(name, note);
+            }
+            Err(e) => {
+                recorded = Err(e.context(format!("scenario {name}")));
+                break;
+            }
+        }
+    }
     let _ = stop_tx.send(());
     let served = rt.block_on(serving).context("log server task failed")?;
     recorded?;
     served?;
 
-    eprintln!("[4/5] reading the session store");
-    let summary = p5_logserver::inspect::inspect(&store)?;
-    if args.json {
-        println!("{}", serde_json::to_string_pretty(&summary)?);
-        return Ok(());
-    }
-    let session = summary
-        .sessions
-        .iter()
-        .find(|s| s.name == SESSION)
-        .with_context(|| format!("session {SESSION:?} missing from {}", store.display()))?;
-    print_summary(session, &store, started.elapsed());
-
-    eprintln!("[5/5] merging into SQLite (clock sync, message matching)");
+    eprintln!("[4/5] merging into SQLite (clock sync, message matching, source manifest)");
     let merge = p5_merge::MergeArgs {
         quiet: true,
+        manifests: vec![instr.clone()],
         ..p5_merge::MergeArgs::new(&store)
     };
+    let db = merge.db_url();
     let merged = rt.block_on(p5_merge::merge_store(&merge))?;
-    println!();
     for s in &merged {
-        print!("{}", p5_merge::render(s));
-    }
-    let db = format!("sqlite:{}", store.join("p5.sqlite").display());
-    println!("database: {db}  (schema: docs/schema.md)");
-    println!("view it:  p5 web --db {db}   (then open http://127.0.0.1:8055/)");
-    Ok(())
-}
-
-/// Runs the server and the client processes of the sample to completion.
-fn record(exe: &Path, logserver: &str, args: &DemoArgs) -> anyhow::Result<()> {
-    let env = [("P5_LOGSERVER", logserver), ("P5_SESSION", SESSION)];
-    let mut server = Command::new(exe)
-        .args(["server", "0", &args.threads.to_string()])
-        .envs(env)
-        .stdout(Stdio::piped())
-        .spawn()
-        .context("cannot start the pingpong server")?;
-    let port = match first_line_port(&mut server) {
-        Ok(p) => p,
-        Err(e) => {
-            let _ = server.kill();
-            let _ = server.wait();
-            return Err(e);
+        if s.violations > 0 || s.matched == 0 {
+            eprintln!(
+                "      warning: session {}: {} matched messages, {} causality violations",
+                s.name, s.matched, s.violations
+            );
         }
-    };
-    let client = Command::new(exe)
-        .args([
-            "client",
-            "127.0.0.1",
-            &port.to_string(),
-            &args.threads.to_string(),
-            &args.requests.to_string(),
-        ])
-        .envs(env)
-        .stdout(Stdio::null())
-        .status()
-        .context("cannot run the pingpong client")?;
-    let server_status = wait_bounded(&mut server, Duration::from_secs(60))?;
-    if !client.success() || !server_status.success() {
-        bail!("pingpong failed: client {client}, server {server_status}");
     }
-    Ok(())
-}
 
-fn first_line_port(child: &mut Child) -> anyhow::Result<u16> {
-    let out = child.stdout.take().context("no stdout from the server")?;
-    let mut reader = BufReader::new(out);
-    let mut line = String::new();
-    reader.read_line(&mut line)?;
-    // Keep draining so later output can never block or kill the server with SIGPIPE.
-    std::thread::spawn(move || std::io::copy(&mut reader, &mut std::io::sink()));
-    line.trim()
-        .rsplit(':')
-        .next()
-        .and_then(|p| p.parse().ok())
-        .with_context(|| format!("unexpected first line from the pingpong server: {line:?}"))
-}
-
-fn wait_bounded(child: &mut Child, limit: Duration) -> anyhow::Result<std::process::ExitStatus> {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(s) = child.try_wait()? {
-            return Ok(s);
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            bail!("the pingpong server did not exit within {limit:?}");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    eprintln!("[5/5] what the sessions show");
+    let findings = rt.block_on(findings(&db))?;
+    let mut text = String::new();
+    for f in &findings {
+        let note = notes.get(f.name.as_str()).map_or("", |s| s.as_str());
+        render_finding(&mut text, f, note);
     }
-}
-
-fn sensor_name(hex: &str) -> String {
-    let id = u64::from_str_radix(hex.trim_start_matches("0x"), 16).unwrap_or(0);
-    SENSOR_NAMES
-        .iter()
-        .find(|(s, _)| *s == id)
-        .map(|(_, n)| (*n).to_owned())
-        .unwrap_or_else(|| hex.to_owned())
-}
-
-fn print_summary(s: &SessionSummary, store: &Path, took: Duration) {
-    let events: u64 = s.processes.iter().map(|p| p.events).sum();
-    let threads: usize = s.processes.iter().map(|p| p.streams.len()).sum();
-    println!();
-    println!(
-        "session {:?}: {} processes, {} threads, {} events, {} bytes in {} segment(s); demo took {:.1} s",
-        s.name,
-        s.processes.len(),
-        threads,
-        events,
-        s.bytes,
-        s.segment_count,
-        took.as_secs_f64()
-    );
-    for p in &s.processes {
-        print_process(p);
+    if sched && !args.no_agent && findings.iter().any(|f| f.sched_rows == 0) {
+        let _ = writeln!(
+            text,
+            "\nnote: the host agent looks for new instrumented processes once a second, so the \
+             scheduling rows start up to a second into a session (none in the shortest ones)."
+        );
     }
-    println!();
-    println!(
-        "store: {}   (details: p5 inspect {} [--json])",
+    let took = started.elapsed().as_secs_f64();
+    let _ = writeln!(text, "demo took {took:.1} s");
+    let _ = writeln!(text, "database: {db}   (schema: docs/schema.md)");
+    let _ = writeln!(
+        text,
+        "store:    {}   (p5 inspect {})",
         store.display(),
         store.display()
     );
+    if args.json {
+        eprint!("{text}");
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&findings_json(&findings))?
+        );
+    } else {
+        print!("{text}");
+    }
+    drop(rt);
+    // With --json, stdout holds only the JSON document.
+    let say = |line: String| {
+        if args.json {
+            eprintln!("{line}");
+        } else {
+            println!("{line}");
+        }
+    };
+    if args.no_serve {
+        say(format!(
+            "view it:  p5 web --db {db} --select-dir {}   (then open http://127.0.0.1:8055/)",
+            instr.display()
+        ));
+        return Ok(());
+    }
+    let mut listen = args.listen;
+    if std::net::TcpListener::bind(listen).is_err() && listen.port() != 0 {
+        // Busy (another viewer?): take any free port rather than fail after all that work.
+        eprintln!("{listen} is in use; the viewer takes a free port instead");
+        listen.set_port(0);
+    }
+    if listen.port() != 0 {
+        say(format!(
+            "serving the viewer on http://{listen}/  (Ctrl-C to stop)"
+        ));
+    }
+    p5_web::run(&p5_web::WebArgs {
+        db,
+        listen,
+        token: None,
+        select_dir: Some(instr),
+        cache_dir: None,
+        no_cache: true,
+    })
 }
 
-fn print_process(p: &ProcessSummary) {
-    println!();
-    println!(
-        "process {} pid {} on {} ({}): {} events, {} threads",
-        p.argv.join(" "),
-        p.pid,
-        p.hostname,
-        p.runtime,
-        p.events,
-        p.streams.len()
-    );
-    let o = &p.offsets;
-    match (o.min_ns, o.median_ns) {
-        (Some(min), Some(med)) => println!(
-            "  clock offset samples t_s - t_p: {} (data {}, pings {}), min {:.3} ms, median {:.3} ms",
-            o.count,
-            o.data,
-            o.pings,
-            min as f64 / 1e6,
-            med as f64 / 1e6
-        ),
-        _ => println!("  clock offset samples: none"),
+/// The built programs.
+#[derive(Debug)]
+struct Exes {
+    cascade: PathBuf,
+    stream: PathBuf,
+    cpw: PathBuf,
+}
+
+/// Where and under which session a scenario records.
+#[derive(Debug)]
+struct Env<'a> {
+    logserver: &'a str,
+    session: &'a str,
+    work: &'a Path,
+}
+
+impl Env<'_> {
+    /// `exe` started under the name `name` (argv[0]: the program name in the views).
+    fn command(&self, exe: &Path, name: &str) -> Command {
+        use std::os::unix::process::CommandExt as _;
+        let mut c = Command::new(exe);
+        c.arg0(name);
+        c.env("P5_LOGSERVER", self.logserver)
+            .env("P5_SESSION", self.session)
+            .env_remove("P5_DISABLE")
+            .env_remove("P5_DIR")
+            .current_dir(self.work)
+            .stdin(Stdio::null());
+        c
     }
-    println!("  threads:");
-    for t in &p.streams {
-        println!(
-            "    {:>3} tid {:<8} {:<16} {:>9} events {:>4} frames{}{}",
-            t.id,
-            t.tid,
-            t.name,
-            t.events,
-            t.frames,
-            if t.dropped > 0 {
-                format!(", {} dropped", t.dropped)
+}
+
+/// Runs one scenario to completion; returns a one-line note of what the programs printed.
+fn run_scenario(name: &str, exes: &Exes, env: &Env<'_>, s: &Sizes) -> anyhow::Result<String> {
+    std::fs::create_dir_all(env.work)?;
+    match name {
+        "cascade" => {
+            let mut db = AppServer::start(env.command(&exes.cascade, "db").args(["db", "0"]))?;
+            let mut shop = AppServer::start(env.command(&exes.cascade, "shop").args([
+                "shop",
+                "0",
+                &db.port.to_string(),
+            ]))?;
+            let client = env
+                .command(&exes.cascade, "client")
+                .args(["client", &shop.port.to_string()])
+                .args([s.cascade_requests.to_string(), s.cascade_work.to_string()])
+                .output()
+                .context("cannot run the cascade client")?;
+            shop.finish("shop")?;
+            db.finish("db")?;
+            check(&client, "cascade client")?;
+            Ok(last_line(&client.stdout))
+        }
+        "nagle-on" | "nagle-off" | "small-mss" => {
+            let mode = match name {
+                "nagle-on" => "nagle",
+                "nagle-off" => "nodelay",
+                _ => "mss",
+            };
+            let mut server = AppServer::start(env.command(&exes.stream, "stream-server").args([
+                "server".to_owned(),
+                "0".to_owned(),
+                s.stream_redraw.to_string(),
+            ]))?;
+            let client = env
+                .command(&exes.stream, "stream-client")
+                .args(["client", &server.port.to_string()])
+                .args([
+                    s.stream_messages.to_string(),
+                    s.stream_size.to_string(),
+                    s.stream_burst.to_string(),
+                    s.stream_gap_us.to_string(),
+                ])
+                .arg(mode)
+                .output()
+                .context("cannot run the stream client")?;
+            server.finish("stream server")?;
+            check(&client, "stream client")?;
+            Ok(last_line(&client.stdout))
+        }
+        _ => {
+            let mode = name.trim_start_matches("cracker-");
+            let out = env
+                .command(&exes.cpw, &exes.cpw.to_string_lossy())
+                .arg(mode)
+                .args(
+                    [
+                        s.cracker_workers,
+                        s.cracker_slow,
+                        s.cracker_words,
+                        s.cracker_accounts,
+                        s.cracker_cost,
+                    ]
+                    .map(|v| v.to_string()),
+                )
+                .output()
+                .context("cannot run cpw")?;
+            check(&out, "cpw")?;
+            Ok(last_line(&out.stdout))
+        }
+    }
+}
+
+fn check(out: &std::process::Output, what: &str) -> anyhow::Result<()> {
+    if !out.status.success() {
+        bail!(
+            "{what} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        );
+    }
+    Ok(())
+}
+
+fn last_line(b: &[u8]) -> String {
+    String::from_utf8_lossy(b)
+        .lines()
+        .last()
+        .unwrap_or("")
+        .trim()
+        .to_owned()
+}
+
+/// A server process of a scenario that printed `listening on HOST:PORT` first.
+struct AppServer {
+    child: Child,
+    port: u16,
+}
+
+impl AppServer {
+    fn start(cmd: &mut Command) -> anyhow::Result<AppServer> {
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .spawn()
+            .context("cannot start a server")?;
+        let out = child.stdout.take().context("no stdout from the server")?;
+        let mut reader = BufReader::new(out);
+        let mut line = String::new();
+        let _ = reader.read_line(&mut line);
+        // Keep draining so later output never blocks the server.
+        std::thread::spawn(move || {
+            let mut sink = Vec::new();
+            let _ = reader.read_to_end(&mut sink);
+        });
+        let port = line.trim().rsplit(':').next().and_then(|p| p.parse().ok());
+        match port {
+            Some(port) => Ok(AppServer { child, port }),
+            None => {
+                let _ = child.kill();
+                let _ = child.wait();
+                bail!("unexpected first line from a server: {line:?}")
+            }
+        }
+    }
+
+    fn finish(&mut self, what: &str) -> anyhow::Result<()> {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(s) = self.child.try_wait()? {
+                if !s.success() {
+                    bail!("{what} failed ({s})");
+                }
+                return Ok(());
+            }
+            if Instant::now() > deadline {
+                let _ = self.child.kill();
+                let _ = self.child.wait();
+                bail!("{what} did not exit within a minute");
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for AppServer {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// A `p5 hostagent` child for one session (like `p5 record`); it finds the scenario's
+/// processes by their `@p5-runtime-PID` sockets.
+fn start_agent(addr: &str, session: &str, store: &Path, sched: bool) -> anyhow::Result<Child> {
+    let exe = std::env::current_exe().context("cannot locate the p5 executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.args(["hostagent", "--logserver", addr, "--session", session])
+        .args(["--interval", "50ms"])
+        .arg("--spool-dir")
+        .arg(store.join(".agent-spool"))
+        .env("P5_LOG", "error")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    if sched {
+        cmd.arg("--sched");
+    }
+    let child = cmd.spawn().context("cannot start the host agent")?;
+    // Let it connect and take its first sample before the programs start.
+    std::thread::sleep(Duration::from_millis(250));
+    Ok(child)
+}
+
+/// SIGTERM, then wait up to `limit`, then SIGKILL.
+fn stop_child(c: &mut Child, limit: Duration) {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = c.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    eprintln!("      the host agent did not stop in {limit:?}; killing it");
+    let _ = c.kill();
+    let _ = c.wait();
+}
+
+// ---- findings: the numbers behind the paper's figures, from the merged database ----
+
+const STATES: &[&str] = &[
+    "calculating",
+    "sending",
+    "receiving",
+    "connecting",
+    "accepting",
+    "closing",
+];
+
+/// One application thread's time per state.
+#[derive(Debug, Clone, Default)]
+pub struct ThreadStates {
+    /// Program name.
+    pub program: String,
+    /// The process's role: its first argument (`db`, `shop`, `client`; a worker's slowness).
+    pub role: String,
+    /// Process id (OS).
+    pub pid: i64,
+    /// Thread row id.
+    pub thread: i64,
+    /// ns per state name.
+    pub ns: BTreeMap<&'static str, i64>,
+}
+
+impl ThreadStates {
+    /// Total recorded time.
+    pub fn total(&self) -> i64 {
+        self.ns.values().sum()
+    }
+
+    /// Calculating time over calculating plus receiving (waiting for input): how busy a worker
+    /// was, leaving out sends (on a loaded machine a send that wakes the peer often loses the
+    /// CPU inside the call, which stretches it from microseconds to a time slice).
+    pub fn busy(&self) -> f64 {
+        let c = self.ns.get("calculating").copied().unwrap_or(0);
+        let r = self.ns.get("receiving").copied().unwrap_or(0);
+        if c + r <= 0 {
+            return 0.0;
+        }
+        c as f64 / (c + r) as f64
+    }
+
+    /// Share of `state` in the thread's recorded time.
+    pub fn share(&self, state: &str) -> f64 {
+        let t = self.total();
+        if t <= 0 {
+            return 0.0;
+        }
+        self.ns.get(state).copied().unwrap_or(0) as f64 / t as f64
+    }
+}
+
+/// What one session shows.
+#[derive(Debug, Clone, Default)]
+pub struct Finding {
+    /// Session name.
+    pub name: String,
+    /// Processes (program names, sorted).
+    pub programs: Vec<String>,
+    /// Span of the application processes, ns.
+    pub span_ns: i64,
+    /// Matched messages.
+    pub matched: i64,
+    /// Messages received before they were sent.
+    pub violations: i64,
+    /// Message latency (receive end − send start), ns: median and 99th percentile.
+    pub latency_ns: Option<(i64, i64)>,
+    /// Time per state of each application thread.
+    pub threads: Vec<ThreadStates>,
+    /// Total time and calls per function (all threads).
+    pub functions: BTreeMap<String, (i64, u64)>,
+    /// Rows of `sched` and `irq`.
+    pub sched_rows: usize,
+    /// IRQ rows.
+    pub irq_rows: usize,
+    /// Host metric series.
+    pub metrics: usize,
+}
+
+/// Reads the findings of every session from the merged database.
+pub async fn findings(db_url: &str) -> anyhow::Result<Vec<Finding>> {
+    use p5_web::query as q;
+    let db = q::Db::open(db_url)
+        .await
+        .context("cannot open the database")?;
+    let mut out = Vec::new();
+    let sessions = q::sessions(&db)
+        .await
+        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    for s in sessions {
+        let e = |e: p5_web::error::ApiError| anyhow::anyhow!("session {}: {e:?}", s.name);
+        let procs = q::processes(&db, s.id).await.map_err(e)?;
+        let threads = q::threads(&db, s.id).await.map_err(e)?;
+        let states = q::states(&db, s.id, STATES).await.map_err(e)?;
+        let msgs = q::messages(&db, s.id).await.map_err(e)?;
+        let sensors = q::sensors(&db, s.id).await.map_err(e)?;
+        let intervals = q::intervals(&db, s.id).await.map_err(e)?;
+        let app: Vec<&q::Process> = procs
+            .iter()
+            .filter(|p| !matches!(p.runtime.as_str(), "host-agent" | "os-monitor"))
+            .collect();
+        let mut programs: Vec<String> = app.iter().map(|p| p.program.clone()).collect();
+        programs.sort();
+        let t0 = app.iter().map(|p| p.t_start).min().unwrap_or(0);
+        let t1 = app.iter().filter_map(|p| p.t_end).max().unwrap_or(t0);
+        let by_thread: HashMap<i64, &q::Thread> = threads.iter().map(|t| (t.id, t)).collect();
+        let by_proc: HashMap<i64, &q::Process> = procs.iter().map(|p| (p.id, p)).collect();
+        let mut ts: BTreeMap<i64, ThreadStates> = BTreeMap::new();
+        for r in &states {
+            let Some(t) = by_thread.get(&r.thread) else {
+                continue;
+            };
+            let entry = ts.entry(r.thread).or_insert_with(|| {
+                let p = by_proc.get(&t.process_id);
+                let argv: Vec<String> = p
+                    .and_then(|p| serde_json::from_str(&p.argv).ok())
+                    .unwrap_or_default();
+                let program = p.map(|p| p.program.clone()).unwrap_or_default();
+                let role = match program.as_str() {
+                    "cow" => argv.get(2).map(|s| format!("slowness {s}")),
+                    _ => argv.get(1).cloned(),
+                };
+                ThreadStates {
+                    program,
+                    role: role.unwrap_or_default(),
+                    pid: p.map_or(0, |p| p.pid),
+                    thread: r.thread,
+                    ns: BTreeMap::new(),
+                }
+            });
+            let name = STATES.get(r.state as usize).copied().unwrap_or("other");
+            *entry.ns.entry(name).or_insert(0) += (r.t_end - r.t_start).max(0);
+        }
+        let mut lat: Vec<i64> = msgs.iter().map(|m| m.5 - m.3).filter(|d| *d >= 0).collect();
+        lat.sort_unstable();
+        let latency_ns = (!lat.is_empty()).then(|| {
+            let pick = |p: f64| lat[((lat.len() - 1) as f64 * p).round() as usize];
+            (pick(0.5), pick(0.99))
+        });
+        let names: HashMap<i64, String> = sensors
+            .iter()
+            .map(|x| (x.id, x.function.clone().unwrap_or_else(|| x.name.clone())))
+            .collect();
+        let mut functions: BTreeMap<String, (i64, u64)> = BTreeMap::new();
+        for i in &intervals {
+            let n = names
+                .get(&i.sensor)
+                .cloned()
+                .unwrap_or_else(|| format!("{:#x}", i.sensor));
+            let f = functions.entry(n).or_insert((0, 0));
+            f.0 += (i.t_end - i.t_start).max(0);
+            f.1 += 1;
+        }
+        let sched_rows = q::sched(&db, s.id).await.map_err(e)?.len();
+        let irq_rows = q::irqs(&db, s.id).await.map_err(e)?.len();
+        let metrics = q::host_metrics(&db, s.id).await.map_err(e)?.len();
+        out.push(Finding {
+            name: s.name.clone(),
+            programs,
+            span_ns: t1 - t0,
+            matched: s.matched,
+            violations: s.violations,
+            latency_ns,
+            threads: ts.into_values().collect(),
+            functions,
+            sched_rows,
+            irq_rows,
+            metrics,
+        });
+    }
+    let order = |n: &str| SCENARIOS.iter().position(|(s, _)| *s == n).unwrap_or(99);
+    out.sort_by_key(|f| order(&f.name));
+    Ok(out)
+}
+
+fn ms(ns: i64) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn render_finding(o: &mut String, f: &Finding, note: &str) {
+    let about = SCENARIOS
+        .iter()
+        .find(|(n, _)| *n == f.name)
+        .map_or("", |(_, d)| *d);
+    let _ = writeln!(o);
+    let _ = writeln!(o, "session {:<14} {about}", f.name);
+    let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+    for p in &f.programs {
+        *counts.entry(p.as_str()).or_insert(0) += 1;
+    }
+    let procs: Vec<String> = counts
+        .iter()
+        .map(|(p, n)| {
+            if *n > 1 {
+                format!("{n} x {p}")
             } else {
-                String::new()
-            },
-            if t.closed { "" } else { ", open" }
+                (*p).to_owned()
+            }
+        })
+        .collect();
+    let _ = writeln!(
+        o,
+        "  {} over {:.0} ms; {} messages matched, {} received before sent; host: {} metric series, {} sched rows, {} irq rows",
+        procs.join(", "),
+        ms(f.span_ns),
+        f.matched,
+        f.violations,
+        f.metrics,
+        f.sched_rows,
+        f.irq_rows
+    );
+    if !note.is_empty() {
+        let _ = writeln!(o, "  program: {note}");
+    }
+    if let Some((p50, p99)) = f.latency_ns {
+        let _ = writeln!(
+            o,
+            "  message latency (send start -> receive end): median {:.3} ms, p99 {:.3} ms",
+            ms(p50),
+            ms(p99)
         );
     }
-    println!("  events per sensor:");
-    for sensor in &p.sensors {
-        println!(
-            "    {:<28} {:>9}",
-            sensor_name(&sensor.sensor),
-            sensor.events
-        );
+    let busy = |prog: &str| -> Vec<&ThreadStates> {
+        f.threads
+            .iter()
+            .filter(|t| t.program == prog && t.total() > 0)
+            .collect()
+    };
+    match f.name.as_str() {
+        "cascade" => {
+            for t in &f.threads {
+                let _ = writeln!(
+                    o,
+                    "  {:<8} pid {:<7} calculating {:>5.1} %  sending {:>5.1} %  receiving {:>5.1} %",
+                    t.role,
+                    t.pid,
+                    100.0 * t.share("calculating"),
+                    100.0 * t.share("sending"),
+                    100.0 * t.share("receiving")
+                );
+            }
+            for func in [
+                "request_page",
+                "parse_request",
+                "lookup_prices",
+                "render_page",
+            ] {
+                if let Some((ns, n)) = f.functions.get(func) {
+                    let _ = writeln!(
+                        o,
+                        "  {func:<14} {n:>6} calls, mean {:.3} ms",
+                        ms(*ns) / (*n).max(1) as f64
+                    );
+                }
+            }
+        }
+        n if n.starts_with("cracker") => {
+            let mut cows = busy("cow");
+            cows.sort_by(|a, b| a.role.cmp(&b.role).then(a.thread.cmp(&b.thread)));
+            let _ = writeln!(
+                o,
+                "  cow workers: busy = calculating / (calculating + waiting for a job); shares of each worker's time"
+            );
+            for t in &cows {
+                let _ = writeln!(
+                    o,
+                    "    cow pid {:<7} {:<11} busy {:>5.1} %   calculating {:>5.1} %  waiting (receiving) {:>5.1} %  sending {:>5.1} %",
+                    t.pid,
+                    t.role,
+                    100.0 * t.busy(),
+                    100.0 * t.share("calculating"),
+                    100.0 * t.share("receiving"),
+                    100.0 * t.share("sending")
+                );
+            }
+            let mean = |v: &dyn Fn(&ThreadStates) -> f64| {
+                cows.iter().map(|t| v(t)).sum::<f64>() / cows.len().max(1) as f64
+            };
+            let _ = writeln!(
+                o,
+                "    mean                    busy {:>5.1} %   calculating {:>5.1} %  waiting (receiving) {:>5.1} %",
+                100.0 * mean(&|t| t.busy()),
+                100.0 * mean(&|t| t.share("calculating")),
+                100.0 * mean(&|t| t.share("receiving"))
+            );
+            for cpw in busy("cpw") {
+                let _ = writeln!(
+                    o,
+                    "  cpw thread {:<4} calculating {:>5.1} %, receiving {:>5.1} %",
+                    cpw.thread,
+                    100.0 * cpw.share("calculating"),
+                    100.0 * cpw.share("receiving")
+                );
+            }
+            let salt = f.functions.get("set_salt").copied().unwrap_or_default();
+            let enc = f.functions.get("encrypt_word").copied().unwrap_or_default();
+            let _ = writeln!(
+                o,
+                "  compute: set_salt {} calls {:.0} ms, encrypt_word {} calls {:.0} ms",
+                salt.1,
+                ms(salt.0),
+                enc.1,
+                ms(enc.0)
+            );
+        }
+        _ => {
+            if let Some((ns, n)) = f.functions.get("handle_events") {
+                let _ = writeln!(
+                    o,
+                    "  server reads (handle_events): {n}, mean {:.3} ms each",
+                    ms(*ns) / (*n).max(1) as f64
+                );
+            }
+        }
     }
+}
+
+fn findings_json(fs: &[Finding]) -> serde_json::Value {
+    let v: Vec<serde_json::Value> = fs
+        .iter()
+        .map(|f| {
+            serde_json::json!({
+                "name": f.name,
+                "programs": f.programs,
+                "span_ns": f.span_ns,
+                "matched": f.matched,
+                "violations": f.violations,
+                "latency_p50_ns": f.latency_ns.map(|l| l.0),
+                "latency_p99_ns": f.latency_ns.map(|l| l.1),
+                "sched_rows": f.sched_rows,
+                "irq_rows": f.irq_rows,
+                "metrics": f.metrics,
+                "threads": f.threads.iter().map(|t| serde_json::json!({
+                    "program": t.program,
+                    "role": t.role,
+                    "pid": t.pid,
+                    "thread": t.thread,
+                    "ns": t.ns,
+                })).collect::<Vec<_>>(),
+                "functions": f.functions.iter().map(|(k, (ns, n))| (k.clone(), serde_json::json!({"ns": ns, "calls": n}))).collect::<serde_json::Map<_, _>>(),
+            })
+        })
+        .collect();
+    serde_json::json!({ "sessions": v })
 }

@@ -17,8 +17,9 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Cmd {
-    /// Build the bundled sample (a multi-threaded TCP client/server in C), record it with a log
-    /// server, and print a summary of the recorded session.
+    /// Run the three CoSMoS case studies (cascaded client/server, small TCP messages with and
+    /// without Nagle, the password cracker): instrument, build, record, merge, and serve the
+    /// web view.
     Demo(p5_cli::demo::DemoArgs),
     /// Record a program: start a log server and the host agent, run CMD with the runtime's
     /// environment, wait for it and its children, merge into SQLite, print a summary.

@@ -5,8 +5,8 @@
 //! - SIGKILL of the log server in the middle of a run, restart, and the count is still exact;
 //! - a log server absent at the start and started later loses nothing;
 //! - a forked child records as its own process;
-//! - `p5 demo` builds the C sample with gcc against `p5.h` and the static library, and the
-//!   recorded events match what the program did.
+//! - `p5 demo` instruments and builds a C case study with gcc against the static library, and
+//!   the recorded events match what the program did.
 
 use p5_logserver::reader::StoreDir;
 use p5_wire::data::{EventsFrame, StreamOpen};
@@ -354,11 +354,11 @@ fn demo_records_the_c_sample() {
     let output = Command::new(env!("CARGO_BIN_EXE_p5"))
         .args([
             "demo",
-            "--threads",
-            "3",
-            "--requests",
-            "150",
-            "--json",
+            "--no-serve",
+            "--quick",
+            "--no-agent",
+            "--only",
+            "cascade",
             "--out",
         ])
         .arg(&out)
@@ -370,15 +370,37 @@ fn demo_records_the_c_sample() {
         started.elapsed(),
         String::from_utf8_lossy(&output.stderr)
     );
-    let v: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json summary");
+    // Sensor ids of the instrumented functions, from the instrumenter's manifest.
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("instr/p5-manifest.json")).unwrap())
+            .unwrap();
+    let id_of = |function: &str, kind: &str| -> u64 {
+        let s = manifest["sensors"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|s| {
+                s["file"] == "cascade/cascade.c" && s["function"] == function && s["kind"] == kind
+            })
+            .unwrap_or_else(|| panic!("sensor {kind} {function}"));
+        u64::from_str_radix(s["id"].as_str().unwrap().trim_start_matches("0x"), 16).unwrap()
+    };
+    let inspect = Command::new(env!("CARGO_BIN_EXE_p5"))
+        .arg("inspect")
+        .arg(out.join("store"))
+        .arg("--json")
+        .output()
+        .unwrap();
+    assert!(inspect.status.success());
+    let v: serde_json::Value = serde_json::from_slice(&inspect.stdout).expect("json summary");
     let session = v["sessions"]
         .as_array()
         .unwrap()
         .iter()
-        .find(|s| s["name"] == "pingpong")
-        .expect("pingpong session");
+        .find(|s| s["name"] == "cascade")
+        .expect("cascade session");
     let procs = session["processes"].as_array().unwrap();
-    assert_eq!(procs.len(), 2, "server and client");
+    assert_eq!(procs.len(), 3, "client, shop, db");
     let sensor = |p: &serde_json::Value, id: u64| -> u64 {
         p["sensors"]
             .as_array()
@@ -391,17 +413,15 @@ fn demo_records_the_c_sample() {
             })
             .map_or(0, |s| s["events"].as_u64().unwrap())
     };
-    let client = procs.iter().find(|p| p["argv"][1] == "client").unwrap();
-    let server = procs.iter().find(|p| p["argv"][1] == "server").unwrap();
+    let role = |r: &str| procs.iter().find(|p| p["argv"][1] == r).unwrap();
+    let (client, shop, db) = (role("client"), role("shop"), role("db"));
     assert_eq!(client["runtime"], "c");
-    // 3 threads × 150 requests, an enter and an exit each.
-    assert_eq!(sensor(client, 0x5050000000000006), 900);
-    // The server computes once per request.
-    assert_eq!(sensor(server, 0x5050000000000004), 900);
+    // 150 requests, an enter and an exit each.
+    assert_eq!(sensor(client, id_of("request_page", "function")), 300);
+    assert_eq!(sensor(shop, id_of("render_page", "function")), 300);
+    assert_eq!(sensor(db, id_of("lookup_prices", "function")), 300);
     // Every request is sent at least once (a send may be split, never merged).
-    assert!(sensor(client, 0x5050000000000105) >= 450);
-    // Three handler threads plus the main thread on the server.
-    assert!(server["streams"].as_array().unwrap().len() >= 4);
+    assert!(sensor(client, id_of("write_full", "comm")) >= 150);
     for p in procs {
         assert!(
             p["offsets"]["count"].as_u64().unwrap() > 0,
