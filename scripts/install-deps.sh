@@ -11,6 +11,10 @@ command -v javac >/dev/null 2>&1 || missing+=(default-jdk-headless)
 command -v make >/dev/null 2>&1 || missing+=(make)
 # Host-agent tests build network namespaces (they skip without `ip`).
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
+command -v tc >/dev/null 2>&1 || missing+=(iproute2)
+command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
+# The multi-host test injects clock offsets and drift with libfaketime.
+command -v faketime >/dev/null 2>&1 || missing+=(faketime)
 if ((${#missing[@]})); then
     sudo=""
     [ "$(id -u)" = 0 ] || sudo="sudo"

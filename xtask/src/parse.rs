@@ -1,0 +1,76 @@
+//! Reading figures out of the benches' printed summaries.
+
+/// The first number (optionally signed, with a fraction) in `s`.
+pub fn first_number(s: &str) -> Option<f64> {
+    let start = s.find(|c: char| c.is_ascii_digit())?;
+    let end = s[start..]
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .map_or(s.len(), |e| start + e);
+    s[start..end].parse().ok()
+}
+
+/// The first number after `key` in `text` (on any line).
+pub fn number_after(text: &str, key: &str) -> Option<f64> {
+    text.lines()
+        .find_map(|l| l.find(key).and_then(|i| first_number(&l[i + key.len()..])))
+}
+
+/// A `Duration`'s `{:?}` form (`17.23ms`, `4.5µs`, `1.2s`, `850ns`) in milliseconds.
+pub fn duration_ms(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let split = s.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+    let v: f64 = s[..split].parse().ok()?;
+    let unit = s[split..].trim_end_matches([',', ';', ')']);
+    let scale = match unit {
+        "s" => 1e3,
+        "ms" => 1.0,
+        "µs" | "us" => 1e-3,
+        "ns" => 1e-6,
+        _ => return None,
+    };
+    Some(v * scale)
+}
+
+/// The duration following `key` on the first line containing `key`, in milliseconds.
+pub fn duration_after(text: &str, key: &str) -> Option<f64> {
+    text.lines().find_map(|l| {
+        let rest = &l[l.find(key)? + key.len()..];
+        duration_ms(rest.split_whitespace().next()?)
+    })
+}
+
+/// Rows of a whitespace-separated table whose first column is one of `keys`.
+pub fn table_row<'a>(text: &'a str, key: &str) -> Option<Vec<&'a str>> {
+    text.lines().find_map(|l| {
+        let cols: Vec<&str> = l.split_whitespace().collect();
+        (cols.first() == Some(&key)).then_some(cols)
+    })
+}
+
+/// The last non-empty lines of `text`, for error messages.
+pub fn tail(text: &str, n: usize) -> String {
+    let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
+    lines[lines.len().saturating_sub(n)..].join(" | ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_the_benches_formats() {
+        let sensor = "  rdtsc                       9.22 ns\n  rust enter+exit pair       19.20 ns  = 1.04 × rdtsc per event (budget 1.3)";
+        assert_eq!(number_after(sensor, "rdtsc "), Some(9.22));
+        assert_eq!(number_after(sensor, "rust enter+exit pair"), Some(19.2));
+        assert_eq!(number_after(sensor, "= "), Some(1.04));
+        assert_eq!(duration_ms("17.23ms,"), Some(17.23));
+        assert!((duration_ms("4.5µs").unwrap() - 0.0045).abs() < 1e-12);
+        assert_eq!(duration_ms("1.2s"), Some(1200.0));
+        assert_eq!(duration_ms("fast"), None);
+        let web = "pan/zoom (9 windows): median 4.50ms, p95 17.00ms, max 20.1ms (at width 5 ns)";
+        assert_eq!(duration_after(web, "p95 "), Some(17.0));
+        let ingest = "      8   1000000   2.31   0.010  100.0\n      1    2000   2.3";
+        assert_eq!(table_row(ingest, "8").map(|r| r[4]), Some("100.0"));
+        assert_eq!(table_row(ingest, "64"), None);
+    }
+}
