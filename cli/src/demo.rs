@@ -292,8 +292,21 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         let agent = if args.no_agent {
             None
         } else {
-            match start_agent(&addr, name, &store, sched) {
-                Ok(a) => Some(a),
+            let spool_dir = store.join(".agent-spool");
+            let options = crate::agent::AgentOptions {
+                logserver: &addr,
+                session: name,
+                interval: "50ms",
+                pids: &[],
+                sched,
+                spool_dir: &spool_dir,
+            };
+            match crate::agent::spawn(&options) {
+                Ok(a) => {
+                    // Let it connect and take its first sample before the programs start.
+                    std::thread::sleep(Duration::from_millis(250));
+                    Some(a)
+                }
                 Err(e) => {
                     eprintln!("      no host agent: {e:#}");
                     None
@@ -301,8 +314,10 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
             }
         };
         let r = run_scenario(name, &exes, &env, &sizes);
-        if let Some(mut a) = agent {
-            stop_child(&mut a, Duration::from_secs(15));
+        if let Some(mut a) = agent
+            && !crate::agent::stop(&mut a, Duration::from_secs(15))
+        {
+            eprintln!("      the host agent did not stop in time; killed it");
         }
         match r {
             Ok(note) => {
@@ -596,43 +611,6 @@ impl Drop for AppServer {
 fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
-}
-
-/// A `p5 hostagent` child for one session (like `p5 record`); it finds the scenario's
-/// processes by their `@p5-runtime-PID` sockets.
-fn start_agent(addr: &str, session: &str, store: &Path, sched: bool) -> anyhow::Result<Child> {
-    let exe = std::env::current_exe().context("cannot locate the p5 executable")?;
-    let mut cmd = Command::new(exe);
-    cmd.args(["hostagent", "--logserver", addr, "--session", session])
-        .args(["--interval", "50ms"])
-        .arg("--spool-dir")
-        .arg(store.join(".agent-spool"))
-        .env("P5_LOG", "error")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null());
-    if sched {
-        cmd.arg("--sched");
-    }
-    let child = cmd.spawn().context("cannot start the host agent")?;
-    // Let it connect and take its first sample before the programs start.
-    std::thread::sleep(Duration::from_millis(250));
-    Ok(child)
-}
-
-/// SIGTERM, then wait up to `limit`, then SIGKILL.
-fn stop_child(c: &mut Child, limit: Duration) {
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = c.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    eprintln!("      the host agent did not stop in {limit:?}; killing it");
-    let _ = c.kill();
-    let _ = c.wait();
 }
 
 // ---- findings: the numbers behind the paper's figures, from the merged database ----

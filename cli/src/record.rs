@@ -11,7 +11,7 @@ use anyhow::Context as _;
 use p5_logserver::{Server, ServerConfig};
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Options of `p5 record`.
@@ -108,7 +108,16 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     let mut agent = if args.no_agent {
         None
     } else {
-        match start_agent(args, &addr, &session, child.id()) {
+        let spool_dir = args.store.join(".agent-spool");
+        let options = crate::agent::AgentOptions {
+            logserver: &addr,
+            session: &session,
+            interval: &args.interval,
+            pids: &[child.id()],
+            sched: args.sched,
+            spool_dir: &spool_dir,
+        };
+        match crate::agent::spawn(&options) {
             Ok(a) => Some(a),
             Err(e) => {
                 eprintln!("p5 record: no host agent: {e:#}");
@@ -129,8 +138,10 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     );
 
     // 5. Stop the agent and the log server; both drain what they hold.
-    if let Some(a) = agent.as_mut() {
-        stop_child(a, Duration::from_secs(15));
+    if let Some(a) = agent.as_mut()
+        && !crate::agent::stop(a, Duration::from_secs(15))
+    {
+        eprintln!("p5 record: the host agent did not stop in time; killed it");
     }
     if let (Some(tx), Some(task)) = (stop_server, serving) {
         let _ = tx.send(());
@@ -194,22 +205,6 @@ fn default_session(program: &str) -> String {
     format!("{clean}-{secs}")
 }
 
-fn start_agent(args: &RecordArgs, addr: &str, session: &str, pid: u32) -> anyhow::Result<Child> {
-    let exe = std::env::current_exe().context("cannot locate the p5 executable")?;
-    let mut cmd = Command::new(exe);
-    cmd.args(["hostagent", "--logserver", addr, "--session", session])
-        .args(["--interval", &args.interval, "--pid", &pid.to_string()])
-        .arg("--spool-dir")
-        .arg(args.store.join(".agent-spool"))
-        .env("P5_LOG", "warn")
-        .stdin(Stdio::null())
-        .stdout(Stdio::null());
-    if args.sched {
-        cmd.arg("--sched");
-    }
-    cmd.spawn().context("cannot start the host agent")
-}
-
 /// Waits for orphaned descendants reparented to this process (the child subreaper), other
 /// than `except` (the host agent).
 fn wait_descendants(except: Option<u32>) {
@@ -243,20 +238,4 @@ fn children_of_self() -> Vec<u32> {
         }
     }
     out
-}
-
-/// SIGTERM, then wait up to `limit`, then SIGKILL.
-fn stop_child(c: &mut Child, limit: Duration) {
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = c.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    eprintln!("p5 record: the host agent did not stop in {limit:?}; killing it");
-    let _ = c.kill();
-    let _ = c.wait();
 }

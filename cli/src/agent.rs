@@ -1,0 +1,67 @@
+//! The local host agent as a child process (`p5 hostagent …`), for `p5 record` and `p5 demo`:
+//! started beside the recorded programs, stopped with SIGTERM so it flushes, closes its streams
+//! and waits for the log server's acknowledgements.
+
+use anyhow::Context as _;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How to start the agent.
+#[derive(Debug, Clone, Copy)]
+pub struct AgentOptions<'a> {
+    /// The log server (HOST:PORT).
+    pub logserver: &'a str,
+    /// Session name for the agent's Hello.
+    pub session: &'a str,
+    /// Sampling interval, e.g. `100ms`.
+    pub interval: &'a str,
+    /// Processes to monitor besides every instrumented one (found by the agent itself).
+    pub pids: &'a [u32],
+    /// Record kernel scheduling and interrupts (OS monitor).
+    pub sched: bool,
+    /// Directory for the agent's spool while the log server is unreachable.
+    pub spool_dir: &'a Path,
+}
+
+/// Starts `p5 hostagent` with these options (this same executable), quiet but for errors.
+pub fn spawn(o: &AgentOptions<'_>) -> anyhow::Result<Child> {
+    let exe = std::env::current_exe().context("cannot locate the p5 executable")?;
+    let mut cmd = Command::new(exe);
+    cmd.args([
+        "hostagent",
+        "--logserver",
+        o.logserver,
+        "--session",
+        o.session,
+    ])
+    .args(["--interval", o.interval])
+    .arg("--spool-dir")
+    .arg(o.spool_dir)
+    .env("P5_LOG", "error")
+    .stdin(Stdio::null())
+    .stdout(Stdio::null());
+    for pid in o.pids {
+        cmd.args(["--pid", &pid.to_string()]);
+    }
+    if o.sched {
+        cmd.arg("--sched");
+    }
+    cmd.spawn().context("cannot start the host agent")
+}
+
+/// SIGTERM, then wait up to `limit`, then SIGKILL. Returns false if it had to be killed.
+pub fn stop(c: &mut Child, limit: Duration) -> bool {
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = c.try_wait() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = c.kill();
+    let _ = c.wait();
+    false
+}
