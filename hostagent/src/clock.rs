@@ -4,26 +4,7 @@
 //! start instant (`start_mono_ns`) goes into the agent's `Hello`, so kernel `mono` trace times
 //! (`ftrace` with `trace_clock=mono`) map exactly: `t = t_kernel − start_mono_ns`.
 
-/// Reads CLOCK_MONOTONIC in nanoseconds.
-pub fn mono_now_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: `ts` is a valid, writable timespec; CLOCK_MONOTONIC always exists on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
-    (ts.tv_sec as u64)
-        .saturating_mul(1_000_000_000)
-        .saturating_add(ts.tv_nsec as u64)
-}
-
-/// Reads the wall clock in nanoseconds since the Unix epoch (a display label only).
-pub fn wall_now_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos() as i64)
-        .unwrap_or(0)
-}
+use p5_runtime::clock::{mono_ns, wall_ns};
 
 /// The agent's start and its relative time.
 #[derive(Debug, Clone, Copy)]
@@ -38,14 +19,14 @@ impl AgentClock {
     /// Starts the clock now.
     pub fn start() -> Self {
         Self {
-            start_mono_ns: mono_now_ns(),
-            start_wall_ns: wall_now_ns(),
+            start_mono_ns: mono_ns(),
+            start_wall_ns: wall_ns(),
         }
     }
 
     /// Nanoseconds since the start.
     pub fn now_ns(&self) -> u64 {
-        mono_now_ns().saturating_sub(self.start_mono_ns)
+        mono_ns().saturating_sub(self.start_mono_ns)
     }
 
     /// Maps a CLOCK_MONOTONIC time (e.g. a kernel trace time) to agent-relative ns; times

@@ -1,49 +1,16 @@
 //! Who this agent is on the wire: the `Hello` identity (random process uid, host id, boot id,
-//! host name, session, start times).
+//! host name, session, start times). Host facts and random ids come from the runtime's
+//! `identity` module, so agents and instrumented processes describe a host identically.
 
 use crate::clock::AgentClock;
 use p5_wire::hello::{Caps, ClockKind, Hello, Identity, RuntimeKind};
 
-fn read_trimmed(path: &str) -> Option<String> {
-    std::fs::read_to_string(path)
-        .ok()
-        .map(|s| s.trim().to_owned())
-        .filter(|s| !s.is_empty())
-}
-
-/// The host name (`gethostname`), or `unknown`.
-pub fn hostname() -> String {
-    let mut buf = [0u8; 256];
-    // SAFETY: the buffer is valid for its length; gethostname NUL-terminates within it or
-    // truncates, and we stop at the first NUL or the end.
-    let rc = unsafe { libc::gethostname(buf.as_mut_ptr().cast(), buf.len()) };
-    if rc != 0 {
-        return "unknown".to_owned();
-    }
-    let end = buf.iter().position(|&b| b == 0).unwrap_or(buf.len());
-    String::from_utf8_lossy(&buf[..end]).into_owned()
-}
-
-/// A random 64-bit id (from the kernel's random pool, mixed with time and pid as a fallback).
-pub fn random_u64() -> u64 {
-    let mut b = [0u8; 8];
-    if let Ok(mut f) = std::fs::File::open("/dev/urandom") {
-        use std::io::Read as _;
-        if f.read_exact(&mut b).is_ok() {
-            let v = u64::from_le_bytes(b);
-            if v != 0 {
-                return v;
-            }
-        }
-    }
-    let t = crate::clock::mono_now_ns() ^ (std::process::id() as u64).rotate_left(32);
-    crate::metric::fnv1a(&t.to_le_bytes()) | 1
-}
+/// Random 64-bit ids (process uid, control request ids): the runtime's generator.
+pub use p5_runtime::identity::random_u64;
 
 /// Builds this agent's identity.
 pub fn agent_identity(clock: &AgentClock, session: &str) -> Identity {
-    let boot_id = read_trimmed("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-    let host_id = read_trimmed("/etc/machine-id").unwrap_or_else(|| boot_id.clone());
+    let host = p5_runtime::identity::host();
     Identity {
         process_uid: random_u64(),
         pid: std::process::id(),
@@ -53,9 +20,9 @@ pub fn agent_identity(clock: &AgentClock, session: &str) -> Identity {
         start_mono_ns: clock.start_mono_ns,
         clock: ClockKind::Monotonic as u8,
         runtime: RuntimeKind::HostAgent as u8,
-        host_id,
-        boot_id,
-        hostname: hostname(),
+        host_id: host.host_id,
+        boot_id: host.boot_id,
+        hostname: host.hostname,
         program: "hostagent".to_owned(),
         session: session.to_owned(),
         argv: std::env::args().take(64).collect(),

@@ -71,10 +71,36 @@ fn hostname() -> String {
     read_trimmed("/proc/sys/kernel/hostname").unwrap_or_default()
 }
 
-/// Gathers this process's identity.
-pub fn gather(origin: &Origin, runtime: RuntimeKind, session: &str) -> Identity {
+/// What identifies the host in every p5 `Hello`. Every producer (runtime, host agent) reads
+/// it here, so the merge stage groups their processes by the same values.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Host {
+    /// `/etc/machine-id`, or the boot id where that file is missing.
+    pub host_id: String,
+    /// `/proc/sys/kernel/random/boot_id`.
+    pub boot_id: String,
+    /// The host name.
+    pub hostname: String,
+}
+
+/// Reads this host's identity.
+pub fn host() -> Host {
     let boot_id = read_trimmed("/proc/sys/kernel/random/boot_id").unwrap_or_default();
     let host_id = read_trimmed("/etc/machine-id").unwrap_or_else(|| boot_id.clone());
+    Host {
+        host_id,
+        boot_id,
+        hostname: hostname(),
+    }
+}
+
+/// Gathers this process's identity.
+pub fn gather(origin: &Origin, runtime: RuntimeKind, session: &str) -> Identity {
+    let Host {
+        host_id,
+        boot_id,
+        hostname,
+    } = host();
     let mut argv = std::fs::read("/proc/self/cmdline")
         .map(|raw| parse_cmdline(&raw))
         .ok()
@@ -108,7 +134,7 @@ pub fn gather(origin: &Origin, runtime: RuntimeKind, session: &str) -> Identity 
         runtime: runtime as u8,
         host_id,
         boot_id,
-        hostname: hostname(),
+        hostname,
         program,
         session: session.to_string(),
         argv,
