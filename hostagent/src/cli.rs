@@ -182,7 +182,8 @@ pub fn run(a: AgentArgs) -> anyhow::Result<()> {
         let (tx, rx) = std::sync::mpsc::channel();
         let cfg = OsmonConfig {
             clock,
-            finder: ProcessFinder::new(filter.clone()),
+            finder: ProcessFinder::new(filter.clone())
+                .scan_instrumented_every(Duration::from_millis(100)),
             irqs: (!a.irqs.is_empty()).then(|| a.irqs.clone()),
             interval: Duration::from_millis(interval),
             force_proc: a.sched_mode == "proc",

@@ -554,7 +554,7 @@ pub fn run(
                 );
                 state("waiting for a monitored process".into());
             }
-            std::thread::sleep(Duration::from_millis(200));
+            std::thread::sleep(Duration::from_millis(100));
             continue;
         }
         if !active {

@@ -46,6 +46,12 @@ pub struct ProcessFinder {
     filter: ProcessFilter,
     names: Option<globset::GlobSet>,
     last_scan: Option<Instant>,
+    /// Explicit and name-matched pids of the last name scan.
+    listed: Vec<u32>,
+    instrumented_every: Duration,
+    last_instrumented: Option<Instant>,
+    /// Instrumented pids of the last `/proc/net/unix` scan.
+    instrumented: Vec<u32>,
     found: Vec<u32>,
 }
 
@@ -68,11 +74,25 @@ impl ProcessFinder {
             filter,
             names,
             last_scan: None,
+            listed: Vec::new(),
+            instrumented_every: NAME_SCAN,
+            last_instrumented: None,
+            instrumented: Vec::new(),
             found: Vec::new(),
         }
     }
 
-    /// The monitored pids now (name scan at most once per second).
+    /// Looks for instrumented processes at most once per `every` (default [`NAME_SCAN`]): one
+    /// read of `/proc/net/unix`, ≈ 75 µs here. The OS monitor asks often, so that it starts
+    /// tracing within a fraction of a second of a program's start.
+    pub fn scan_instrumented_every(mut self, every: Duration) -> Self {
+        self.instrumented_every = every;
+        self
+    }
+
+    /// The monitored pids now: explicit pids and `comm` names are looked up at most once per
+    /// [`NAME_SCAN`] (walking `/proc` costs), instrumented processes as set with
+    /// [`ProcessFinder::scan_instrumented_every`].
     pub fn pids(&mut self) -> &[u32] {
         if self.filter.is_empty() {
             return &[];
@@ -90,17 +110,26 @@ impl ProcessFinder {
             if let Some(set) = &self.names {
                 v.extend(proc_stat::pids_by_comm(&|c| set.is_match(c)));
             }
-            if self.filter.instrumented {
-                v.extend(
-                    proc_stat::instrumented_pids()
-                        .into_iter()
-                        .filter(|p| std::path::Path::new(&format!("/proc/{p}")).exists()),
-                );
-            }
-            v.sort_unstable();
-            v.dedup();
-            self.found = v;
+            self.listed = v;
         }
+        let instrumented_due = self
+            .last_instrumented
+            .is_none_or(|t| t.elapsed() >= self.instrumented_every);
+        if !due && !instrumented_due {
+            return &self.found;
+        }
+        if self.filter.instrumented && instrumented_due {
+            self.last_instrumented = Some(Instant::now());
+            self.instrumented = proc_stat::instrumented_pids()
+                .into_iter()
+                .filter(|p| std::path::Path::new(&format!("/proc/{p}")).exists())
+                .collect();
+        }
+        let mut v = self.listed.clone();
+        v.extend_from_slice(&self.instrumented);
+        v.sort_unstable();
+        v.dedup();
+        self.found = v;
         &self.found
     }
 }

@@ -22,6 +22,7 @@ pub mod intervals;
 pub mod load;
 pub mod manifest;
 pub mod matching;
+pub mod overview;
 pub mod schema;
 pub mod session;
 pub mod states;

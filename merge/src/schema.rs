@@ -57,6 +57,8 @@ tables! {
         "tighten_ns"];
     DIAGNOSTIC = "diagnostic" ["session_id", "id", "severity", "kind", "process_id", "count",
         "message"];
+    OVERVIEW = "overview" ["session_id", "thread_id", "host_id", "lane", "t_start", "t_end",
+        "category", "state", "spans", "covered"];
 }
 
 /// The `session` table's columns (written once per merge, by the backends).
@@ -146,16 +148,30 @@ pub enum Backend {
     Postgres,
 }
 
-const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "schema",
-    include_str!("../migrations/sqlite/0001_schema.sql"),
-)];
-const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "schema",
-    include_str!("../migrations/postgres/0001_schema.sql"),
-)];
+const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "schema",
+        include_str!("../migrations/sqlite/0001_schema.sql"),
+    ),
+    (
+        2,
+        "overview",
+        include_str!("../migrations/sqlite/0002_overview.sql"),
+    ),
+];
+const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "schema",
+        include_str!("../migrations/postgres/0001_schema.sql"),
+    ),
+    (
+        2,
+        "overview",
+        include_str!("../migrations/postgres/0002_overview.sql"),
+    ),
+];
 
 /// `(name, CREATE INDEX statement)` of every index the migrations create (for a bulk load:
 /// dropped before, created after).
@@ -204,7 +220,8 @@ mod tests {
 
     #[test]
     fn every_table_and_column_is_in_both_migrations() {
-        for sql in [SQLITE_MIGRATIONS[0].2, POSTGRES_MIGRATIONS[0].2] {
+        for list in [SQLITE_MIGRATIONS, POSTGRES_MIGRATIONS] {
+            let sql: String = list.iter().map(|m| m.2).collect();
             for t in ALL {
                 let head = format!("CREATE TABLE {} (", t.name);
                 let at = sql
@@ -225,7 +242,7 @@ mod tests {
         }
         for b in [Backend::Sqlite, Backend::Postgres] {
             let ix = indexes(b);
-            assert_eq!(ix.len(), 10, "{ix:?}");
+            assert_eq!(ix.len(), 11, "{ix:?}");
             assert!(
                 ix.iter()
                     .all(|(n, sql)| sql.contains(n) && sql.contains("(session_id"))

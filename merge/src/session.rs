@@ -17,6 +17,7 @@ use crate::intervals::{Interval, Nesting};
 use crate::load::{self, Replay};
 use crate::manifest::Manifests;
 use crate::matching::{self, Matches};
+use crate::overview::{Category, LANE_IRQ, LANE_SCHED, LANE_STATES, Overview, Owner};
 use crate::schema::{self, Value};
 use crate::states::{StateSpan, Timeline};
 use p5_logserver::reader::SessionDir;
@@ -152,6 +153,7 @@ struct Rows<'a> {
     w: &'a mut Writer,
     sid: i64,
     next_interval: i64,
+    overview: Overview,
 }
 
 impl Rows<'_> {
@@ -168,7 +170,37 @@ impl Rows<'_> {
             Value::Int(i.self_ns),
             Value::Int(i.complete as i64),
         ];
+        let lane = i64::from(i.depth) + 1;
+        let cat = Category::Number(i.sensor as i64);
+        (self.overview).add(Owner::Thread(thread), lane, i.start, i.end, cat);
         self.w.row(schema::INTERVAL, v).await
+    }
+
+    /// A scheduling interval: `tid` had `cpu` of `host` (0-based) during `span`.
+    async fn sched(
+        &mut self,
+        host: usize,
+        cpu: u32,
+        tid: u32,
+        thread: Option<i64>,
+        span: (i64, i64),
+        end_state: Value,
+    ) -> Result<(), Error> {
+        let v = [
+            Value::Int(self.sid),
+            Value::Int(host as i64 + 1),
+            Value::from(cpu),
+            Value::from(tid),
+            Value::from(thread),
+            Value::Int(span.0),
+            Value::Int(span.1),
+            end_state,
+        ];
+        if let Some(t) = thread {
+            let cat = Category::Number(i64::from(cpu));
+            (self.overview).add(Owner::Thread(t), LANE_SCHED, span.0, span.1, cat);
+        }
+        self.w.row(schema::SCHED, v).await
     }
 
     async fn state(&mut self, thread: i64, s: StateSpan) -> Result<(), Error> {
@@ -190,6 +222,8 @@ impl Rows<'_> {
                 Value::Null
             },
         ];
+        let cat = Category::State(s.state.name());
+        (self.overview).add(Owner::Thread(thread), LANE_STATES, s.start, s.end, cat);
         self.w.row(schema::STATE, v).await
     }
 }
@@ -600,6 +634,7 @@ pub async fn merge(
         w: &mut writer,
         sid,
         next_interval: 0,
+        overview: Overview::new(t_range.map_or(0, |r| r.0), t_range.map_or(0, |r| r.1)),
     };
     let mut replay = Replay::new(dir, &scan)?;
     let mut batches = 0u64;
@@ -682,18 +717,10 @@ pub async fn merge(
                     if let Some((tid, since)) = on_cpu.remove(&(host, cpu))
                         && tid == prev_tid
                     {
-                        let end_state = (prev_state as char).to_string();
-                        let v = [
-                            Value::Int(sid),
-                            Value::Int(host as i64 + 1),
-                            Value::from(cpu),
-                            Value::from(tid),
-                            Value::from(thread_by_tid.get(&(host, tid as u64)).copied()),
-                            Value::Int(since),
-                            Value::Int(t),
-                            Value::from(end_state),
-                        ];
-                        rows.w.row(schema::SCHED, v).await?;
+                        let end_state = Value::from((prev_state as char).to_string());
+                        let thread = thread_by_tid.get(&(host, tid as u64)).copied();
+                        rows.sched(host, cpu, tid, thread, (since, t), end_state)
+                            .await?;
                     }
                     if next_tid != 0 {
                         on_cpu.insert((host, cpu), (next_tid, t));
@@ -716,6 +743,9 @@ pub async fn merge(
                         Value::Int(duration.min(i64::MAX as u64) as i64),
                         Value::Int(handled as i64),
                     ];
+                    let owner = Owner::Host(host as i64 + 1);
+                    let cat = Category::Number(i64::from(irq));
+                    rows.overview.add(owner, LANE_IRQ, t, t, cat);
                     rows.w.row(schema::IRQ, v).await?;
                 }
                 Event::Socket { .. } => {}
@@ -753,17 +783,13 @@ pub async fn merge(
     }
     for ((host, cpu), (tid, since)) in std::mem::take(&mut on_cpu) {
         let end = t_range.map_or(since, |r| r.1.max(since));
-        let v = [
-            Value::Int(sid),
-            Value::Int(host as i64 + 1),
-            Value::from(cpu),
-            Value::from(tid),
-            Value::from(thread_by_tid.get(&(host, tid as u64)).copied()),
-            Value::Int(since),
-            Value::Int(end),
-            Value::Null,
-        ];
-        rows.w.row(schema::SCHED, v).await?;
+        let thread = thread_by_tid.get(&(host, tid as u64)).copied();
+        rows.sched(host, cpu, tid, thread, (since, end), Value::Null)
+            .await?;
+    }
+    let overview = std::mem::replace(&mut rows.overview, Overview::new(0, 0));
+    for v in overview.rows(sid) {
+        writer.row(schema::OVERVIEW, v).await?;
     }
     if unmatched_exits > 0 {
         diags.push(warn(

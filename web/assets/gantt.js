@@ -51,6 +51,7 @@ export class Timeline {
     this.gantt = null;
     this.msgs = [];
     this.stop();
+    if (rows.partial) this.awaitIndex();
     // Host charts only for hosts that report load.
     const m = await api(`/sessions/${this.ctx.sid}/metrics?px=200`);
     this.chartHosts = m.hosts.filter((h) => h.series.length);
@@ -113,6 +114,7 @@ export class Timeline {
       '<span>&#8594; message send → receive</span>',
       box('rgba(70,130,180,.5)', 'CPU'), box('#1f77b4', 'net rx'), box('#ff7f0e', 'net tx'),
       `<span>session: ${esc(this.rows.session.name)}, ${this.rows.processes.length} processes</span>`,
+      this.rows.partial ? '<span class="partial">indexing: showing the overview (no arrows yet)</span>' : '',
     ].join('');
   }
 
@@ -156,6 +158,7 @@ export class Timeline {
         api(`/sessions/${sid}/metrics?t0=${t0}&t1=${t1}&px=${px}`),
       ]);
       if (seq !== this.seq) return;
+      if (g.partial) this.awaitIndex();
       this.gantt = new Map(g.threads.map((t) => [t.id, t]));
       this.irqs = new Map(g.irqs.map((i) => [i.host, i.items]));
       this.msgs = m.messages;
@@ -168,6 +171,36 @@ export class Timeline {
     } catch (e) {
       document.querySelector('#legend').textContent = `error: ${e.message}`;
     }
+  }
+
+  // The server answers from the session's overview while it builds the index of a large
+  // session it has not opened before: show that, ask again every second, then take the full
+  // rows and redraw the same view.
+  awaitIndex() {
+    if (this.indexTimer) return;
+    const sid = this.ctx.sid;
+    document.body.dataset.partial = '1';
+    document.body.dataset.previewed = '1';
+    const poll = async () => {
+      const rows = await api(`/sessions/${sid}/rows`).catch(() => null);
+      if (sid !== this.ctx.sid) {
+        this.indexTimer = null;
+        return;
+      }
+      if (!rows || rows.partial) {
+        this.indexTimer = setTimeout(poll, 1000);
+        return;
+      }
+      this.indexTimer = null;
+      delete document.body.dataset.partial;
+      this.ctx.rows = rows;
+      this.rows = rows;
+      this.layout();
+      this.legend();
+      this.resize();
+      this.fetch();
+    };
+    this.indexTimer = setTimeout(poll, 1000);
   }
 
   resize() {

@@ -85,8 +85,10 @@ fn sid(s: &str) -> Result<i64, ApiError> {
         .map_err(|_| ApiError::BadRequest(format!("bad session id {s:?}")))
 }
 
+/// The session's index, or its preview while the index is being built (answers carry
+/// `"partial": true` then).
 async fn index(st: &AppState, s: &str) -> Result<Arc<SessionIndex>, ApiError> {
-    st.cache.get(&st.db, sid(s)?).await
+    st.cache.view(&st.db, sid(s)?).await
 }
 
 /// An optional integer parameter.
@@ -166,6 +168,7 @@ async fn rows(State(st): St, Path(s): Path<String>) -> ApiResult {
         "hosts": ix.hosts,
         "processes": processes,
         "irq_hosts": sorted_keys(&ix.irqs),
+        "partial": ix.preview,
     })))
 }
 
@@ -211,18 +214,20 @@ async fn gantt(
         t0,
         t1,
         px,
+        partial: ix.preview,
         threads,
         irqs,
     }))
 }
 
 /// The Gantt answer. Items are `[start, end, category, count, covered ns]`; count 1 is one
-/// exact span.
+/// exact span. `partial`: drawn from the session overview while the index is built.
 #[derive(Debug, Serialize)]
 struct Gantt {
     t0: i64,
     t1: i64,
     px: u32,
+    partial: bool,
     threads: Vec<GanttThread>,
     irqs: Vec<GanttIrqs>,
 }
@@ -273,6 +278,7 @@ async fn messages(State(st): St, Path(s): Path<String>, Query(p): Params) -> Api
         };
     Ok(Json(json!({
         "t0": t0, "t1": t1, "total": total, "total_exact": exact, "messages": shown,
+        "partial": ix.preview,
     })))
 }
 
@@ -330,7 +336,7 @@ fn downsample(pts: &[(i64, f64)], t0: i64, t1: i64, px: u32) -> Vec<(i64, f64)> 
 }
 
 async fn stats(State(st): St, Path(s): Path<String>) -> ApiResult {
-    let ix = index(&st, &s).await?;
+    let ix = st.cache.get(&st.db, sid(&s)?).await?;
     let ix2 = ix.clone();
     let v = tokio::task::spawn_blocking(move || {
         ix2.stats
@@ -359,7 +365,7 @@ fn sensor_id(s: &str) -> Result<i64, ApiError> {
 async fn source(State(st): St, Path((s, sensor)): Path<(String, String)>) -> ApiResult {
     let sid = sid(&s)?;
     let id = sensor_id(&sensor)?;
-    let ix = st.cache.get(&st.db, sid).await?;
+    let ix = st.cache.view(&st.db, sid).await?;
     let &idx = ix
         .sensor_index
         .get(&id)

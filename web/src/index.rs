@@ -11,7 +11,9 @@ use crate::lod::Lane;
 use crate::query::{self, Db, Host, MessageRow, Process, Sensor, Session, Thread};
 use crate::snapshot::{self, Snapshots};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
 
 /// State names in category order (the Gantt colour index).
@@ -127,6 +129,9 @@ pub struct SessionIndex {
     pub dropped_intervals: u64,
     /// Statistics, computed on first request.
     pub stats: OnceLock<serde_json::Value>,
+    /// True for a preview made from the session overview while the index is being built:
+    /// lanes hold buckets of spans, there are no messages, totals or nesting tree.
+    pub preview: bool,
 }
 
 impl SessionIndex {
@@ -170,6 +175,7 @@ impl SessionIndex {
                     tree: d.tree,
                     dropped_intervals: d.dropped_intervals,
                     stats: OnceLock::new(),
+                    preview: false,
                 });
             }
             tracing::warn!("index snapshot {} is unusable: rebuilding it", p.display());
@@ -335,7 +341,74 @@ impl SessionIndex {
             tree,
             dropped_intervals,
             stats: OnceLock::new(),
+            preview: false,
         }
+    }
+
+    /// A preview of the session from its overview (the buckets the merge wrote), or `None`
+    /// when the database holds no overview for it. Reads a few thousand rows where the index
+    /// reads millions: what the viewer shows while [`SessionIndex::load`] runs.
+    pub async fn preview(db: &Db, sid: i64) -> Result<Option<SessionIndex>, ApiError> {
+        let session = query::session(db, sid).await?;
+        let (hosts, processes, threads, sensors, buckets) = tokio::try_join!(
+            query::hosts(db, sid),
+            query::processes(db, sid),
+            query::threads(db, sid),
+            query::sensors(db, sid),
+            query::overview(db, sid, STATES),
+        )?;
+        if buckets.is_empty() {
+            return Ok(None);
+        }
+        let series = load_series(db, sid).await?;
+        let sensor_index = sensor_index(&sensors);
+        let mut lanes: HashMap<i64, ThreadLanes> = HashMap::new();
+        let mut irqs: HashMap<i64, Lane> = HashMap::new();
+        for b in &buckets {
+            let cat = |c: Option<i64>| u32::try_from(c.unwrap_or(-1)).unwrap_or(u32::MAX);
+            let count = u64::try_from(b.spans).unwrap_or(1);
+            let lane = match (b.thread, b.host, b.lane) {
+                (None, Some(h), -2) => Some((irqs.entry(h).or_default(), cat(b.category))),
+                (Some(t), _, lane) => {
+                    let tl = lanes.entry(t).or_default();
+                    match lane {
+                        0 => Some((&mut tl.states, b.state)),
+                        -1 => Some((&mut tl.sched, cat(b.category))),
+                        d if (1..=MAX_LANES as i64).contains(&d) => {
+                            let si = b.category.and_then(|c| sensor_index.get(&c).copied());
+                            let level = d as usize - 1;
+                            if tl.levels.len() <= level {
+                                tl.levels.resize_with(level + 1, Lane::default);
+                            }
+                            si.map(|si| (&mut tl.levels[level], si))
+                        }
+                        _ => None,
+                    }
+                }
+                _ => None,
+            };
+            if let Some((lane, cat)) = lane {
+                lane.push_group(b.t_start, b.t_end, cat, count, b.covered);
+            }
+        }
+        Ok(Some(SessionIndex {
+            session,
+            hosts,
+            processes,
+            threads,
+            totals: vec![SensorTotals::default(); sensors.len()],
+            sensors,
+            sensor_index,
+            lanes,
+            irqs,
+            messages: Vec::new(),
+            max_latency: 0,
+            series,
+            tree: HashMap::new(),
+            dropped_intervals: 0,
+            stats: OnceLock::new(),
+            preview: true,
+        }))
     }
 
     /// The window the session covers (`[0, 1)` when empty).
@@ -458,48 +531,176 @@ fn classify(name: &str) -> Option<&'static str> {
     }
 }
 
-/// Session indexes, built once per session and shared.
+/// How long a request waits for a session's index before it is answered from the preview
+/// (small sessions are indexed within it and never show a preview).
+pub const PREVIEW_AFTER: Duration = Duration::from_millis(150);
+
+/// How often a session's row is checked for a new merge while its index is cached.
+const RECHECK: Duration = Duration::from_secs(1);
+
+/// One session's index and preview.
 #[derive(Debug, Default)]
+struct Entry {
+    full: Arc<OnceCell<Arc<SessionIndex>>>,
+    preview: OnceCell<Option<Arc<SessionIndex>>>,
+    checked: Mutex<Option<Instant>>,
+}
+
+impl Entry {
+    /// `merged_at_wall_ns` of the session this entry was loaded from, if loaded.
+    fn merged_at(&self) -> Option<i64> {
+        let full = self.full.get().map(|i| i.session.merged_at_wall_ns);
+        full.or_else(|| {
+            let p = self.preview.get()?.as_ref()?;
+            Some(p.session.merged_at_wall_ns)
+        })
+    }
+
+    /// True at most once per [`RECHECK`].
+    fn check_due(&self) -> bool {
+        let mut c = self.checked.lock().unwrap_or_else(|p| p.into_inner());
+        let due = c.is_none_or(|t| t.elapsed() >= RECHECK);
+        if due {
+            *c = Some(Instant::now());
+        }
+        due
+    }
+}
+
+/// Session indexes, built once per session and shared; rebuilt when a session is merged
+/// again while the viewer runs.
+#[derive(Debug)]
 pub struct Cache {
-    cells: Mutex<HashMap<i64, Arc<OnceCell<Arc<SessionIndex>>>>>,
+    entries: Mutex<HashMap<i64, Arc<Entry>>>,
     snapshots: Option<Snapshots>,
+    /// [`PREVIEW_AFTER`], in µs (tests set 0 to see the preview).
+    preview_after_us: AtomicU64,
 }
 
 impl Cache {
     /// A cache that keeps index snapshots in `snapshots` (none: always index from SQL).
     pub fn new(snapshots: Option<Snapshots>) -> Cache {
         Cache {
-            cells: Mutex::default(),
+            entries: Mutex::default(),
             snapshots,
+            preview_after_us: AtomicU64::new(PREVIEW_AFTER.as_micros() as u64),
         }
     }
 
-    /// The index of session `sid`, loading it on first use (concurrent callers wait for one
-    /// load). A failed load is not cached.
-    pub async fn get(&self, db: &Db, sid: i64) -> Result<Arc<SessionIndex>, ApiError> {
-        let cell = {
-            let mut cells = self.cells.lock().unwrap_or_else(|p| p.into_inner());
-            cells.entry(sid).or_default().clone()
+    /// Sets how long a request waits for an index before it is answered from the preview.
+    pub fn set_preview_after(&self, d: Duration) {
+        let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        self.preview_after_us.store(us, Ordering::Relaxed);
+    }
+
+    /// The entry of session `sid`: a fresh one when the session was merged again since its
+    /// index was loaded (checked once per [`RECHECK`]).
+    async fn entry(&self, db: &Db, sid: i64) -> Result<Arc<Entry>, ApiError> {
+        let e = self.lock().entry(sid).or_default().clone();
+        let Some(loaded) = e.merged_at() else {
+            return Ok(e);
         };
-        let idx = cell
-            .get_or_try_init(|| async {
-                SessionIndex::load(db, sid, self.snapshots.as_ref())
+        if !e.check_due() {
+            return Ok(e);
+        }
+        let now = match query::session(db, sid).await {
+            Ok(s) => s.merged_at_wall_ns,
+            Err(err) => {
+                self.forget(sid, &e);
+                return Err(err);
+            }
+        };
+        if now == loaded {
+            return Ok(e);
+        }
+        tracing::info!("session {sid} was merged again: indexing it anew");
+        let fresh = Arc::new(Entry::default());
+        self.lock().insert(sid, fresh.clone());
+        Ok(fresh)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<i64, Arc<Entry>>> {
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Drops `e` if it is still the entry of `sid` and holds nothing (unknown ids must not
+    /// accumulate entries).
+    fn forget(&self, sid: i64, e: &Arc<Entry>) {
+        let mut entries = self.lock();
+        if entries.get(&sid).is_some_and(|x| Arc::ptr_eq(x, e)) && e.full.get().is_none() {
+            entries.remove(&sid);
+        }
+    }
+
+    /// Builds the index of `e` in a task of its own, so that it completes when the request
+    /// that started it is gone; concurrent callers share one build. A failed build is not
+    /// cached.
+    fn build(&self, db: &Db, sid: i64, e: &Entry) -> tokio::task::JoinHandle<BuildResult> {
+        let (cell, db, snaps) = (e.full.clone(), db.clone(), self.snapshots.clone());
+        tokio::spawn(async move {
+            cell.get_or_try_init(|| async {
+                SessionIndex::load(&db, sid, snaps.as_ref())
                     .await
                     .map(Arc::new)
             })
-            .await;
-        match idx {
-            Ok(idx) => Ok(idx.clone()),
-            Err(e) => {
-                // Unknown ids must not accumulate entries.
-                let mut cells = self.cells.lock().unwrap_or_else(|p| p.into_inner());
-                if cells.get(&sid).is_some_and(|c| c.get().is_none()) {
-                    cells.remove(&sid);
-                }
-                Err(e)
-            }
-        }
+            .await
+            .cloned()
+        })
     }
+
+    /// The index of session `sid`, loading it on first use (concurrent callers wait for one
+    /// load).
+    pub async fn get(&self, db: &Db, sid: i64) -> Result<Arc<SessionIndex>, ApiError> {
+        let e = self.entry(db, sid).await?;
+        if let Some(ix) = e.full.get() {
+            return Ok(ix.clone());
+        }
+        let r = joined(self.build(db, sid, &e).await);
+        if r.is_err() {
+            self.forget(sid, &e);
+        }
+        r
+    }
+
+    /// The index of session `sid` if it is ready within [`PREVIEW_AFTER`] (or as set with
+    /// [`Cache::set_preview_after`]); otherwise its
+    /// preview (see [`SessionIndex::preview`]) while the index is built in the background,
+    /// or, without an overview in the database, the index once built.
+    pub async fn view(&self, db: &Db, sid: i64) -> Result<Arc<SessionIndex>, ApiError> {
+        let e = self.entry(db, sid).await?;
+        if let Some(ix) = e.full.get() {
+            return Ok(ix.clone());
+        }
+        let build = self.build(db, sid, &e);
+        let wait = Duration::from_micros(self.preview_after_us.load(Ordering::Relaxed));
+        let r = match tokio::time::timeout(wait, build).await {
+            Ok(done) => joined(done),
+            Err(_) => {
+                let preview = e
+                    .preview
+                    .get_or_try_init(|| async {
+                        Ok::<_, ApiError>(SessionIndex::preview(db, sid).await?.map(Arc::new))
+                    })
+                    .await;
+                match preview {
+                    Ok(Some(p)) => return Ok(p.clone()),
+                    Ok(None) => joined(self.build(db, sid, &e).await),
+                    Err(err) => Err(err),
+                }
+            }
+        };
+        if r.is_err() {
+            self.forget(sid, &e);
+        }
+        r
+    }
+}
+
+type BuildResult = Result<Arc<SessionIndex>, ApiError>;
+
+/// The result of a build task.
+fn joined(r: Result<BuildResult, tokio::task::JoinError>) -> BuildResult {
+    r.map_err(|e| ApiError::Io(std::io::Error::other(e.to_string())))?
 }
 
 #[cfg(test)]

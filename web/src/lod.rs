@@ -21,6 +21,9 @@ pub struct Lane {
     cat: Vec<u32>,
     /// `covered[i]` = total duration of spans `0..i` (length n + 1 once non-empty).
     covered: Vec<i64>,
+    /// For a lane of groups (an overview): `counts[i]` = spans in groups `0..i`; empty when
+    /// every element is one span.
+    counts: Vec<u64>,
 }
 
 /// One item of a query answer: `[start, end, category, count, covered ns]`.
@@ -58,10 +61,44 @@ impl Lane {
         let c = self.covered.last().copied().unwrap_or(0);
         self.covered
             .push(c.saturating_add(end.saturating_sub(start)));
+        if let Some(&n) = self.counts.last() {
+            self.counts.push(n + 1);
+        }
         self.start.push(start);
         self.end.push(end);
         self.cat.push(cat);
         true
+    }
+
+    /// Appends a group of `count` spans that cover `covered` ns within `[start, end]` (a
+    /// bucket of the session overview); false if it overlaps the previous element. A lane
+    /// holds either groups or single spans.
+    pub fn push_group(&mut self, start: i64, end: i64, cat: u32, count: u64, covered: i64) -> bool {
+        if end < start || self.last_end().is_some_and(|e| start < e) {
+            return false;
+        }
+        if self.covered.is_empty() {
+            self.covered.push(0);
+            self.counts.push(0);
+        }
+        let c = self.covered.last().copied().unwrap_or(0);
+        self.covered.push(c.saturating_add(covered.max(0)));
+        let n = self.counts.last().copied().unwrap_or(0);
+        self.counts.push(n.saturating_add(count.max(1)));
+        self.start.push(start);
+        self.end.push(end);
+        self.cat.push(cat);
+        true
+    }
+
+    /// Spans standing for elements `i..j`.
+    fn count(&self, i: usize, j: usize) -> u32 {
+        let n = if self.counts.is_empty() {
+            (j - i) as u64
+        } else {
+            self.counts[j] - self.counts[i]
+        };
+        n.min(u64::from(u32::MAX)) as u32
     }
 
     /// The start, end and category columns.
@@ -94,6 +131,7 @@ impl Lane {
             end,
             cat,
             covered,
+            counts: Vec::new(),
         })
     }
 
@@ -124,8 +162,15 @@ impl Lane {
         while i < n && self.start[i] < t1 {
             let (s, e) = (self.start[i], self.end[i]);
             let w = e.saturating_sub(s);
+            let one = Item(
+                s,
+                e,
+                self.cat[i],
+                self.count(i, i + 1),
+                self.covered[i + 1] - self.covered[i],
+            );
             if w as f64 >= col_w {
-                out.push(Item(s, e, self.cat[i], 1, w));
+                out.push(one);
                 i += 1;
                 continue;
             }
@@ -133,14 +178,14 @@ impl Lane {
             let col_end = t0.saturating_add(((col + 1.0) * col_w).ceil() as i64);
             let j = gallop(&self.start, i + 1, col_end);
             if j == i + 1 {
-                out.push(Item(s, e, self.cat[i], 1, w));
+                out.push(one);
                 i += 1;
                 continue;
             }
             let cat = self.dominant(i, j);
             let covered = self.covered[j] - self.covered[i];
             let (gs, ge) = (s, self.end[j - 1]);
-            let count = (j - i).min(u32::MAX as usize) as u32;
+            let count = self.count(i, j);
             match out.last_mut() {
                 Some(last)
                     if last.3 > 1 && last.2 == cat && gs.saturating_sub(last.1) as f64 <= col_w =>

@@ -82,8 +82,10 @@ pub struct Session {
     pub t_max: Option<i64>,
     /// Events merged.
     pub events: i64,
-    /// Processes.
+    /// Processes (host agents and OS monitors included).
     pub processes: i64,
+    /// Processes of the program under study (without host agents and OS monitors).
+    pub programs: i64,
     /// Threads.
     pub threads: i64,
     /// Messages.
@@ -101,9 +103,13 @@ pub struct Session {
 }
 
 const SESSIONS: &str = "SELECT id, name, t_min, t_max, events, processes, threads, messages, \
-     matched, violations, diagnostics, base_wall_ns, merged_at_wall_ns FROM session ORDER BY id";
+     matched, violations, diagnostics, base_wall_ns, merged_at_wall_ns, (SELECT COUNT(*) FROM \
+     process p WHERE p.session_id = session.id AND p.runtime NOT IN ('host-agent', \
+     'os-monitor')) FROM session ORDER BY id";
 const SESSION: &str = "SELECT id, name, t_min, t_max, events, processes, threads, messages, \
-     matched, violations, diagnostics, base_wall_ns, merged_at_wall_ns FROM session WHERE id = $1";
+     matched, violations, diagnostics, base_wall_ns, merged_at_wall_ns, (SELECT COUNT(*) FROM \
+     process p WHERE p.session_id = session.id AND p.runtime NOT IN ('host-agent', \
+     'os-monitor')) FROM session WHERE id = $1";
 
 /// All sessions.
 pub async fn sessions(db: &Db) -> Result<Vec<Session>, ApiError> {
@@ -132,6 +138,7 @@ fn session_row<R: RowExt>(r: &R) -> Result<Session, sqlx::Error> {
         diagnostics: r.i(10)?,
         base_wall_ns: r.i(11)?,
         merged_at_wall_ns: r.i(12)?,
+        programs: r.i(13)?,
     })
 }
 
@@ -449,6 +456,57 @@ pub async fn messages(db: &Db, sid: i64) -> Result<Vec<RawMessage>, ApiError> {
         r.oi(7)?,
         r.oi(8)?
     )))
+}
+
+/// A bucket of the session overview (merge's `overview` table): a group of spans of one lane.
+#[derive(Debug, Clone, Copy)]
+pub struct OverviewRow {
+    /// Thread (states, intervals, scheduling).
+    pub thread: Option<i64>,
+    /// Host (IRQs).
+    pub host: Option<i64>,
+    /// 0 = states, d + 1 = intervals at depth d, −1 = scheduling, −2 = IRQs.
+    pub lane: i64,
+    /// First start of the group's spans.
+    pub t_start: i64,
+    /// Last end.
+    pub t_end: i64,
+    /// Sensor id, CPU or IRQ of the longest span.
+    pub category: Option<i64>,
+    /// Its state (lane 0): position in the `names` given to [`overview`].
+    pub state: u32,
+    /// Spans in the group.
+    pub spans: i64,
+    /// Time they cover.
+    pub covered: i64,
+}
+
+/// The session's overview buckets by owner, lane and time; empty when the database has no
+/// overview (merged before it existed).
+pub async fn overview(db: &Db, sid: i64, names: &[&str]) -> Result<Vec<OverviewRow>, ApiError> {
+    const Q: &str = "SELECT thread_id, host_id, lane, t_start, t_end, category, \
+         COALESCE(state, ''), spans, covered FROM overview WHERE session_id = $1 \
+         ORDER BY thread_id, host_id, lane, t_start";
+    let rows = async {
+        Ok::<_, ApiError>(fetch!(db, Q, [sid], |r| OverviewRow {
+            thread: r.oi(0)?,
+            host: r.oi(1)?,
+            lane: r.i(2)?,
+            t_start: r.i(3)?,
+            t_end: r.i(4)?,
+            category: r.oi(5)?,
+            state: r.cat(6, names)?,
+            spans: r.i(7)?,
+            covered: r.i(8)?,
+        }))
+    };
+    match rows.await {
+        Ok(v) => Ok(v),
+        Err(e) => {
+            tracing::debug!("no overview for session {sid}: {e}");
+            Ok(Vec::new())
+        }
+    }
 }
 
 /// A host metric.

@@ -452,7 +452,12 @@ async fn browser() {
         missing.join(", ")
     );
     let f = fixture().await;
-    let (app, _) = server::app(&config(&f, None)).await.unwrap();
+    let pool = fixture::open(&f.db).await;
+    fixture::overview(&pool).await;
+    pool.close().await;
+    let (app, state) = server::app(&config(&f, None)).await.unwrap();
+    // The page first gets the overview preview, then finds the index ready.
+    state.cache.set_preview_after(std::time::Duration::ZERO);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
@@ -487,4 +492,120 @@ async fn browser() {
         "browser test failed:\n{stdout}\n{stderr}"
     );
     assert!(stdout.contains("browser test: ok"), "{stdout}\n{stderr}");
+}
+
+/// Sums `[count, covered]` of a list of Gantt items.
+fn totals(items: &Value) -> (u64, i64) {
+    items.as_array().unwrap().iter().fold((0, 0), |(n, c), i| {
+        (n + i[3].as_u64().unwrap(), c + i[4].as_i64().unwrap())
+    })
+}
+
+/// Thread id and its (states, all interval levels, scheduling) `(count, covered)` totals.
+type LaneTotals = (i64, (u64, i64), (u64, i64), (u64, i64));
+
+/// Per thread: the lane totals of a Gantt answer.
+fn gantt_totals(g: &Value) -> Vec<LaneTotals> {
+    g["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let levels = t["levels"].as_array().unwrap().iter().map(totals);
+            let lv = levels.fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1));
+            let id = t["id"].as_i64().unwrap();
+            (id, totals(&t["states"]), lv, totals(&t["sched"]))
+        })
+        .collect()
+}
+
+/// A session the viewer has not indexed yet is answered at once from the merge's overview
+/// (`"partial": true`: same rows, the same counts and covered time per lane, no messages),
+/// and from the index once it is built.
+#[tokio::test]
+async fn preview_answers_until_the_index_is_built() {
+    let f = fixture().await;
+    let pool = fixture::open(&f.db).await;
+    fixture::overview(&pool).await;
+    pool.close().await;
+    let (app, state) = server::app(&config(&f, None)).await.unwrap();
+    state.cache.set_preview_after(std::time::Duration::ZERO);
+    let (s, rows) = get_json(&app, "/api/v1/sessions/1/rows").await;
+    assert_eq!(s, StatusCode::OK);
+    assert_eq!(rows["partial"], true, "the first answer is the preview");
+    let (_, g) = get_json(&app, "/api/v1/sessions/1/gantt?px=40").await;
+    let (_, m) = get_json(&app, "/api/v1/sessions/1/messages").await;
+    assert_eq!(m["messages"].as_array().unwrap().len(), 0);
+    let preview = gantt_totals(&g);
+    // The index is built meanwhile; then the same questions get full answers.
+    let mut full = None;
+    for _ in 0..200 {
+        let (_, r) = get_json(&app, "/api/v1/sessions/1/rows").await;
+        if r["partial"] == false {
+            full = Some(r);
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let full = full.expect("the index is built within 10 s");
+    let strip = |v: &Value| -> Vec<(Value, Value)> {
+        let ps = v["processes"].as_array().unwrap();
+        let t = |p: &Value| {
+            p["threads"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t["id"].clone())
+                .collect()
+        };
+        ps.iter().map(|p| (p["label"].clone(), t(p))).collect()
+    };
+    assert_eq!(strip(&rows), strip(&full), "same processes and threads");
+    let (_, g2) = get_json(&app, "/api/v1/sessions/1/gantt?px=40").await;
+    assert_eq!(g2["partial"], false);
+    assert_eq!(
+        preview,
+        gantt_totals(&g2),
+        "per-lane span counts and covered time"
+    );
+    assert!(
+        preview.iter().any(|t| (t.2).0 > 0 && (t.3).0 > 0),
+        "{preview:?}"
+    );
+    let (_, m2) = get_json(&app, "/api/v1/sessions/1/messages").await;
+    assert!(!m2["messages"].as_array().unwrap().is_empty());
+}
+
+/// Without an overview (a database merged before it existed) the answer waits for the index.
+#[tokio::test]
+async fn without_an_overview_the_answer_waits_for_the_index() {
+    let f = fixture().await;
+    let (app, state) = server::app(&config(&f, None)).await.unwrap();
+    state.cache.set_preview_after(std::time::Duration::ZERO);
+    let (_, rows) = get_json(&app, "/api/v1/sessions/1/rows").await;
+    assert_eq!(rows["partial"], false);
+}
+
+/// A session merged again while the viewer runs is indexed anew (checked once a second).
+#[tokio::test]
+async fn a_session_merged_again_is_indexed_anew() {
+    let f = fixture().await;
+    let (app, _) = server::app(&config(&f, None)).await.unwrap();
+    let (_, before) = get_json(&app, "/api/v1/sessions/1/gantt?px=40").await;
+    let intervals = |g: &Value| gantt_totals(g).iter().map(|t| (t.2).0).sum::<u64>();
+    let n = intervals(&before);
+    assert!(n > 0);
+    // "Re-merge": one thread's intervals are gone and the merge time changed.
+    let pool = fixture::open(&f.db).await;
+    sqlx::raw_sql(
+        "DELETE FROM interval WHERE thread_id = 2; \
+         UPDATE session SET merged_at_wall_ns = merged_at_wall_ns + 1 WHERE id = 1",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let (_, after) = get_json(&app, "/api/v1/sessions/1/gantt?px=40").await;
+    assert!(intervals(&after) < n, "{} !< {n}", intervals(&after));
 }

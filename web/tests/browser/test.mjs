@@ -1,6 +1,7 @@
 // Browser test of the p5 web viewer, run by `cargo test -p p5-web` (tests/web.rs, `browser`):
 //   node test.mjs URL SCREENSHOT.png TRY_WORD_LINE
-// Headless Debian chromium driven by playwright-core: the page loads, rows render, clicking a
+// Headless Debian chromium driven by playwright-core: the page loads (first from the session
+// overview, then from the full index), rows render, clicking a
 // bar opens the source with the right line highlighted, the animation cursor moves (and stops
 // when paused), wheel and box zoom change the visible range, statistics load, and a screenshot
 // is saved.
@@ -41,6 +42,12 @@ try {
   await page.goto(url);
   await page.waitForSelector('body[data-ready="1"]');
   check(true, 'page loads and the first Gantt answer is drawn');
+
+  // 1b. The server answered from the session overview first (the test server is told not to
+  // wait for the index); the page then took the full index by itself.
+  await page.waitForFunction(() => document.body.dataset.previewed === '1'
+    && !document.body.dataset.partial && window.p5.ctx.rows && !window.p5.ctx.rows.partial);
+  check(true, 'the overview preview is replaced by the full index without a reload');
 
   // 2. Rows render: one block per process with its label, and pixels in the state bars.
   const rows = await page.evaluate(() => {
