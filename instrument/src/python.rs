@@ -6,8 +6,10 @@
 //! charged to the function). Python has no room on a `def` line, so the decorator goes on the
 //! blank or comment-only line just above the function (above its other decorators: it wraps
 //! them, and the client unwraps `staticmethod`/`classmethod`); failing that, the line just after
-//! the function's body gets `name = p5.sensor(0x…)(name)` at the `def`'s indentation; a function
-//! with neither is reported. `import p5` goes on the last blank module-level line before the
+//! the function's body gets `name = p5.sensor(0x…)(name)` at the `def`'s indentation; failing
+//! that, a decorated function's topmost decorator `@d` becomes `@p5.sensor_over(0x…, d)`, or
+//! the rebinding goes on a later blank line of the same block or after a later one-line simple
+//! statement of it (see `function_sensor`); a function with none of these is reported. `import p5` goes on the last blank module-level line before the
 //! first sensor that runs at import time (decorators, rebindings, module-level code), or in
 //! front of the first module-level simple statement after any docstring and `from __future__`
 //! imports, or in front of that first sensor when it is a module-level rebinding.
@@ -413,6 +415,32 @@ fn line_text<'s>(src: &'s str, starts: &[usize], row: usize) -> Option<&'s str> 
     Some(src[s..e].trim_end_matches(['\n', '\r']))
 }
 
+/// Simple statements a rebinding can follow on their line (`x = 1; f = p5.sensor(…)(f)`);
+/// not `return`, `raise`, `break`, `continue`, after which it would not run.
+const SIMPLE: &[&str] = &[
+    "expression_statement",
+    "pass_statement",
+    "import_statement",
+    "import_from_statement",
+    "assert_statement",
+    "delete_statement",
+    "global_statement",
+    "nonlocal_statement",
+    "type_alias_statement",
+];
+
+const OVER: &str = "@p5.sensor_over(";
+
+/// Where a function's sensor goes, in order of preference: the decorator `@p5.sensor(0x…)`
+/// on the blank or comment line above it (above its decorators); the rebinding
+/// `name = p5.sensor(0x…)(name)` on the blank line just after it; for a decorated function,
+/// its topmost decorator `@d` wrapped as `@p5.sensor_over(0x…, d)` (the same as the sensor
+/// above `@d`); the rebinding on a later blank line between statements of the same block, or
+/// after a later one-line simple statement of the block (`x = 1; name = p5.sensor(…)(name)`).
+/// A rebinding wraps the function from that line on: references taken before it (a
+/// registry filled by another decorator, a call at import time) see the plain function.
+/// Returns the insertion's offset and whether it is a module-level statement `import p5; `
+/// can go in front of.
 fn function_sensor(
     u: &mut Unit<'_>,
     f: Node<'_>,
@@ -426,31 +454,52 @@ fn function_sensor(
         .parent()
         .filter(|p| p.kind() == "decorated_definition")
         .unwrap_or(f);
-    // Existing: a p5.sensor decorator, or a rebinding after the body.
     let mut c = outer.walk();
-    let existing = outer
+    let decorators: Vec<Node<'_>> = outer
         .children(&mut c)
         .filter(|d| d.kind() == "decorator")
+        .collect();
+    // Later statements of the same block.
+    let mut later = Vec::new();
+    let mut s = outer.next_named_sibling();
+    while let Some(n) = s {
+        if n.kind() != "comment" {
+            later.push(n);
+        }
+        s = n.next_named_sibling();
+    }
+    // Existing: a p5.sensor or p5.sensor_over decorator, or a later rebinding.
+    let rebinding = format!("{bare} = p5.sensor(");
+    let existing = decorators
+        .iter()
         .find_map(|d| {
-            text(d, src)
-                .strip_prefix(DECORATOR)
+            let t = text(*d, src);
+            t.strip_prefix(DECORATOR)
                 .and_then(|t| t.split(')').next())
+                .or_else(|| t.strip_prefix(OVER).and_then(|t| t.split(',').next()))
                 .and_then(parse_literal)
         })
         .or_else(|| {
-            let row = outer.end_position().row + 1;
-            line_text(src, starts, row)
-                .and_then(|l| {
-                    let l = l.trim_start();
-                    l.strip_prefix("import p5; ")
-                        .unwrap_or(l)
-                        .strip_prefix(&format!("{bare} = p5.sensor("))
+            let last = later
+                .last()
+                .map_or(outer.end_position().row + 1, |n| n.end_position().row);
+            (outer.end_position().row + 1..=last).find_map(|row| {
+                let l = line_text(src, starts, row)?;
+                l.match_indices(&rebinding).find_map(|(at, _)| {
+                    let before = l[..at].trim_end();
+                    let ok = before.is_empty() || before.ends_with(';');
+                    ok.then(|| l[at + rebinding.len()..].split(')').next())
+                        .flatten()
+                        .and_then(parse_literal)
                 })
-                .and_then(|t| t.split(')').next())
-                .and_then(parse_literal)
+            })
         });
     let indent = &src[starts[outer.start_position().row]..outer.start_byte()];
     let indent = if indent.trim().is_empty() { indent } else { "" };
+    let free = |r: usize, decorated_lines: &Vec<usize>| {
+        line_text(src, starts, r).is_some_and(|l| l.trim().is_empty())
+            && !decorated_lines.contains(&r)
+    };
     let row = outer.start_position().row;
     let above = row
         .checked_sub(1)
@@ -460,14 +509,38 @@ fn function_sensor(
             (t.is_empty() || t.starts_with('#')) && !decorated_lines.contains(r)
         });
     let below_row = outer.end_position().row + 1;
-    let below = line_text(src, starts, below_row)
-        .filter(|l| l.trim().is_empty() && !decorated_lines.contains(&below_row))
-        .map(|_| below_row);
-    if above.is_none() && below.is_none() && existing.is_none() {
+    let below = free(below_row, decorated_lines).then_some(below_row);
+    let over = decorators.first().copied();
+    // A blank line between two later statements of the block (not inside one of them).
+    let gap = {
+        let mut prev_end = outer.end_position().row;
+        later.iter().find_map(|n| {
+            let r = (prev_end + 1..n.start_position().row).find(|&r| free(r, decorated_lines));
+            prev_end = n.end_position().row;
+            r
+        })
+    };
+    // A later one-line simple statement alone on its line.
+    let tail = later.iter().copied().find(|n| {
+        SIMPLE.contains(&n.kind())
+            && n.start_position().row == n.end_position().row
+            && n.next_sibling().is_none_or(|x| {
+                x.start_position().row > n.end_position().row || x.kind() == "comment"
+            })
+            && n.prev_sibling()
+                .is_none_or(|x| x.end_position().row < n.start_position().row)
+    });
+    if above.is_none()
+        && below.is_none()
+        && over.is_none()
+        && gap.is_none()
+        && tail.is_none()
+        && existing.is_none()
+    {
         u.problems.push(Problem::at(
             f,
             format!(
-                "function {name} not instrumented: no blank or comment line next to it to hold the sensor"
+                "function {name} not instrumented: no line next to or after it in its block to hold the sensor"
             ),
         ));
         return None;
@@ -485,7 +558,7 @@ fn function_sensor(
             .open(starts[r], format!("{indent}{DECORATOR}{lit}){sep}"));
         decorated_lines.push(r);
         Some((starts[r], false))
-    } else if let Some(r) = below {
+    } else if let Some(r) = below.or(if over.is_none() { gap } else { None }) {
         u.edits.open(
             starts[r],
             format!("{indent}{bare} = p5.sensor({lit})({bare})"),
@@ -493,6 +566,19 @@ fn function_sensor(
         decorated_lines.push(r);
         // A module-level rebinding is a statement: `import p5; ` can go in front of it.
         Some((starts[r], indent.is_empty()))
+    } else if let Some(d) = over {
+        // `@d` → `@p5.sensor_over(0x…, d)` (the expression: the node may end with the newline).
+        let e = d
+            .named_child(0)
+            .filter(|e| e.start_position().row == e.end_position().row)?;
+        u.edits
+            .open(e.start_byte(), format!("p5.sensor_over({lit}, "));
+        u.edits.close(e.end_byte(), ")");
+        Some((d.start_byte(), false))
+    } else if let Some(n) = tail {
+        u.edits
+            .close(n.end_byte(), format!("; {bare} = p5.sensor({lit})({bare})"));
+        Some((n.end_byte(), false))
     } else {
         None
     }

@@ -446,20 +446,27 @@ export class Timeline {
     c.fillText(lane.kind === 'cpu' ? '100 %' : `${fmtBytes(max)}/s`, LABEL_W + 4, lane.y + 7);
   }
 
+  // Arrows closer than about 8 px apart on average would hide the bars beneath: they are then
+  // drawn as faint lines without heads (fainter the denser), and a note says how many there are.
   drawMessages(c) {
     c.lineWidth = 1;
+    const n = this.msgs.length;
+    const room = this.plotW() / 8;
+    const dense = n > room;
+    const ink = dense ? Math.max(0.06, Math.min(0.8, (0.8 * room) / n)) : 0.8;
     for (const m of this.msgs) {
       const ya = this.threadY.get(m.send_thread);
       const yb = this.threadY.get(m.recv_thread);
       if (ya === undefined || yb === undefined) continue;
       const xa = this.X(m.send_t);
       const xb = this.X(m.recv_t);
-      c.strokeStyle = m.violation ? '#e00' : 'rgba(20,20,20,.8)';
+      c.strokeStyle = m.violation ? '#e00' : `rgba(20,20,20,${ink.toFixed(3)})`;
       c.fillStyle = c.strokeStyle;
       c.beginPath();
       c.moveTo(xa, ya);
       c.lineTo(xb, yb);
       c.stroke();
+      if (dense && !m.violation) continue;
       const ang = Math.atan2(yb - ya, xb - xa);
       c.beginPath();
       c.moveTo(xb, yb);
@@ -469,6 +476,16 @@ export class Timeline {
       c.beginPath();
       c.arc(xa, ya, 2, 0, Math.PI * 2);
       c.fill();
+    }
+    const total = this.msgTotal || n;
+    if (dense || total > n) {
+      const text = `${total.toLocaleString()} messages in view${total > n ? `, ${n.toLocaleString()} drawn` : ''}: zoom in for single arrows`;
+      c.font = '11px system-ui, sans-serif';
+      const w = c.measureText(text).width + 10;
+      c.fillStyle = 'rgba(255,255,255,.85)';
+      c.fillRect(this.width - w - 8, 2, w, 16);
+      c.fillStyle = '#444';
+      c.fillText(text, this.width - w - 3, 14);
     }
   }
 

@@ -226,6 +226,16 @@ class _Resumed:
             exit(self.id)
 
 
+def sensor_over(sensor_id, decorator):
+    """`@p5.sensor_over(id, d)` is `@p5.sensor(id)` written above `@d`: the instrumenter's
+    form for a decorated function with no free line above it."""
+
+    def decorate(f):
+        return sensor(sensor_id)(decorator(f))
+
+    return decorate
+
+
 def sensor(sensor_id):
     """Decorator: records enter/exit of every call (every resumption for generators,
     coroutines and async generators). Accepts staticmethod, classmethod and property objects."""

@@ -140,6 +140,31 @@ class Decorator(unittest.TestCase):
         self.assertIs(K.k(), K)
         self.assertEqual([s for _, s in self.events()], [11, 11, 12, 12])
 
+    def test_sensor_over_wraps_the_decorated_function(self):
+        seen = []
+
+        def logged(f):
+            def inner(*a):
+                seen.append(a)
+                return f(*a)
+
+            return inner
+
+        class K:
+            @p5.sensor_over(14, staticmethod)
+            def s():
+                return 6
+
+            @p5.sensor_over(15, logged)
+            def m(self, x):
+                return x * 2
+
+        self.events()
+        self.assertEqual(K.s(), 6)
+        self.assertEqual(K().m(4), 8)
+        self.assertEqual(len(seen), 1)
+        self.assertEqual(self.events(), [(0, 14), (1, 14), (0, 15), (1, 15)])
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -26,4 +26,19 @@ class Server:
             yield i
 def tight(x):
     return x
-x = 1
+x = 1; tight = p5.sensor(0x5c9e8d32b7ce802a)(tight)
+class Tight:
+    def a(self):
+        return 1
+    @p5.sensor_over(0xf649e45a4472a0f6, property)
+    def b(self):
+        return 2
+    def c(self):
+        return 3
+    def d(self):
+        return 4
+    a = p5.sensor(0x5e157fafe55f5d8d)(a)
+    limit = 5; d = p5.sensor(0x4e4a73fd4e95aa64)(d); c = p5.sensor(0x2409e9ab20047693)(c)
+def last(x):
+    return x
+y = 2; last = p5.sensor(0xc3eac99e81b88390)(last)

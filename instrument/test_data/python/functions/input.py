@@ -27,3 +27,18 @@ class Server:
 def tight(x):
     return x
 x = 1
+class Tight:
+    def a(self):
+        return 1
+    @property
+    def b(self):
+        return 2
+    def c(self):
+        return 3
+    def d(self):
+        return 4
+
+    limit = 5
+def last(x):
+    return x
+y = 2
