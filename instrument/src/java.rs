@@ -8,7 +8,8 @@
 //! (`p5.P5`) mean no import is added; the build needs the p5 Java client on its classpath.
 //! Not instrumented: lambdas, initializer blocks, abstract and native methods (no body).
 //!
-//! `--comm`: socket streams are routed through the client (see `comm`). Regions: see `regions`.
+//! `--comm`: socket streams, listeners' accepts and socket channels are routed through the
+//! client (see `comm`). Regions: see `regions`.
 
 use crate::sensor::{Kind, Span, parse_literal};
 use crate::tree::{preorder, squash, text};
@@ -75,16 +76,24 @@ pub fn instrument(u: &mut Unit<'_>, root: Node<'_>) {
     );
 }
 
-/// `x.getInputStream()` becomes `p5.P5.input(0x…L, x, _p5 -> _p5.getInputStream())` (and
-/// `getOutputStream` → `p5.P5.output`): the receiver is evaluated once, the static type is
-/// unchanged (the client's generic signature infers it, checked exceptions included), and the
-/// client wraps the stream in a recording one only when the receiver is a `java.net.Socket`
-/// at run time. Channels are not rerouted.
+/// Socket streams: `x.getInputStream()` becomes `p5.P5.input(0x…L, x, _p5 -> _p5.getInputStream())`
+/// (and `getOutputStream` → `p5.P5.output`); listeners: `x.accept()` becomes
+/// `p5.P5.accept(0x…L, x, _p5 -> _p5.accept())`. The receiver is evaluated once, the static
+/// type is unchanged (the client's generic signature infers it, checked exceptions included),
+/// and the client records only when the receiver is a `java.net.Socket` (a `ServerSocket` or
+/// `ServerSocketChannel` for `accept`) at run time.
+///
+/// Channels: `x.read(…)`, `x.write(…)` and `x.connect(a)` become `p5.P5.channel(0x…L, x).read(…)`:
+/// `channel` returns `x` itself unless it is a JDK `SocketChannel`, for which it returns a
+/// recording stand-in for this one call. The arguments are untouched (no lambda, so they need
+/// not be effectively final). Receivers that look like class names (static calls), `this` and
+/// `super` are left alone.
 fn comm(u: &mut Unit<'_>, call: Node<'_>, package: Option<&str>) {
     let src = u.src;
-    let (Some(obj), Some(name)) = (
+    let (Some(obj), Some(name), Some(args)) = (
         call.child_by_field_name("object"),
         call.child_by_field_name("name"),
+        call.child_by_field_name("arguments"),
     ) else {
         return;
     };
@@ -93,34 +102,75 @@ fn comm(u: &mut Unit<'_>, call: Node<'_>, package: Option<&str>) {
         return;
     };
     let (qualified, bare) = owner_context;
-    if text(obj, src) == "p5.P5" && matches!(method, "input" | "output") {
-        let existing = call
-            .child_by_field_name("arguments")
+    let selected = u.selected(&qualified, &bare);
+    let existing = |n: Node<'_>| {
+        n.child_by_field_name("arguments")
             .and_then(|a| a.named_child(0))
-            .and_then(|a| parse_literal(text(a, src)));
-        if existing.is_some() && u.selected(&qualified, &bare) {
-            let op = if method == "input" {
-                "getInputStream"
-            } else {
-                "getOutputStream"
-            };
+            .and_then(|a| parse_literal(text(a, src)))
+    };
+    if text(obj, src) == "p5.P5" {
+        let op = match method {
+            "input" => "getInputStream",
+            "output" => "getOutputStream",
+            "accept" => "accept",
+            _ => return,
+        };
+        if let Some(id) = existing(call).filter(|_| selected) {
             u.ledger
-                .add(Kind::Comm, &qualified, op, Span::of(call), existing);
+                .add(Kind::Comm, &qualified, op, Span::of(call), Some(id));
         }
+        return;
+    }
+    let channel_op = match method {
+        "read" | "write" => args.named_child_count() > 0,
+        "connect" => args.named_child_count() == 1,
+        _ => false,
+    };
+    if channel_op {
+        if obj.kind() == "method_invocation"
+            && obj
+                .child_by_field_name("object")
+                .is_some_and(|o| text(o, src) == "p5.P5")
+            && obj
+                .child_by_field_name("name")
+                .is_some_and(|n| text(n, src) == "channel")
+        {
+            if let Some(id) = existing(obj).filter(|_| selected) {
+                u.ledger
+                    .add(Kind::Comm, &qualified, method, Span::of(call), Some(id));
+            }
+            return;
+        }
+        // A stream taken from a socket is recorded already and is no channel.
+        let stream = obj.kind() == "method_invocation"
+            && obj.child_by_field_name("name").is_some_and(|n| {
+                matches!(
+                    text(n, src),
+                    "getInputStream" | "getOutputStream" | "input" | "output"
+                )
+            });
+        if !selected || stream || !plain_receiver(obj, src) {
+            return;
+        }
+        let id = u
+            .ledger
+            .add(Kind::Comm, &qualified, method, Span::of(call), None);
+        let lit = u.lit(id);
+        u.edits
+            .open(obj.start_byte(), format!("p5.P5.channel({lit}, "));
+        u.edits.close(obj.end_byte(), ")");
         return;
     }
     let wrapper = match method {
         "getInputStream" => "input",
         "getOutputStream" => "output",
+        "accept" => "accept",
         _ => return,
     };
-    let no_args = call
-        .child_by_field_name("arguments")
-        .is_some_and(|a| a.named_child_count() == 0);
-    if !no_args
-        || matches!(text(obj, src), "super" | "this" | "_p5")
+    if args.named_child_count() != 0
+        || !plain_receiver(obj, src)
         || obj.end_position().row != call.end_position().row
-        || !u.selected(&qualified, &bare)
+        || !selected
     {
         return;
     }
@@ -135,6 +185,22 @@ fn comm(u: &mut Unit<'_>, call: Node<'_>, package: Option<&str>) {
         call.end_byte(),
         format!(", _p5 -> _p5.{method}())"),
     );
+}
+
+/// A receiver that is an object (not `this`, `super`, `_p5` or what looks like a class name:
+/// `Files.write(…)` is a static call).
+fn plain_receiver(obj: Node<'_>, src: &str) -> bool {
+    let t = text(obj, src);
+    let last = match obj.kind() {
+        "identifier" => t,
+        "field_access" => obj
+            .child_by_field_name("field")
+            .map_or("", |f| text(f, src)),
+        _ => "",
+    };
+    !matches!(t, "super" | "this" | "_p5")
+        && !last.starts_with(|c: char| c.is_ascii_uppercase())
+        && !matches!(last, "this" | "super")
 }
 
 const JUMPS: &[&str] = &[

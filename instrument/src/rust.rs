@@ -12,11 +12,13 @@
 //! `drop(_p5_region_<n>);` at the end (the block's end drops it too, and unwinding), and
 //! `p5_runtime::mark(S);` before each statement.
 //!
-//! `--comm`: std's `TcpStream::connect` is routed through `p5_runtime::net` (see `connect`
-//! for what is and is not recorded).
+//! `--comm`: std's sockets are replaced by `p5_runtime::net::compat`'s, which record their
+//! connects, accepts, reads, writes and closes (see `net`).
 //!
 //! The instrumented crate needs the runtime: `p5-runtime = { path = "…/runtime" }` in its
 //! `[dependencies]` (the instrumenter adds it to a `Cargo.toml` it copies).
+
+mod net;
 
 use crate::region;
 use crate::sensor::{Kind, Span, parse_literal};
@@ -37,7 +39,11 @@ pub fn instrument(u: &mut Unit<'_>, root: Node<'_>) {
     let src = u.src;
     let mut frames: Vec<Frame> = Vec::new();
     let mut region_no = 0u32;
-    let imports = Imports::scan(src);
+    let net = if u.modes.comm {
+        net::Net::scan(u, root)
+    } else {
+        net::Net::default()
+    };
     preorder(
         root,
         |n| {
@@ -89,7 +95,7 @@ pub fn instrument(u: &mut Unit<'_>, root: Node<'_>) {
                         && f.selected
                     {
                         let name = f.name.clone();
-                        connect(u, n, &name, &imports);
+                        net.call(u, n, &name);
                     }
                     true
                 }
@@ -97,82 +103,6 @@ pub fn instrument(u: &mut Unit<'_>, root: Node<'_>) {
             }
         },
         |_| {},
-    );
-}
-
-/// How `std::net::TcpStream` can be named in this file.
-struct Imports {
-    /// `use std::net::TcpStream` (or a list or glob naming it).
-    stream: bool,
-    /// `use std::net;`
-    module: bool,
-}
-
-impl Imports {
-    fn scan(src: &str) -> Self {
-        let mut stream = false;
-        let mut module = false;
-        for (i, _) in src.match_indices("use std::net") {
-            let decl = &src[i..src[i..].find(';').map_or(src.len(), |e| i + e)];
-            let rest = decl["use std::net".len()..].trim();
-            module |= rest.is_empty();
-            stream |= decl.contains("TcpStream") || rest == "::*";
-        }
-        Imports { stream, module }
-    }
-
-    fn is_std_connect(&self, path: &str) -> bool {
-        match path.trim_start_matches("::") {
-            "std::net::TcpStream::connect" => true,
-            "TcpStream::connect" => self.stream,
-            "net::TcpStream::connect" => self.module,
-            _ => false,
-        }
-    }
-}
-
-const WRAPPED_CONNECT: &str = "p5_runtime::net::TcpStream::connect";
-
-/// `TcpStream::connect(addr)` (std's) becomes
-/// `p5_runtime::net::TcpStream::connect(0x…, addr).map(p5_runtime::net::TcpStream::into_inner)`:
-/// the connect and the socket's endpoints are recorded and the type stays
-/// `io::Result<std::net::TcpStream>`, so the rest of the program compiles unchanged. Reads and
-/// writes on std streams are not recorded (Rust has no way to reroute them without types);
-/// code that wants byte counts uses `p5_runtime::net::TcpStream` itself.
-fn connect(u: &mut Unit<'_>, call: Node<'_>, function: &str, imports: &Imports) {
-    let src = u.src;
-    let (Some(f), Some(args)) = (
-        call.child_by_field_name("function"),
-        call.child_by_field_name("arguments"),
-    ) else {
-        return;
-    };
-    let path: String = text(f, src).split_whitespace().collect();
-    if path == WRAPPED_CONNECT {
-        let mut c = args.walk();
-        let existing = args
-            .named_children(&mut c)
-            .next()
-            .and_then(|a| parse_literal(text(a, src)));
-        if existing.is_some() {
-            u.ledger
-                .add(Kind::Comm, function, "connect", Span::of(call), existing);
-        }
-        return;
-    }
-    if !imports.is_std_connect(&path) || f.start_position().row != f.end_position().row {
-        return;
-    }
-    let id = u
-        .ledger
-        .add(Kind::Comm, function, "connect", Span::of(call), None);
-    let lit = u.lit(id);
-    u.edits
-        .replace(f.start_byte(), f.end_byte(), WRAPPED_CONNECT);
-    u.edits.open(args.start_byte() + 1, format!("{lit}, "));
-    u.edits.close(
-        call.end_byte(),
-        ".map(p5_runtime::net::TcpStream::into_inner)",
     );
 }
 

@@ -19,6 +19,8 @@ struct Seen {
     exits: HashMap<u64, u32>,
     marks: HashMap<u64, u32>,
     comm: HashMap<u64, (p5_wire::CommOp, i64)>,
+    /// Every comm event: (sensor, op, result), in order.
+    comm_all: Vec<(u64, p5_wire::CommOp, i64)>,
 }
 
 fn decode_spool(dir: &Path) -> Seen {
@@ -50,6 +52,7 @@ fn decode_spool(dir: &Path) -> Seen {
                     sensor, op, result, ..
                 } => {
                     seen.comm.insert(sensor, (op, result));
+                    seen.comm_all.push((sensor, op, result));
                 }
                 _ => {}
             }
@@ -276,7 +279,7 @@ fn java_program_records_the_manifest_sensors() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{o:?}");
-    assert_eq!(String::from_utf8_lossy(&o.stdout), "-1 0 2 7 1 4\n");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "-1 0 2 7 1 4 5\n");
     let seen = decode_spool(&spool);
     let lines: Vec<&str> = original.lines().collect();
     for (name, calls, needle) in [
@@ -292,30 +295,51 @@ fn java_program_records_the_manifest_sensors() {
         assert_eq!(seen.exits.get(&id), Some(&calls), "exits of {name}");
         assert!(lines[line as usize - 1].contains(needle), "line of {name}");
     }
-    // Socket streams are recorded (4 bytes each way); the process's stream is not.
+    // Socket streams, the listeners' accepts and the channels' calls are recorded; the
+    // process's stream is not.
     let comm: Vec<_> = manifest
         .sensors
         .iter()
         .filter(|s| s.kind == "comm")
         .collect();
-    assert_eq!(comm.len(), 3, "{comm:?}");
-    let recorded: Vec<_> = comm
-        .iter()
-        .filter_map(|s| {
-            seen.comm
-                .get(&parse_id(&s.id).unwrap())
-                .map(|c| (s.name.as_str(), *c))
-        })
-        .collect();
-    assert!(
-        recorded.contains(&("getOutputStream", (p5_wire::CommOp::Send, 4))),
-        "{recorded:?}"
+    let sensor = |name: &str, needle: &str| {
+        let s = comm
+            .iter()
+            .find(|s| s.name == name && lines[s.line as usize - 1].contains(needle))
+            .unwrap_or_else(|| panic!("no comm sensor {name} at {needle}: {comm:?}"));
+        parse_id(&s.id).unwrap()
+    };
+    use p5_wire::CommOp::{Accept, Connect, Recv, Send};
+    let events = |id: u64| -> Vec<(p5_wire::CommOp, i64)> {
+        seen.comm_all
+            .iter()
+            .filter(|e| e.0 == id)
+            .map(|e| (e.1, e.2))
+            .collect()
+    };
+    assert_eq!(
+        events(sensor("getOutputStream", "client.getOutputStream()")),
+        [(Send, 4)]
     );
-    assert!(
-        recorded.contains(&("getInputStream", (p5_wire::CommOp::Recv, 4))),
-        "{recorded:?}"
+    assert_eq!(
+        events(sensor("getInputStream", "peer.getInputStream()")),
+        [(Recv, 4)]
     );
-    assert_eq!(recorded.len(), 2);
+    assert!(events(sensor("getInputStream", "p.getInputStream()")).is_empty());
+    for needle in ["server.accept()", "listener.accept()"] {
+        let accepts = events(sensor("accept", needle));
+        assert!(
+            matches!(accepts[..], [(Accept, fd)] if fd != 0),
+            "{needle}: {accepts:?}"
+        );
+    }
+    assert_eq!(events(sensor("connect", "client.connect(")), [(Connect, 0)]);
+    assert_eq!(events(sensor("write", "client.write(")), [(Send, 5)]);
+    let reads = events(sensor("read", "peer.read("));
+    assert!(!reads.is_empty() && reads.iter().all(|r| r.0 == Recv));
+    assert_eq!(reads.iter().map(|r| r.1).sum::<i64>(), 5);
+    // `out.write(…)` on a socket stream is offered to the channel wrapper and left alone.
+    assert!(events(sensor("write", "out.write(")).is_empty());
 }
 
 #[test]
@@ -402,14 +426,7 @@ fn rust_program_records_the_manifest_sensors() {
     let toml = read(&out.join("Cargo.toml"));
     assert!(toml.contains("p5-runtime = { path = "), "{toml}");
     let manifest: Manifest = serde_json::from_str(&read(&out.join("p5-manifest.json"))).unwrap();
-    // Share one target folder between runs (beside this test's own) so only the first run
-    // compiles the runtime.
-    let target = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("p5-instrument-e2e"))
-        .unwrap();
+    let target = crate::e2e_target_dir();
     let spool = tmp.path().join("spool");
     let o = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
         .args(["run", "-q", "--offline", "--manifest-path"])
@@ -446,4 +463,39 @@ fn rust_program_records_the_manifest_sensors() {
         (seen.enters.get(&rid), seen.exits.get(&rid)),
         (Some(&1), Some(&1))
     );
+    // std sockets record under the sensor of the call that made them; accepted streams under
+    // the listener's.
+    let comm_sensor = |name: &str, needle: &str| {
+        let s = manifest
+            .sensors
+            .iter()
+            .find(|s| s.kind == "comm" && s.name == name)
+            .unwrap_or_else(|| panic!("no comm sensor {name}"));
+        assert!(
+            lines[s.line as usize - 1].contains(needle),
+            "line of {name}"
+        );
+        parse_id(&s.id).unwrap()
+    };
+    let bind = comm_sensor("bind", "TcpListener::bind(");
+    let connect = comm_sensor("connect", "TcpStream::connect(");
+    use p5_wire::CommOp::{Accept, Close, Connect, Recv, Send};
+    let events = |sensor: u64| -> Vec<(p5_wire::CommOp, i64)> {
+        seen.comm_all
+            .iter()
+            .filter(|e| e.0 == sensor && e.1 != Accept && e.1 != Close)
+            .map(|e| (e.1, e.2))
+            .collect()
+    };
+    assert_eq!(events(connect), [(Connect, 0), (Send, 4), (Recv, 5)]);
+    assert_eq!(events(bind), [(Recv, 4), (Send, 5)]);
+    let count = |sensor: u64, op| {
+        seen.comm_all
+            .iter()
+            .filter(|e| e.0 == sensor && e.1 == op && e.2 >= 0)
+            .count()
+    };
+    assert_eq!(count(bind, Accept), 1);
+    // The listener, the accepted stream and its clone; the connected stream.
+    assert_eq!((count(bind, Close), count(connect, Close)), (3, 1));
 }

@@ -346,12 +346,7 @@ fn realcode_rust_crate_shlex() {
         report.sensors.len()
     );
     assert!(read(&out.join("Cargo.toml")).contains("p5-runtime"));
-    let target = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("p5-instrument-e2e"))
-        .unwrap();
+    let target = crate::e2e_target_dir();
     let o = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
         .args(["test", "-q", "--offline", "--manifest-path"])
         .arg(out.join("Cargo.toml"))

@@ -36,6 +36,10 @@ fn talk() -> std::io::Result<usize> {
     s.write_all(b"ping")?;
     let mut buf = [0u8; 4];
     peer.read_exact(&mut buf)?;
+    let mut reply = peer.try_clone()?;
+    reply.write_all(b"pong!")?;
+    let mut back = [0u8; 5];
+    (&s).read_exact(&mut back)?;
     Ok(buf.len())
 }
 
