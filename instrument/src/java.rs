@@ -9,7 +9,8 @@
 //! Not instrumented: lambdas, initializer blocks, abstract and native methods (no body).
 //!
 //! `--comm`: socket streams, listeners' accepts and socket channels are routed through the
-//! client (see `comm`). Regions: see `regions`.
+//! client (see `comm`). `--calls`: statement calls and local initializers (see `call_sensor`).
+//! Regions: see `regions`.
 
 use crate::sensor::{Kind, Span, parse_literal};
 use crate::tree::{preorder, squash, text};
@@ -36,6 +37,9 @@ pub fn instrument(u: &mut Unit<'_>, root: Node<'_>) {
                 return false;
             }
             if n.kind() == "method_invocation" {
+                if u.modes.calls {
+                    call_sensor(u, n, package.as_deref());
+                }
                 if u.modes.comm {
                     comm(u, n, package.as_deref());
                 }
@@ -201,6 +205,124 @@ fn plain_receiver(obj: Node<'_>, src: &str) -> bool {
     !matches!(t, "super" | "this" | "_p5")
         && !last.starts_with(|c: char| c.is_ascii_uppercase())
         && !matches!(last, "this" | "super")
+}
+
+/// `--calls`: a call that is a whole statement, `f(x);`, becomes
+/// `{ p5.P5.enter(0x…L); try { f(x); } finally { p5.P5.exit(0x…L); } }`, and a local variable
+/// initialized by a call, `T v = f(x);`, becomes
+/// `T v; { p5.P5.enter(0x…L); try { v = f(x); } finally { p5.P5.exit(0x…L); } }` (still
+/// definitely assigned once, so `final` and effectively final stay so). Left alone: calls
+/// nested in other expressions, `var` declarations and declarations of several variables,
+/// `for` initializers, switch-rule arms (`case X -> f();`, maybe a value), calls outside
+/// methods and constructors (field initializers, initializer blocks) and `p5.P5` itself.
+fn call_sensor(u: &mut Unit<'_>, call: Node<'_>, package: Option<&str>) {
+    let src = u.src;
+    if call
+        .child_by_field_name("object")
+        .is_some_and(|o| matches!(text(o, src), "p5.P5" | "_p5"))
+    {
+        return;
+    }
+    let (Some(name), Some(parent)) = (call.child_by_field_name("name"), call.parent()) else {
+        return;
+    };
+    let Some((_, (qualified, bare))) = enclosing(call, src, package) else {
+        return;
+    };
+    if !u.selected(&qualified, &bare) {
+        return;
+    }
+    let method = text(name, src);
+    if let Some(id) = existing_call_wrapper(call, src) {
+        u.ledger
+            .add(Kind::Call, &qualified, method, Span::of(call), Some(id));
+        return;
+    }
+    let statement = parent.kind() == "expression_statement"
+        && parent.parent().is_some_and(|p| {
+            matches!(
+                p.kind(),
+                "block"
+                    | "constructor_body"
+                    | "switch_block_statement_group"
+                    | "if_statement"
+                    | "while_statement"
+                    | "for_statement"
+                    | "enhanced_for_statement"
+                    | "do_statement"
+                    | "labeled_statement"
+            )
+        });
+    let declaration = parent.kind() == "variable_declarator"
+        && parent
+            .child_by_field_name("value")
+            .is_some_and(|v| v.id() == call.id())
+        && parent.parent().is_some_and(|d| {
+            d.kind() == "local_variable_declaration"
+                && d.child_by_field_name("type")
+                    .is_some_and(|t| text(t, src) != "var")
+                && d.named_children(&mut d.walk())
+                    .filter(|c| c.kind() == "variable_declarator")
+                    .count()
+                    == 1
+                && d.parent().is_some_and(|b| {
+                    matches!(
+                        b.kind(),
+                        "block" | "constructor_body" | "switch_block_statement_group"
+                    )
+                })
+        });
+    if !statement && !declaration {
+        return;
+    }
+    let id = u
+        .ledger
+        .add(Kind::Call, &qualified, method, Span::of(call), None);
+    let lit = u.lit(id);
+    let close = format!(" }} finally {{ p5.P5.exit({lit}); }} }}");
+    if statement {
+        u.edits.open(
+            parent.start_byte(),
+            format!("{{ p5.P5.enter({lit}); try {{ "),
+        );
+        u.edits.close(parent.end_byte(), close);
+    } else if let (Some(var), Some(decl)) = (parent.child_by_field_name("name"), parent.parent()) {
+        let at = parent
+            .child_by_field_name("dimensions")
+            .map_or(var.end_byte(), |d| d.end_byte());
+        u.edits.open(
+            at,
+            format!("; {{ p5.P5.enter({lit}); try {{ {}", text(var, src)),
+        );
+        u.edits.close(decl.end_byte(), close);
+    }
+}
+
+/// The id of the call wrapper `{ p5.P5.enter(0x…L); try { [v = ]call; } finally { … } }`
+/// around `call`, if it is in one.
+fn existing_call_wrapper(call: Node<'_>, src: &str) -> Option<u64> {
+    let mut stmt = call.parent()?;
+    if stmt.kind() == "assignment_expression" {
+        stmt = stmt.parent()?;
+    }
+    let body = stmt.parent()?;
+    let tr = body.parent()?;
+    let wrapper = tr.parent()?;
+    if stmt.kind() != "expression_statement"
+        || body.named_child_count() != 1
+        || tr.kind() != "try_statement"
+        || wrapper.kind() != "block"
+        || wrapper.named_child_count() != 2
+        || wrapper.parent().is_none_or(|p| {
+            matches!(
+                p.kind(),
+                "method_declaration" | "lambda_expression" | "constructor_declaration"
+            )
+        })
+    {
+        return None;
+    }
+    p5_call_id(text(wrapper.named_child(0)?, src), "enter")
 }
 
 const JUMPS: &[&str] = &[

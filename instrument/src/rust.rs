@@ -15,6 +15,9 @@
 //! `--comm`: std's sockets are replaced by `p5_runtime::net::compat`'s, which record their
 //! connects, accepts, reads, writes and closes (see `net`).
 //!
+//! `--calls`: calls that are a whole statement or `let` initializer get a guard block (see
+//! `call_sensor`).
+//!
 //! The instrumented crate needs the runtime: `p5-runtime = { path = "…/runtime" }` in its
 //! `[dependencies]` (the instrumenter adds it to a `Cargo.toml` it copies).
 
@@ -32,6 +35,8 @@ struct Frame {
     end: usize,
     name: String,
     selected: bool,
+    /// A `const fn`: no runtime calls.
+    constant: bool,
 }
 
 /// Instruments a Rust file.
@@ -39,7 +44,7 @@ pub fn instrument(u: &mut Unit<'_>, root: Node<'_>) {
     let src = u.src;
     let mut frames: Vec<Frame> = Vec::new();
     let mut region_no = 0u32;
-    let net = if u.modes.comm {
+    let mut net = if u.modes.comm {
         net::Net::scan(u, root)
     } else {
         net::Net::default()
@@ -61,10 +66,12 @@ pub fn instrument(u: &mut Unit<'_>, root: Node<'_>) {
                         .unwrap_or_default();
                     let qualified = qualify(n, src, &bare);
                     let selected = u.selected(&qualified, &bare);
+                    let modifiers = modifiers(n, src);
                     frames.push(Frame {
                         end: n.end_byte(),
                         name: qualified.clone(),
                         selected,
+                        constant: modifiers.iter().any(|m| m == "const"),
                     });
                     if n.has_error() {
                         u.problems.push(crate::sensor::Problem::at(
@@ -73,7 +80,6 @@ pub fn instrument(u: &mut Unit<'_>, root: Node<'_>) {
                         ));
                         return false;
                     }
-                    let modifiers = modifiers(n, src);
                     if u.modes.functions
                         && !modifiers.iter().any(|m| m == "const" || m == "async")
                         && selected
@@ -90,12 +96,16 @@ pub fn instrument(u: &mut Unit<'_>, root: Node<'_>) {
                     true
                 }
                 "call_expression" => {
-                    if u.modes.comm
-                        && let Some(f) = frames.last()
+                    if let Some(f) = frames.last()
                         && f.selected
                     {
                         let name = f.name.clone();
-                        net.call(u, n, &name);
+                        if u.modes.calls && !f.constant {
+                            call_sensor(u, n, &name);
+                        }
+                        if u.modes.comm {
+                            net.call(u, n, &name);
+                        }
                     }
                     true
                 }
@@ -104,6 +114,114 @@ pub fn instrument(u: &mut Unit<'_>, root: Node<'_>) {
         },
         |_| {},
     );
+    net.apply(u);
+}
+
+const CALL_GUARD: &str = "let _p5_call = p5_runtime::scope(";
+
+/// `--calls`: a call that is a whole statement (`f(x);`, `f(x)?;`) becomes
+/// `{ let _p5_call = p5_runtime::scope(0x…); f(x); }`, and a call that is a `let`
+/// initializer (`let v = f(x);`, `let v = f(x)?;`) becomes
+/// `let v = { let _p5_call = p5_runtime::scope(0x…); f(x) };` (parenthesized before a
+/// `let … else`): the guard spans the call, its exit is recorded however the call ends, and
+/// the value, its type and the `?` are unchanged. Left alone: calls nested in other
+/// expressions, tail expressions, calls in const contexts (`const fn`, `const`/`static`
+/// items, `const { … }`), calls whose arguments `.await`, the engine's own calls and macros.
+fn call_sensor(u: &mut Unit<'_>, call: Node<'_>, function: &str) {
+    let src = u.src;
+    let Some(f) = call.child_by_field_name("function") else {
+        return;
+    };
+    let f = match f.kind() {
+        "generic_function" => f.child_by_field_name("function").unwrap_or(f),
+        _ => f,
+    };
+    let callee: String = match f.kind() {
+        "field_expression" => f
+            .child_by_field_name("field")
+            .map_or("", |x| text(x, src))
+            .to_owned(),
+        _ => text(f, src).split_whitespace().collect(),
+    };
+    let args = call
+        .child_by_field_name("arguments")
+        .map_or("", |a| text(a, src));
+    if matches!(callee.as_str(), "p5_runtime::scope" | "p5_runtime::mark")
+        || callee == "drop" && args.starts_with("(_p5_")
+    {
+        return;
+    }
+    // The statement or `let` the call (or `call?`) is the whole of.
+    let mut top = call;
+    if let Some(p) = top.parent()
+        && p.kind() == "try_expression"
+    {
+        top = p;
+    }
+    let Some(parent) = top.parent() else {
+        return;
+    };
+    if let Some(id) = existing_call_guard(parent, top, src) {
+        u.ledger
+            .add(Kind::Call, function, &callee, Span::of(call), Some(id));
+        return;
+    }
+    let statement = parent.kind() == "expression_statement" && text(parent, src).ends_with(';');
+    let initializer = parent.kind() == "let_declaration"
+        && parent
+            .child_by_field_name("value")
+            .is_some_and(|v| v.id() == top.id());
+    if !(statement || initializer) || text(call, src).contains(".await") || in_const_context(call) {
+        return;
+    }
+    let id = u
+        .ledger
+        .add(Kind::Call, function, &callee, Span::of(call), None);
+    let lit = u.lit(id);
+    if statement {
+        u.edits
+            .open(parent.start_byte(), format!("{{ {CALL_GUARD}{lit}); "));
+        u.edits.close(parent.end_byte(), " }");
+    } else {
+        let let_else = parent.child_by_field_name("alternative").is_some();
+        let (open, close) = if let_else { ("({", "})") } else { ("{", "}") };
+        u.edits
+            .open(call.start_byte(), format!("{open} {CALL_GUARD}{lit}); "));
+        u.edits.close(call.end_byte(), format!(" {close}"));
+    }
+}
+
+/// The id of the guard block `{ let _p5_call = p5_runtime::scope(0x…); <stmt> }` that `parent`
+/// (the statement or block holding `top`) is part of, if any.
+fn existing_call_guard(parent: Node<'_>, top: Node<'_>, src: &str) -> Option<u64> {
+    let block = if parent.kind() == "expression_statement" {
+        parent.parent()?
+    } else {
+        parent
+    };
+    if block.kind() != "block" || block.named_child_count() != 2 {
+        return None;
+    }
+    let guard = block.named_child(0)?;
+    let payload = block.named_child(1)?;
+    if payload.id() != parent.id() && payload.id() != top.id() {
+        return None;
+    }
+    let rest = text(guard, src).strip_prefix(CALL_GUARD)?;
+    parse_literal(rest.split(')').next()?)
+}
+
+/// Inside a `const`/`static` item or a `const { … }` block (below the enclosing function).
+fn in_const_context(n: Node<'_>) -> bool {
+    let mut p = n.parent();
+    while let Some(x) = p {
+        match x.kind() {
+            "const_item" | "static_item" | "const_block" => return true,
+            "function_item" => return false,
+            _ => p = x.parent(),
+        }
+    }
+    false
 }
 
 fn modifiers(f: Node<'_>, src: &str) -> Vec<String> {

@@ -53,6 +53,19 @@ pub struct Net {
     modules: HashSet<String>,
     /// Socket type names also imported from elsewhere.
     ambiguous: HashSet<String>,
+    /// The redirections, made into edits by `apply` after the engine's own (so a call
+    /// wrapped by `--calls` opens before its redirected path).
+    pending: Vec<Pending>,
+}
+
+/// A planned edit: insert at `.0`, or replace `.0..end`.
+#[derive(Debug)]
+struct Pending(usize, Option<usize>, String);
+
+impl Pending {
+    fn replace(n: Node<'_>, text: impl Into<String>) -> Pending {
+        Pending(n.start_byte(), Some(n.end_byte()), text.into())
+    }
 }
 
 /// A use-tree node naming the net module: `std::net`, `net` inside `std::{…}`, or the
@@ -65,9 +78,9 @@ enum Module {
 }
 
 impl Net {
-    /// Redirects the file's `std::net` imports and socket type paths and learns how it names
-    /// the socket types.
-    pub fn scan(u: &mut Unit<'_>, root: Node<'_>) -> Net {
+    /// Plans the redirection of the file's `std::net` imports and socket type paths and
+    /// learns how it names the socket types.
+    pub fn scan(u: &Unit<'_>, root: Node<'_>) -> Net {
         let mut net = Net::default();
         let uses_sockets = TYPES.iter().any(|t| u.src.contains(t));
         preorder(
@@ -78,12 +91,12 @@ impl Net {
                     false
                 }
                 "scoped_identifier" | "scoped_type_identifier" => {
-                    type_path(u, n);
+                    net.pending.extend(type_path(u.src, n));
                     true
                 }
                 "identifier" => {
                     if n.parent().is_some_and(|p| p.kind() == "token_tree") {
-                        token_path(u, n);
+                        net.pending.extend(token_path(u.src, n));
                     }
                     false
                 }
@@ -94,7 +107,17 @@ impl Net {
         net
     }
 
-    fn use_declaration(&mut self, u: &mut Unit<'_>, decl: Node<'_>, uses_sockets: bool) {
+    /// Makes the planned redirections into edits.
+    pub fn apply(&mut self, u: &mut Unit<'_>) {
+        for Pending(at, end, text) in self.pending.drain(..) {
+            match end {
+                Some(end) => u.edits.replace(at, end, text),
+                None => u.edits.open(at, text),
+            }
+        }
+    }
+
+    fn use_declaration(&mut self, u: &Unit<'_>, decl: Node<'_>, uses_sockets: bool) {
         let src = u.src;
         let Some(arg) = decl.child_by_field_name("argument") else {
             return;
@@ -131,7 +154,11 @@ impl Net {
             if path.start_position().row != list.start_position().row {
                 return;
             }
-            u.edits.replace(path.start_byte(), list.start_byte(), "");
+            self.pending.push(Pending(
+                path.start_byte(),
+                Some(list.start_byte()),
+                String::new(),
+            ));
             let mut c = list.walk();
             for item in list.named_children(&mut c) {
                 if item.kind().ends_with("comment")
@@ -140,21 +167,23 @@ impl Net {
                     continue;
                 }
                 match item.kind() {
-                    "self" => u.edits.replace(item.start_byte(), item.end_byte(), "std"),
+                    "self" => self.pending.push(Pending::replace(item, "std")),
                     "use_as_clause"
                         if item
                             .child_by_field_name("path")
                             .is_some_and(|p| p.kind() == "self") =>
                     {
                         let s = item.child_by_field_name("path").unwrap_or(item);
-                        u.edits.replace(s.start_byte(), s.end_byte(), "std");
+                        self.pending.push(Pending::replace(s, "std"));
                     }
-                    _ => u.edits.open(item.start_byte(), "std::"),
+                    _ => self
+                        .pending
+                        .push(Pending(item.start_byte(), None, "std::".into())),
                 }
             }
         }
         for (m, _) in redirect {
-            redirect_module(u, m);
+            redirect_module(&mut self.pending, m);
         }
     }
 
@@ -367,7 +396,7 @@ fn first_segment(n: Node<'_>) -> Node<'_> {
 
 /// `std::net` (or `net` in a std list) → `p5_runtime::net::compat`; a module import keeps
 /// its name `net`, and so does `self` in a list.
-fn redirect_module(u: &mut Unit<'_>, m: Node<'_>) {
+fn redirect_module(out: &mut Vec<Pending>, m: Node<'_>) {
     let Some(p) = m.parent() else {
         return;
     };
@@ -377,58 +406,56 @@ fn redirect_module(u: &mut Unit<'_>, m: Node<'_>) {
     } else {
         COMPAT.to_owned()
     };
-    u.edits.replace(m.start_byte(), m.end_byte(), to);
+    out.push(Pending::replace(m, to));
     if p.kind() == "scoped_use_list"
         && let Some(list) = p.child_by_field_name("list")
     {
         let mut c = list.walk();
         for item in list.named_children(&mut c) {
             if item.kind() == "self" {
-                u.edits
-                    .replace(item.start_byte(), item.end_byte(), "self as net");
+                out.push(Pending::replace(item, "self as net"));
             }
         }
     }
 }
 
 /// `std::net::TcpStream` in a type or expression → `p5_runtime::net::compat::TcpStream`.
-fn type_path(u: &mut Unit<'_>, n: Node<'_>) {
-    let src = u.src;
-    let (Some(path), Some(name)) = (n.child_by_field_name("path"), n.child_by_field_name("name"))
-    else {
-        return;
-    };
+fn type_path(src: &str, n: Node<'_>) -> Option<Pending> {
+    let (path, name) = (
+        n.child_by_field_name("path")?,
+        n.child_by_field_name("name")?,
+    );
     let name = text(name, src);
     if (socket_type(name).is_some() || name == "Incoming")
         && matches!(flat(path, src).as_str(), "std::net" | "::std::net")
         && one_line(path)
     {
-        u.edits.replace(path.start_byte(), path.end_byte(), COMPAT);
+        return Some(Pending::replace(path, COMPAT));
     }
+    None
 }
 
 /// `std::net::TcpStream` in a macro's token tree, where tree-sitter sees only tokens.
-fn token_path(u: &mut Unit<'_>, std: Node<'_>) {
-    let src = u.src;
+fn token_path(src: &str, std: Node<'_>) -> Option<Pending> {
     if text(std, src) != "std" || std.prev_sibling().is_some_and(|p| text(p, src) == "::") {
-        return;
+        return None;
     }
     let mut toks = Vec::new();
     let mut cur = std;
     for _ in 0..4 {
-        let Some(next) = cur.next_sibling() else {
-            return;
-        };
-        toks.push(text(next, src));
-        cur = next;
+        cur = cur.next_sibling()?;
+        toks.push(text(cur, src));
     }
     if toks[..3] == ["::", "net", "::"]
         && socket_type(toks[3]).is_some()
         && std.start_position().row == cur.start_position().row
     {
-        let net = std.next_sibling().and_then(|c| c.next_sibling());
-        if let Some(net) = net {
-            u.edits.replace(std.start_byte(), net.end_byte(), COMPAT);
-        }
+        let net = std.next_sibling()?.next_sibling()?;
+        return Some(Pending(
+            std.start_byte(),
+            Some(net.end_byte()),
+            COMPAT.into(),
+        ));
     }
+    None
 }

@@ -12,6 +12,13 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 
+/// Functions, calls and comm.
+const ALL: Modes = Modes {
+    functions: true,
+    calls: true,
+    comm: true,
+};
+
 /// Counts of enter, exit and mark events per sensor, and comm events, in a spool directory.
 #[derive(Debug, Default)]
 struct Seen {
@@ -64,7 +71,10 @@ fn decode_spool(dir: &Path) -> Seen {
 
 /// Instruments `program` (a file under tests/programs) into a fresh tree; returns the temp
 /// dir, the output dir, the manifest and the original text.
-fn instrument_program(program: &str) -> (tempfile::TempDir, std::path::PathBuf, Manifest, String) {
+fn instrument_program(
+    program: &str,
+    modes: Modes,
+) -> (tempfile::TempDir, std::path::PathBuf, Manifest, String) {
     let tmp = tempfile::tempdir().unwrap();
     let src_dir = tmp.path().join("src");
     std::fs::create_dir_all(&src_dir).unwrap();
@@ -74,7 +84,7 @@ fn instrument_program(program: &str) -> (tempfile::TempDir, std::path::PathBuf, 
     let report = run(&Options {
         paths: vec![src_dir.clone()],
         out: Some(out.clone()),
-        modes: Modes::default(),
+        modes,
         ..Options::default()
     })
     .unwrap();
@@ -84,6 +94,29 @@ fn instrument_program(program: &str) -> (tempfile::TempDir, std::path::PathBuf, 
     let copy = out.join("sources").join(&manifest.files[0].sha256);
     assert_eq!(read(&copy), original);
     (tmp, out, manifest, original)
+}
+
+/// Checks `--calls`: every call sensor that fired exited as often as it entered, and each
+/// `(callee, times, needle)` names a call sensor on a line containing `needle` that ran
+/// `times` times.
+fn check_calls(manifest: &Manifest, seen: &Seen, lines: &[&str], want: &[(&str, u32, &str)]) {
+    let calls: Vec<_> = manifest
+        .sensors
+        .iter()
+        .filter(|s| s.kind == "call")
+        .collect();
+    for s in &calls {
+        let id = parse_id(&s.id).unwrap();
+        assert_eq!(seen.enters.get(&id), seen.exits.get(&id), "call {}", s.name);
+    }
+    for (name, times, needle) in want {
+        let s = calls
+            .iter()
+            .find(|s| s.name == *name && lines[s.line as usize - 1].contains(needle))
+            .unwrap_or_else(|| panic!("no call sensor {name} at {needle}: {calls:?}"));
+        let id = parse_id(&s.id).unwrap();
+        assert_eq!(seen.enters.get(&id), Some(times), "enters of call {name}");
+    }
 }
 
 fn function_id(manifest: &Manifest, name: &str) -> (u64, u32) {
@@ -101,7 +134,7 @@ fn python_program_records_the_manifest_sensors() {
         eprintln!("python3 not installed; skipping");
         return;
     }
-    let (tmp, out, manifest, original) = instrument_program("echo.py");
+    let (tmp, out, manifest, original) = instrument_program("echo.py", Modes::default());
     let spool = tmp.path().join("spool");
     let o = Command::new("python3")
         .arg(out.join("echo.py"))
@@ -182,7 +215,7 @@ fn c_program_records_the_manifest_sensors() {
         eprintln!("gcc not installed; skipping");
         return;
     }
-    let (tmp, out, manifest, original) = instrument_program("echo.c");
+    let (tmp, out, manifest, original) = instrument_program("echo.c", Modes::default());
     let lib = p5_instrument::runtime::static_lib().expect("libp5_runtime.a");
     let exe = tmp.path().join("echo");
     let st = Command::new("gcc")
@@ -254,7 +287,7 @@ fn c_program_records_the_manifest_sensors() {
 
 #[test]
 fn java_program_records_the_manifest_sensors() {
-    let (tmp, out, manifest, original) = instrument_program("Echo.java");
+    let (tmp, out, manifest, original) = instrument_program("Echo.java", ALL);
     let classes = tmp.path().join("classes");
     if crate::clients::build_java_client(&classes).is_none() {
         eprintln!("no JDK; skipping");
@@ -340,6 +373,17 @@ fn java_program_records_the_manifest_sensors() {
     assert_eq!(reads.iter().map(|r| r.1).sum::<i64>(), 5);
     // `out.write(…)` on a socket stream is offered to the channel wrapper and left alone.
     assert!(events(sensor("write", "out.write(")).is_empty());
+    check_calls(
+        &manifest,
+        &seen,
+        &lines,
+        &[
+            // Leaves by an exception: the finally still records the exit.
+            ("fails", 1, "fails();"),
+            ("write", 1, "out.write("),
+            ("readNBytes", 1, "int n = in.readNBytes("),
+        ],
+    );
 }
 
 #[test]
@@ -348,7 +392,7 @@ fn cpp_program_records_the_manifest_sensors() {
         eprintln!("g++ not installed; skipping");
         return;
     }
-    let (tmp, out, manifest, original) = instrument_program("shapes.cpp");
+    let (tmp, out, manifest, original) = instrument_program("shapes.cpp", Modes::default());
     let lib = p5_instrument::runtime::static_lib().expect("libp5_runtime.a");
     let exe = tmp.path().join("shapes");
     let st = Command::new("g++")
@@ -418,7 +462,7 @@ fn rust_program_records_the_manifest_sensors() {
     let report = run(&Options {
         paths: vec![krate.clone()],
         out: Some(out.clone()),
-        modes: Modes::default(),
+        modes: ALL,
         ..Options::default()
     })
     .unwrap();
@@ -498,4 +542,15 @@ fn rust_program_records_the_manifest_sensors() {
     assert_eq!(count(bind, Accept), 1);
     // The listener, the accepted stream and its clone; the connected stream.
     assert_eq!((count(bind, Close), count(connect, Close)), (3, 1));
+    check_calls(
+        &manifest,
+        &seen,
+        &lines,
+        &[
+            // One of the three leaves by `?`.
+            ("parse", 3, "s.trim().parse::<u32>()?"),
+            ("std::panic::set_hook", 1, "set_hook("),
+            ("is_err", 1, "catch_unwind("),
+        ],
+    );
 }

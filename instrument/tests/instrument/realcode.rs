@@ -333,36 +333,43 @@ fn realcode_cpp_libfuzzer() {
 fn realcode_rust_crate_shlex() {
     let tmp = tempfile::tempdir().unwrap();
     let krate = crate_source("shlex", "=2.0.1", tmp.path());
-    let out = tmp.path().join("out");
-    let report = run(&Options {
-        paths: vec![krate.clone()],
-        out: Some(out.clone()),
-        ..Options::default()
-    })
-    .unwrap();
-    assert!(
-        report.sensors.len() > 20,
-        "{} sensors",
-        report.sensors.len()
-    );
-    assert!(read(&out.join("Cargo.toml")).contains("p5-runtime"));
     let target = crate::e2e_target_dir();
-    let o = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(["test", "-q", "--offline", "--manifest-path"])
-        .arg(out.join("Cargo.toml"))
-        .env("CARGO_TARGET_DIR", &target)
-        .env("P5_DIR", tmp.path().join("spool"))
-        .env_remove("P5_LOGSERVER")
-        .env_remove("RUSTFLAGS")
-        .output()
+    for calls in [false, true] {
+        let out = tmp.path().join(if calls { "out-calls" } else { "out" });
+        let report = run(&Options {
+            paths: vec![krate.clone()],
+            out: Some(out.clone()),
+            modes: Modes {
+                functions: true,
+                calls,
+                comm: true,
+            },
+            ..Options::default()
+        })
         .unwrap();
-    assert!(
-        o.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(String::from_utf8_lossy(&o.stdout).contains("test result: ok"));
+        assert!(
+            report.sensors.len() > if calls { 60 } else { 20 },
+            "{} sensors",
+            report.sensors.len()
+        );
+        assert!(read(&out.join("Cargo.toml")).contains("p5-runtime"));
+        let o = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+            .args(["test", "-q", "--offline", "--manifest-path"])
+            .arg(out.join("Cargo.toml"))
+            .env("CARGO_TARGET_DIR", &target)
+            .env("P5_DIR", tmp.path().join("spool"))
+            .env_remove("P5_LOGSERVER")
+            .env_remove("RUSTFLAGS")
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(String::from_utf8_lossy(&o.stdout).contains("test result: ok"));
+    }
 }
 
 #[test]
