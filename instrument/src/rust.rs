@@ -260,7 +260,17 @@ fn function_sensor(u: &mut Unit<'_>, f: Node<'_>, name: &str) {
     let Some(body) = f.child_by_field_name("body") else {
         return;
     };
-    let after = u.src.get(body.start_byte() + 1..).unwrap_or("");
+    // After the body's inner attributes (`#![allow(…)]`), which must come first.
+    let mut start = body.start_byte() + 1;
+    let mut c = body.walk();
+    for n in body.named_children(&mut c) {
+        match n.kind() {
+            "inner_attribute_item" => start = n.end_byte(),
+            "line_comment" | "block_comment" => {}
+            _ => break,
+        }
+    }
+    let after = u.src.get(start..).unwrap_or("");
     let existing = after
         .trim_start()
         .strip_prefix(GUARD)
@@ -271,8 +281,7 @@ fn function_sensor(u: &mut Unit<'_>, f: Node<'_>, name: &str) {
         .add(Kind::Function, name, name, Span::of(f), existing);
     if existing.is_none() {
         let lit = u.lit(id);
-        u.edits
-            .open(body.start_byte() + 1, format!(" {GUARD}{lit});"));
+        u.edits.open(start, format!(" {GUARD}{lit});"));
     }
 }
 
