@@ -303,6 +303,9 @@ fn call_sensor(u: &mut Unit<'_>, call: Node<'_>, package: Option<&str>) {
 fn existing_call_wrapper(call: Node<'_>, src: &str) -> Option<u64> {
     let mut stmt = call.parent()?;
     if stmt.kind() == "assignment_expression" {
+        if stmt.child_by_field_name("right")?.id() != call.id() {
+            return None;
+        }
         stmt = stmt.parent()?;
     }
     let body = stmt.parent()?;

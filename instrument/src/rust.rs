@@ -125,7 +125,8 @@ const CALL_GUARD: &str = "let _p5_call = p5_runtime::scope(";
 /// `let v = { let _p5_call = p5_runtime::scope(0x…); f(x) };` (parenthesized before a
 /// `let … else`): the guard spans the call, its exit is recorded however the call ends, and
 /// the value, its type and the `?` are unchanged. Left alone: calls nested in other
-/// expressions, tail expressions, calls in const contexts (`const fn`, `const`/`static`
+/// expressions, tail expressions, tuple-struct and enum-variant constructors (`Some(x)`,
+/// `Point(1, 2)`: a capitalized callee), calls in const contexts (`const fn`, `const`/`static`
 /// items, `const { … }`), calls whose arguments `.await`, the engine's own calls and macros.
 fn call_sensor(u: &mut Unit<'_>, call: Node<'_>, function: &str) {
     let src = u.src;
@@ -146,8 +147,10 @@ fn call_sensor(u: &mut Unit<'_>, call: Node<'_>, function: &str) {
     let args = call
         .child_by_field_name("arguments")
         .map_or("", |a| text(a, src));
+    let last = callee.rsplit("::").next().unwrap_or("");
     if matches!(callee.as_str(), "p5_runtime::scope" | "p5_runtime::mark")
         || callee == "drop" && args.starts_with("(_p5_")
+        || last.starts_with(|c: char| c.is_ascii_uppercase())
     {
         return;
     }

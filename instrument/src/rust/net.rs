@@ -217,7 +217,7 @@ impl Net {
             "scoped_identifier" => {
                 let name = p.child_by_field_name("name").map_or("", |n| text(n, src));
                 let Some(ty) = socket_type(name) else {
-                    return false;
+                    return name == "Incoming";
                 };
                 self.names.insert(alias(p).unwrap_or_else(|| ty.into()), ty);
                 true

@@ -513,12 +513,10 @@ fn rust_program_records_the_manifest_sensors() {
         let s = manifest
             .sensors
             .iter()
-            .find(|s| s.kind == "comm" && s.name == name)
-            .unwrap_or_else(|| panic!("no comm sensor {name}"));
-        assert!(
-            lines[s.line as usize - 1].contains(needle),
-            "line of {name}"
-        );
+            .find(|s| {
+                s.kind == "comm" && s.name == name && lines[s.line as usize - 1].contains(needle)
+            })
+            .unwrap_or_else(|| panic!("no comm sensor {name} at {needle}"));
         parse_id(&s.id).unwrap()
     };
     let bind = comm_sensor("bind", "TcpListener::bind(");
@@ -533,6 +531,9 @@ fn rust_program_records_the_manifest_sensors() {
     };
     assert_eq!(events(connect), [(Connect, 0), (Send, 4), (Recv, 5)]);
     assert_eq!(events(bind), [(Recv, 4), (Send, 5)]);
+    use p5_wire::CommOp::{RecvFrom, SendTo};
+    assert_eq!(events(comm_sensor("bind", "let a = ")), [(SendTo, 3)]);
+    assert_eq!(events(comm_sensor("bind", "let b = ")), [(RecvFrom, 3)]);
     let count = |sensor: u64, op| {
         seen.comm_all
             .iter()

@@ -28,13 +28,14 @@ pub fn run(words: &[&str]) -> Result<u32, Box<dyn std::error::Error>> { let _p5_
     // p5:end
     const LIMIT: usize = usize::pow(2, 4);
     let bounded = { let _p5_call = p5_runtime::scope(0x110bbf2e28298022); std::cmp::min(seen.len(), LIMIT) };
+    let boxed = Some(Box::new(bounded));
     let s = { let _p5_call = p5_runtime::scope(0x1dbb8058a57a63bf); p5_runtime::net::compat::TcpStream::p5_connect(0x11a28aaaf4e721fd, "127.0.0.1:1") };
     { let _p5_call = p5_runtime::scope(0x2a69418322c7e15c); drop(s); }
     let sq = |x: u32| {
         let y = { let _p5_call = p5_runtime::scope(0xd1a0f959b59bda11); x.pow(2) };
         y + twice(1)
     };
-    Ok(sq(total) + bounded as u32)
+    Ok(sq(total) + boxed.map_or(0, |b| *b) as u32)
 }
 
 pub async fn fetch(f: impl std::future::Future<Output = u32>) -> u32 {

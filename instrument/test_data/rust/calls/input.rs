@@ -28,13 +28,14 @@ pub fn run(words: &[&str]) -> Result<u32, Box<dyn std::error::Error>> {
     // p5:end
     const LIMIT: usize = usize::pow(2, 4);
     let bounded = std::cmp::min(seen.len(), LIMIT);
+    let boxed = Some(Box::new(bounded));
     let s = std::net::TcpStream::connect("127.0.0.1:1");
     drop(s);
     let sq = |x: u32| {
         let y = x.pow(2);
         y + twice(1)
     };
-    Ok(sq(total) + bounded as u32)
+    Ok(sq(total) + boxed.map_or(0, |b| *b) as u32)
 }
 
 pub async fn fetch(f: impl std::future::Future<Output = u32>) -> u32 {

@@ -39,3 +39,7 @@ pub fn datagram(to: IpAddr) -> io::Result<usize> {
 pub fn local() -> Option<n::TcpStream> {
     ["127.0.0.1:1"].iter().find_map(|a| n::TcpStream::connect(a).ok())
 }
+
+pub fn next_peer(mut i: std::net::Incoming<'_>) -> Option<io::Result<TcpStream>> {
+    i.next()
+}
