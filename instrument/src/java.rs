@@ -45,6 +45,12 @@ pub fn instrument(u: &mut Unit<'_>, root: Node<'_>) {
                 }
                 return true;
             }
+            if n.kind() == "object_creation_expression" {
+                if u.modes.comm {
+                    new_socket(u, n, package.as_deref());
+                }
+                return true;
+            }
             if matches!(n.kind(), "block" | "constructor_body") && markers {
                 if let Some((_, (qualified, _))) = enclosing(n, src, package.as_deref()) {
                     regions(u, n, &qualified);
@@ -189,6 +195,64 @@ fn comm(u: &mut Unit<'_>, call: Node<'_>, package: Option<&str>) {
         call.end_byte(),
         format!(", _p5 -> _p5.{method}())"),
     );
+}
+
+/// `new Socket(host, port)` (the constructors that connect: two arguments or more) becomes
+/// `p5.P5.connected(0x…L, p5.P5.now(), new Socket(host, port))`: the clock is read before the
+/// arguments are evaluated and the socket connects, and the client records the connect.
+fn new_socket(u: &mut Unit<'_>, new: Node<'_>, package: Option<&str>) {
+    let src = u.src;
+    let (Some(ty), Some(args)) = (
+        new.child_by_field_name("type"),
+        new.child_by_field_name("arguments"),
+    ) else {
+        return;
+    };
+    if !matches!(text(ty, src), "Socket" | "java.net.Socket")
+        || args.named_child_count() < 2
+        || new
+            .named_children(&mut new.walk())
+            .any(|c| c.kind() == "class_body")
+    {
+        return;
+    }
+    let Some((_, (qualified, bare))) = enclosing(new, src, package) else {
+        return;
+    };
+    if !u.selected(&qualified, &bare) {
+        return;
+    }
+    let wrapper = new
+        .parent()
+        .filter(|a| a.kind() == "argument_list")
+        .and_then(|a| a.parent())
+        .filter(|m| {
+            m.kind() == "method_invocation"
+                && m.child_by_field_name("object")
+                    .is_some_and(|o| text(o, src) == "p5.P5")
+                && m.child_by_field_name("name")
+                    .is_some_and(|n| text(n, src) == "connected")
+        });
+    if let Some(m) = wrapper {
+        let existing = m
+            .child_by_field_name("arguments")
+            .and_then(|a| a.named_child(0))
+            .and_then(|a| parse_literal(text(a, src)));
+        if existing.is_some() {
+            u.ledger
+                .add(Kind::Comm, &qualified, "connect", Span::of(new), existing);
+        }
+        return;
+    }
+    let id = u
+        .ledger
+        .add(Kind::Comm, &qualified, "connect", Span::of(new), None);
+    let lit = u.lit(id);
+    u.edits.open(
+        new.start_byte(),
+        format!("p5.P5.connected({lit}, p5.P5.now(), "),
+    );
+    u.edits.close(new.end_byte(), ")");
 }
 
 /// A receiver that is an object (not `this`, `super`, `_p5` or what looks like a class name:

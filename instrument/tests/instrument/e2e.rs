@@ -367,6 +367,10 @@ fn java_program_records_the_manifest_sensors() {
         );
     }
     assert_eq!(events(sensor("connect", "client.connect(")), [(Connect, 0)]);
+    assert_eq!(
+        events(sensor("connect", "Socket client = new Socket(")),
+        [(Connect, 0)]
+    );
     assert_eq!(events(sensor("write", "client.write(")), [(Send, 5)]);
     let reads = events(sensor("read", "peer.read("));
     assert!(!reads.is_empty() && reads.iter().all(|r| r.0 == Recv));

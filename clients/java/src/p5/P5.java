@@ -49,7 +49,8 @@ public final class P5 {
     private static Socket sock;
     private static byte[] hello;
 
-    static long now() { return System.nanoTime() - START; }
+    /** The sensors' clock: nanoseconds since this class was loaded. */
+    public static long now() { return System.nanoTime() - START; }
 
     /** One thread's events. */
     static final class Stream {
@@ -171,6 +172,20 @@ public final class P5 {
             noteOnce(sensor, s);
         }
         return r;
+    }
+
+    /**
+     * {@code p5.P5.connected(id, p5.P5.now(), new Socket(host, port))}: the new socket; when it
+     * is a connected {@link Socket}, its connect (begun at {@code start}) is recorded and the
+     * socket described.
+     */
+    public static <T> T connected(long sensor, long start, T socket) {
+        if (on && socket instanceof Socket && ((Socket) socket).isConnected()) {
+            Socket s = (Socket) socket;
+            comm(sensor, Recorded.CONNECT, fd(s), start, 0, endpoint(s.getInetAddress(), s.getPort()));
+            noteOnce(sensor, s);
+        }
+        return socket;
     }
 
     /**

@@ -27,6 +27,13 @@ class Client {
         return p5.P5.input(0x869da40019850d79L, p, _p5 -> _p5.getInputStream()).read() + p.waitFor();
     } finally { p5.P5.exit(0xaf51b77bf3c4b0edL); } }
 
+    static Socket dial(String host) throws IOException { p5.P5.enter(0x2156198a63018a5cL); try {
+        Socket s = p5.P5.connected(0xa55ece8e5a708348L, p5.P5.now(), new Socket(host, 80));
+        Socket unconnected = new Socket();
+        unconnected.close();
+        return s;
+    } finally { p5.P5.exit(0x2156198a63018a5cL); } }
+
     static Socket serve(ServerSocket server) throws IOException { p5.P5.enter(0x9a6fcc63bca7e515L); try {
         Socket peer = p5.P5.accept(0xb6a982dd6b845651L, server, _p5 -> _p5.accept());
         p5.P5.output(0xc3574407e8d1d3eeL, peer, _p5 -> _p5.getOutputStream()).write(2);

@@ -27,6 +27,13 @@ class Client {
         return p.getInputStream().read() + p.waitFor();
     }
 
+    static Socket dial(String host) throws IOException {
+        Socket s = new Socket(host, 80);
+        Socket unconnected = new Socket();
+        unconnected.close();
+        return s;
+    }
+
     static Socket serve(ServerSocket server) throws IOException {
         Socket peer = server.accept();
         peer.getOutputStream().write(2);
