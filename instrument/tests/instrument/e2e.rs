@@ -21,16 +21,16 @@ const ALL: Modes = Modes {
 
 /// Counts of enter, exit and mark events per sensor, and comm events, in a spool directory.
 #[derive(Debug, Default)]
-struct Seen {
+pub struct Seen {
     enters: HashMap<u64, u32>,
     exits: HashMap<u64, u32>,
     marks: HashMap<u64, u32>,
     comm: HashMap<u64, (p5_wire::CommOp, i64)>,
     /// Every comm event: (sensor, op, result), in order.
-    comm_all: Vec<(u64, p5_wire::CommOp, i64)>,
+    pub comm_all: Vec<(u64, p5_wire::CommOp, i64)>,
 }
 
-fn decode_spool(dir: &Path) -> Seen {
+pub fn decode_spool(dir: &Path) -> Seen {
     let file = std::fs::read_dir(dir)
         .unwrap()
         .flatten()
