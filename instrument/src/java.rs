@@ -8,7 +8,9 @@
 //! (`p5.P5`) mean no import is added; the build needs the p5 Java client on its classpath.
 //! Not instrumented: lambdas, initializer blocks, abstract and native methods (no body).
 //!
-//! `--comm`: socket streams are routed through the client (see `comm`). Regions: see `regions`.
+//! `--comm`: socket streams, listeners' accepts and socket channels are routed through the
+//! client (see `comm`). `--calls`: statement calls and local initializers (see `call_sensor`).
+//! Regions: see `regions`.
 
 use crate::sensor::{Kind, Span, parse_literal};
 use crate::tree::{preorder, squash, text};
@@ -35,8 +37,17 @@ pub fn instrument(u: &mut Unit<'_>, root: Node<'_>) {
                 return false;
             }
             if n.kind() == "method_invocation" {
+                if u.modes.calls {
+                    call_sensor(u, n, package.as_deref());
+                }
                 if u.modes.comm {
                     comm(u, n, package.as_deref());
+                }
+                return true;
+            }
+            if n.kind() == "object_creation_expression" {
+                if u.modes.comm {
+                    new_socket(u, n, package.as_deref());
                 }
                 return true;
             }
@@ -75,16 +86,24 @@ pub fn instrument(u: &mut Unit<'_>, root: Node<'_>) {
     );
 }
 
-/// `x.getInputStream()` becomes `p5.P5.input(0x…L, x, _p5 -> _p5.getInputStream())` (and
-/// `getOutputStream` → `p5.P5.output`): the receiver is evaluated once, the static type is
-/// unchanged (the client's generic signature infers it, checked exceptions included), and the
-/// client wraps the stream in a recording one only when the receiver is a `java.net.Socket`
-/// at run time. Channels are not rerouted.
+/// Socket streams: `x.getInputStream()` becomes `p5.P5.input(0x…L, x, _p5 -> _p5.getInputStream())`
+/// (and `getOutputStream` → `p5.P5.output`); listeners: `x.accept()` becomes
+/// `p5.P5.accept(0x…L, x, _p5 -> _p5.accept())`. The receiver is evaluated once, the static
+/// type is unchanged (the client's generic signature infers it, checked exceptions included),
+/// and the client records only when the receiver is a `java.net.Socket` (a `ServerSocket` or
+/// `ServerSocketChannel` for `accept`) at run time.
+///
+/// Channels: `x.read(…)`, `x.write(…)` and `x.connect(a)` become `p5.P5.channel(0x…L, x).read(…)`:
+/// `channel` returns `x` itself unless it is a JDK `SocketChannel`, for which it returns a
+/// recording stand-in for this one call. The arguments are untouched (no lambda, so they need
+/// not be effectively final). Receivers that look like class names (static calls), `this` and
+/// `super` are left alone.
 fn comm(u: &mut Unit<'_>, call: Node<'_>, package: Option<&str>) {
     let src = u.src;
-    let (Some(obj), Some(name)) = (
+    let (Some(obj), Some(name), Some(args)) = (
         call.child_by_field_name("object"),
         call.child_by_field_name("name"),
+        call.child_by_field_name("arguments"),
     ) else {
         return;
     };
@@ -93,34 +112,75 @@ fn comm(u: &mut Unit<'_>, call: Node<'_>, package: Option<&str>) {
         return;
     };
     let (qualified, bare) = owner_context;
-    if text(obj, src) == "p5.P5" && matches!(method, "input" | "output") {
-        let existing = call
-            .child_by_field_name("arguments")
+    let selected = u.selected(&qualified, &bare);
+    let existing = |n: Node<'_>| {
+        n.child_by_field_name("arguments")
             .and_then(|a| a.named_child(0))
-            .and_then(|a| parse_literal(text(a, src)));
-        if existing.is_some() && u.selected(&qualified, &bare) {
-            let op = if method == "input" {
-                "getInputStream"
-            } else {
-                "getOutputStream"
-            };
+            .and_then(|a| parse_literal(text(a, src)))
+    };
+    if text(obj, src) == "p5.P5" {
+        let op = match method {
+            "input" => "getInputStream",
+            "output" => "getOutputStream",
+            "accept" => "accept",
+            _ => return,
+        };
+        if let Some(id) = existing(call).filter(|_| selected) {
             u.ledger
-                .add(Kind::Comm, &qualified, op, Span::of(call), existing);
+                .add(Kind::Comm, &qualified, op, Span::of(call), Some(id));
         }
+        return;
+    }
+    let channel_op = match method {
+        "read" | "write" => args.named_child_count() > 0,
+        "connect" => args.named_child_count() == 1,
+        _ => false,
+    };
+    if channel_op {
+        if obj.kind() == "method_invocation"
+            && obj
+                .child_by_field_name("object")
+                .is_some_and(|o| text(o, src) == "p5.P5")
+            && obj
+                .child_by_field_name("name")
+                .is_some_and(|n| text(n, src) == "channel")
+        {
+            if let Some(id) = existing(obj).filter(|_| selected) {
+                u.ledger
+                    .add(Kind::Comm, &qualified, method, Span::of(call), Some(id));
+            }
+            return;
+        }
+        // A stream taken from a socket is recorded already and is no channel.
+        let stream = obj.kind() == "method_invocation"
+            && obj.child_by_field_name("name").is_some_and(|n| {
+                matches!(
+                    text(n, src),
+                    "getInputStream" | "getOutputStream" | "input" | "output"
+                )
+            });
+        if !selected || stream || !plain_receiver(obj, src) {
+            return;
+        }
+        let id = u
+            .ledger
+            .add(Kind::Comm, &qualified, method, Span::of(call), None);
+        let lit = u.lit(id);
+        u.edits
+            .open(obj.start_byte(), format!("p5.P5.channel({lit}, "));
+        u.edits.close(obj.end_byte(), ")");
         return;
     }
     let wrapper = match method {
         "getInputStream" => "input",
         "getOutputStream" => "output",
+        "accept" => "accept",
         _ => return,
     };
-    let no_args = call
-        .child_by_field_name("arguments")
-        .is_some_and(|a| a.named_child_count() == 0);
-    if !no_args
-        || matches!(text(obj, src), "super" | "this" | "_p5")
+    if args.named_child_count() != 0
+        || !plain_receiver(obj, src)
         || obj.end_position().row != call.end_position().row
-        || !u.selected(&qualified, &bare)
+        || !selected
     {
         return;
     }
@@ -135,6 +195,201 @@ fn comm(u: &mut Unit<'_>, call: Node<'_>, package: Option<&str>) {
         call.end_byte(),
         format!(", _p5 -> _p5.{method}())"),
     );
+}
+
+/// `new Socket(host, port)` (the constructors that connect: two arguments or more) becomes
+/// `p5.P5.connected(0x…L, p5.P5.now(), new Socket(host, port))`: the clock is read before the
+/// arguments are evaluated and the socket connects, and the client records the connect.
+fn new_socket(u: &mut Unit<'_>, new: Node<'_>, package: Option<&str>) {
+    let src = u.src;
+    let (Some(ty), Some(args)) = (
+        new.child_by_field_name("type"),
+        new.child_by_field_name("arguments"),
+    ) else {
+        return;
+    };
+    if !matches!(text(ty, src), "Socket" | "java.net.Socket")
+        || args.named_child_count() < 2
+        || new
+            .named_children(&mut new.walk())
+            .any(|c| c.kind() == "class_body")
+    {
+        return;
+    }
+    let Some((_, (qualified, bare))) = enclosing(new, src, package) else {
+        return;
+    };
+    if !u.selected(&qualified, &bare) {
+        return;
+    }
+    let wrapper = new
+        .parent()
+        .filter(|a| a.kind() == "argument_list")
+        .and_then(|a| a.parent())
+        .filter(|m| {
+            m.kind() == "method_invocation"
+                && m.child_by_field_name("object")
+                    .is_some_and(|o| text(o, src) == "p5.P5")
+                && m.child_by_field_name("name")
+                    .is_some_and(|n| text(n, src) == "connected")
+        });
+    if let Some(m) = wrapper {
+        let existing = m
+            .child_by_field_name("arguments")
+            .and_then(|a| a.named_child(0))
+            .and_then(|a| parse_literal(text(a, src)));
+        if existing.is_some() {
+            u.ledger
+                .add(Kind::Comm, &qualified, "connect", Span::of(new), existing);
+        }
+        return;
+    }
+    let id = u
+        .ledger
+        .add(Kind::Comm, &qualified, "connect", Span::of(new), None);
+    let lit = u.lit(id);
+    u.edits.open(
+        new.start_byte(),
+        format!("p5.P5.connected({lit}, p5.P5.now(), "),
+    );
+    u.edits.close(new.end_byte(), ")");
+}
+
+/// A receiver that is an object (not `this`, `super`, `_p5` or what looks like a class name:
+/// `Files.write(…)` is a static call).
+fn plain_receiver(obj: Node<'_>, src: &str) -> bool {
+    let t = text(obj, src);
+    let last = match obj.kind() {
+        "identifier" => t,
+        "field_access" => obj
+            .child_by_field_name("field")
+            .map_or("", |f| text(f, src)),
+        _ => "",
+    };
+    !matches!(t, "super" | "this" | "_p5")
+        && !last.starts_with(|c: char| c.is_ascii_uppercase())
+        && !matches!(last, "this" | "super")
+}
+
+/// `--calls`: a call that is a whole statement, `f(x);`, becomes
+/// `{ p5.P5.enter(0x…L); try { f(x); } finally { p5.P5.exit(0x…L); } }`, and a local variable
+/// initialized by a call, `T v = f(x);`, becomes
+/// `T v; { p5.P5.enter(0x…L); try { v = f(x); } finally { p5.P5.exit(0x…L); } }` (still
+/// definitely assigned once, so `final` and effectively final stay so). Left alone: calls
+/// nested in other expressions, `var` declarations and declarations of several variables,
+/// `for` initializers, switch-rule arms (`case X -> f();`, maybe a value), calls outside
+/// methods and constructors (field initializers, initializer blocks) and `p5.P5` itself.
+fn call_sensor(u: &mut Unit<'_>, call: Node<'_>, package: Option<&str>) {
+    let src = u.src;
+    if call
+        .child_by_field_name("object")
+        .is_some_and(|o| matches!(text(o, src), "p5.P5" | "_p5"))
+    {
+        return;
+    }
+    let (Some(name), Some(parent)) = (call.child_by_field_name("name"), call.parent()) else {
+        return;
+    };
+    let Some((_, (qualified, bare))) = enclosing(call, src, package) else {
+        return;
+    };
+    if !u.selected(&qualified, &bare) {
+        return;
+    }
+    let method = text(name, src);
+    if let Some(id) = existing_call_wrapper(call, src) {
+        u.ledger
+            .add(Kind::Call, &qualified, method, Span::of(call), Some(id));
+        return;
+    }
+    let statement = parent.kind() == "expression_statement"
+        && parent.parent().is_some_and(|p| {
+            matches!(
+                p.kind(),
+                "block"
+                    | "constructor_body"
+                    | "switch_block_statement_group"
+                    | "if_statement"
+                    | "while_statement"
+                    | "for_statement"
+                    | "enhanced_for_statement"
+                    | "do_statement"
+                    | "labeled_statement"
+            )
+        });
+    let declaration = parent.kind() == "variable_declarator"
+        && parent
+            .child_by_field_name("value")
+            .is_some_and(|v| v.id() == call.id())
+        && parent.parent().is_some_and(|d| {
+            d.kind() == "local_variable_declaration"
+                && d.child_by_field_name("type")
+                    .is_some_and(|t| text(t, src) != "var")
+                && d.named_children(&mut d.walk())
+                    .filter(|c| c.kind() == "variable_declarator")
+                    .count()
+                    == 1
+                && d.parent().is_some_and(|b| {
+                    matches!(
+                        b.kind(),
+                        "block" | "constructor_body" | "switch_block_statement_group"
+                    )
+                })
+        });
+    if !statement && !declaration {
+        return;
+    }
+    let id = u
+        .ledger
+        .add(Kind::Call, &qualified, method, Span::of(call), None);
+    let lit = u.lit(id);
+    let close = format!(" }} finally {{ p5.P5.exit({lit}); }} }}");
+    if statement {
+        u.edits.open(
+            parent.start_byte(),
+            format!("{{ p5.P5.enter({lit}); try {{ "),
+        );
+        u.edits.close(parent.end_byte(), close);
+    } else if let (Some(var), Some(decl)) = (parent.child_by_field_name("name"), parent.parent()) {
+        let at = parent
+            .child_by_field_name("dimensions")
+            .map_or(var.end_byte(), |d| d.end_byte());
+        u.edits.open(
+            at,
+            format!("; {{ p5.P5.enter({lit}); try {{ {}", text(var, src)),
+        );
+        u.edits.close(decl.end_byte(), close);
+    }
+}
+
+/// The id of the call wrapper `{ p5.P5.enter(0x…L); try { [v = ]call; } finally { … } }`
+/// around `call`, if it is in one.
+fn existing_call_wrapper(call: Node<'_>, src: &str) -> Option<u64> {
+    let mut stmt = call.parent()?;
+    if stmt.kind() == "assignment_expression" {
+        if stmt.child_by_field_name("right")?.id() != call.id() {
+            return None;
+        }
+        stmt = stmt.parent()?;
+    }
+    let body = stmt.parent()?;
+    let tr = body.parent()?;
+    let wrapper = tr.parent()?;
+    if stmt.kind() != "expression_statement"
+        || body.named_child_count() != 1
+        || tr.kind() != "try_statement"
+        || wrapper.kind() != "block"
+        || wrapper.named_child_count() != 2
+        || wrapper.parent().is_none_or(|p| {
+            matches!(
+                p.kind(),
+                "method_declaration" | "lambda_expression" | "constructor_declaration"
+            )
+        })
+    {
+        return None;
+    }
+    p5_call_id(text(wrapper.named_child(0)?, src), "enter")
 }
 
 const JUMPS: &[&str] = &[

@@ -12,11 +12,16 @@
 //! `drop(_p5_region_<n>);` at the end (the block's end drops it too, and unwinding), and
 //! `p5_runtime::mark(S);` before each statement.
 //!
-//! `--comm`: std's `TcpStream::connect` is routed through `p5_runtime::net` (see `connect`
-//! for what is and is not recorded).
+//! `--comm`: std's sockets are replaced by `p5_runtime::net::compat`'s, which record their
+//! connects, accepts, reads, writes and closes (see `net`).
+//!
+//! `--calls`: calls that are a whole statement or `let` initializer get a guard block (see
+//! `call_sensor`).
 //!
 //! The instrumented crate needs the runtime: `p5-runtime = { path = "…/runtime" }` in its
 //! `[dependencies]` (the instrumenter adds it to a `Cargo.toml` it copies).
+
+mod net;
 
 use crate::region;
 use crate::sensor::{Kind, Span, parse_literal};
@@ -30,6 +35,8 @@ struct Frame {
     end: usize,
     name: String,
     selected: bool,
+    /// A `const fn`: no runtime calls.
+    constant: bool,
 }
 
 /// Instruments a Rust file.
@@ -37,7 +44,11 @@ pub fn instrument(u: &mut Unit<'_>, root: Node<'_>) {
     let src = u.src;
     let mut frames: Vec<Frame> = Vec::new();
     let mut region_no = 0u32;
-    let imports = Imports::scan(src);
+    let mut net = if u.modes.comm {
+        net::Net::scan(u, root)
+    } else {
+        net::Net::default()
+    };
     preorder(
         root,
         |n| {
@@ -55,10 +66,12 @@ pub fn instrument(u: &mut Unit<'_>, root: Node<'_>) {
                         .unwrap_or_default();
                     let qualified = qualify(n, src, &bare);
                     let selected = u.selected(&qualified, &bare);
+                    let modifiers = modifiers(n, src);
                     frames.push(Frame {
                         end: n.end_byte(),
                         name: qualified.clone(),
                         selected,
+                        constant: modifiers.iter().any(|m| m == "const"),
                     });
                     if n.has_error() {
                         u.problems.push(crate::sensor::Problem::at(
@@ -67,7 +80,6 @@ pub fn instrument(u: &mut Unit<'_>, root: Node<'_>) {
                         ));
                         return false;
                     }
-                    let modifiers = modifiers(n, src);
                     if u.modes.functions
                         && !modifiers.iter().any(|m| m == "const" || m == "async")
                         && selected
@@ -84,12 +96,16 @@ pub fn instrument(u: &mut Unit<'_>, root: Node<'_>) {
                     true
                 }
                 "call_expression" => {
-                    if u.modes.comm
-                        && let Some(f) = frames.last()
+                    if let Some(f) = frames.last()
                         && f.selected
                     {
                         let name = f.name.clone();
-                        connect(u, n, &name, &imports);
+                        if u.modes.calls && !f.constant {
+                            call_sensor(u, n, &name);
+                        }
+                        if u.modes.comm {
+                            net.call(u, n, &name);
+                        }
                     }
                     true
                 }
@@ -98,82 +114,117 @@ pub fn instrument(u: &mut Unit<'_>, root: Node<'_>) {
         },
         |_| {},
     );
+    net.apply(u);
 }
 
-/// How `std::net::TcpStream` can be named in this file.
-struct Imports {
-    /// `use std::net::TcpStream` (or a list or glob naming it).
-    stream: bool,
-    /// `use std::net;`
-    module: bool,
-}
+const CALL_GUARD: &str = "let _p5_call = p5_runtime::scope(";
 
-impl Imports {
-    fn scan(src: &str) -> Self {
-        let mut stream = false;
-        let mut module = false;
-        for (i, _) in src.match_indices("use std::net") {
-            let decl = &src[i..src[i..].find(';').map_or(src.len(), |e| i + e)];
-            let rest = decl["use std::net".len()..].trim();
-            module |= rest.is_empty();
-            stream |= decl.contains("TcpStream") || rest == "::*";
-        }
-        Imports { stream, module }
-    }
-
-    fn is_std_connect(&self, path: &str) -> bool {
-        match path.trim_start_matches("::") {
-            "std::net::TcpStream::connect" => true,
-            "TcpStream::connect" => self.stream,
-            "net::TcpStream::connect" => self.module,
-            _ => false,
-        }
-    }
-}
-
-const WRAPPED_CONNECT: &str = "p5_runtime::net::TcpStream::connect";
-
-/// `TcpStream::connect(addr)` (std's) becomes
-/// `p5_runtime::net::TcpStream::connect(0x…, addr).map(p5_runtime::net::TcpStream::into_inner)`:
-/// the connect and the socket's endpoints are recorded and the type stays
-/// `io::Result<std::net::TcpStream>`, so the rest of the program compiles unchanged. Reads and
-/// writes on std streams are not recorded (Rust has no way to reroute them without types);
-/// code that wants byte counts uses `p5_runtime::net::TcpStream` itself.
-fn connect(u: &mut Unit<'_>, call: Node<'_>, function: &str, imports: &Imports) {
+/// `--calls`: a call that is a whole statement (`f(x);`, `f(x)?;`) becomes
+/// `{ let _p5_call = p5_runtime::scope(0x…); f(x); }`, and a call that is a `let`
+/// initializer (`let v = f(x);`, `let v = f(x)?;`) becomes
+/// `let v = { let _p5_call = p5_runtime::scope(0x…); f(x) };` (parenthesized before a
+/// `let … else`): the guard spans the call, its exit is recorded however the call ends, and
+/// the value, its type and the `?` are unchanged. Left alone: calls nested in other
+/// expressions, tail expressions, tuple-struct and enum-variant constructors (`Some(x)`,
+/// `Point(1, 2)`: a capitalized callee), calls in const contexts (`const fn`, `const`/`static`
+/// items, `const { … }`), calls whose arguments `.await`, the engine's own calls and macros.
+fn call_sensor(u: &mut Unit<'_>, call: Node<'_>, function: &str) {
     let src = u.src;
-    let (Some(f), Some(args)) = (
-        call.child_by_field_name("function"),
-        call.child_by_field_name("arguments"),
-    ) else {
+    let Some(f) = call.child_by_field_name("function") else {
         return;
     };
-    let path: String = text(f, src).split_whitespace().collect();
-    if path == WRAPPED_CONNECT {
-        let mut c = args.walk();
-        let existing = args
-            .named_children(&mut c)
-            .next()
-            .and_then(|a| parse_literal(text(a, src)));
-        if existing.is_some() {
-            u.ledger
-                .add(Kind::Comm, function, "connect", Span::of(call), existing);
-        }
+    let f = match f.kind() {
+        "generic_function" => f.child_by_field_name("function").unwrap_or(f),
+        _ => f,
+    };
+    let callee: String = match f.kind() {
+        "field_expression" => f
+            .child_by_field_name("field")
+            .map_or("", |x| text(x, src))
+            .to_owned(),
+        _ => text(f, src).split_whitespace().collect(),
+    };
+    let args = call
+        .child_by_field_name("arguments")
+        .map_or("", |a| text(a, src));
+    let last = callee.rsplit("::").next().unwrap_or("");
+    if matches!(callee.as_str(), "p5_runtime::scope" | "p5_runtime::mark")
+        || callee == "drop" && args.starts_with("(_p5_")
+        || last.starts_with(|c: char| c.is_ascii_uppercase())
+    {
         return;
     }
-    if !imports.is_std_connect(&path) || f.start_position().row != f.end_position().row {
+    // The statement or `let` the call (or `call?`) is the whole of.
+    let mut top = call;
+    if let Some(p) = top.parent()
+        && p.kind() == "try_expression"
+    {
+        top = p;
+    }
+    let Some(parent) = top.parent() else {
+        return;
+    };
+    if let Some(id) = existing_call_guard(parent, top, src) {
+        u.ledger
+            .add(Kind::Call, function, &callee, Span::of(call), Some(id));
+        return;
+    }
+    let statement = parent.kind() == "expression_statement" && text(parent, src).ends_with(';');
+    let initializer = parent.kind() == "let_declaration"
+        && parent
+            .child_by_field_name("value")
+            .is_some_and(|v| v.id() == top.id());
+    if !(statement || initializer) || text(call, src).contains(".await") || in_const_context(call) {
         return;
     }
     let id = u
         .ledger
-        .add(Kind::Comm, function, "connect", Span::of(call), None);
+        .add(Kind::Call, function, &callee, Span::of(call), None);
     let lit = u.lit(id);
-    u.edits
-        .replace(f.start_byte(), f.end_byte(), WRAPPED_CONNECT);
-    u.edits.open(args.start_byte() + 1, format!("{lit}, "));
-    u.edits.close(
-        call.end_byte(),
-        ".map(p5_runtime::net::TcpStream::into_inner)",
-    );
+    if statement {
+        u.edits
+            .open(parent.start_byte(), format!("{{ {CALL_GUARD}{lit}); "));
+        u.edits.close(parent.end_byte(), " }");
+    } else {
+        let let_else = parent.child_by_field_name("alternative").is_some();
+        let (open, close) = if let_else { ("({", "})") } else { ("{", "}") };
+        u.edits
+            .open(call.start_byte(), format!("{open} {CALL_GUARD}{lit}); "));
+        u.edits.close(call.end_byte(), format!(" {close}"));
+    }
+}
+
+/// The id of the guard block `{ let _p5_call = p5_runtime::scope(0x…); <stmt> }` that `parent`
+/// (the statement or block holding `top`) is part of, if any.
+fn existing_call_guard(parent: Node<'_>, top: Node<'_>, src: &str) -> Option<u64> {
+    let block = if parent.kind() == "expression_statement" {
+        parent.parent()?
+    } else {
+        parent
+    };
+    if block.kind() != "block" || block.named_child_count() != 2 {
+        return None;
+    }
+    let guard = block.named_child(0)?;
+    let payload = block.named_child(1)?;
+    if payload.id() != parent.id() && payload.id() != top.id() {
+        return None;
+    }
+    let rest = text(guard, src).strip_prefix(CALL_GUARD)?;
+    parse_literal(rest.split(')').next()?)
+}
+
+/// Inside a `const`/`static` item or a `const { … }` block (below the enclosing function).
+fn in_const_context(n: Node<'_>) -> bool {
+    let mut p = n.parent();
+    while let Some(x) = p {
+        match x.kind() {
+            "const_item" | "static_item" | "const_block" => return true,
+            "function_item" => return false,
+            _ => p = x.parent(),
+        }
+    }
+    false
 }
 
 fn modifiers(f: Node<'_>, src: &str) -> Vec<String> {
@@ -212,7 +263,17 @@ fn function_sensor(u: &mut Unit<'_>, f: Node<'_>, name: &str) {
     let Some(body) = f.child_by_field_name("body") else {
         return;
     };
-    let after = u.src.get(body.start_byte() + 1..).unwrap_or("");
+    // After the body's inner attributes (`#![allow(…)]`), which must come first.
+    let mut start = body.start_byte() + 1;
+    let mut c = body.walk();
+    for n in body.named_children(&mut c) {
+        match n.kind() {
+            "inner_attribute_item" => start = n.end_byte(),
+            "line_comment" | "block_comment" => {}
+            _ => break,
+        }
+    }
+    let after = u.src.get(start..).unwrap_or("");
     let existing = after
         .trim_start()
         .strip_prefix(GUARD)
@@ -223,8 +284,7 @@ fn function_sensor(u: &mut Unit<'_>, f: Node<'_>, name: &str) {
         .add(Kind::Function, name, name, Span::of(f), existing);
     if existing.is_none() {
         let lit = u.lit(id);
-        u.edits
-            .open(body.start_byte() + 1, format!(" {GUARD}{lit});"));
+        u.edits.open(start, format!(" {GUARD}{lit});"));
     }
 }
 

@@ -13,7 +13,10 @@
 //! ```
 //!
 //! The wrappers own the std socket, so dropping one records a `Close` and forgets the
-//! descriptor's endpoints before the descriptor is closed.
+//! descriptor's endpoints before the descriptor is closed. [`compat`] has drop-in
+//! replacements for `std::net` with std's signatures (what `p5-instrument --comm` uses).
+
+pub mod compat;
 
 use crate::comm;
 use crate::record::RawEndpoint;

@@ -12,16 +12,25 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 
+/// Functions, calls and comm.
+const ALL: Modes = Modes {
+    functions: true,
+    calls: true,
+    comm: true,
+};
+
 /// Counts of enter, exit and mark events per sensor, and comm events, in a spool directory.
 #[derive(Debug, Default)]
-struct Seen {
+pub struct Seen {
     enters: HashMap<u64, u32>,
     exits: HashMap<u64, u32>,
     marks: HashMap<u64, u32>,
     comm: HashMap<u64, (p5_wire::CommOp, i64)>,
+    /// Every comm event: (sensor, op, result), in order.
+    pub comm_all: Vec<(u64, p5_wire::CommOp, i64)>,
 }
 
-fn decode_spool(dir: &Path) -> Seen {
+pub fn decode_spool(dir: &Path) -> Seen {
     let file = std::fs::read_dir(dir)
         .unwrap()
         .flatten()
@@ -50,6 +59,7 @@ fn decode_spool(dir: &Path) -> Seen {
                     sensor, op, result, ..
                 } => {
                     seen.comm.insert(sensor, (op, result));
+                    seen.comm_all.push((sensor, op, result));
                 }
                 _ => {}
             }
@@ -61,7 +71,10 @@ fn decode_spool(dir: &Path) -> Seen {
 
 /// Instruments `program` (a file under tests/programs) into a fresh tree; returns the temp
 /// dir, the output dir, the manifest and the original text.
-fn instrument_program(program: &str) -> (tempfile::TempDir, std::path::PathBuf, Manifest, String) {
+fn instrument_program(
+    program: &str,
+    modes: Modes,
+) -> (tempfile::TempDir, std::path::PathBuf, Manifest, String) {
     let tmp = tempfile::tempdir().unwrap();
     let src_dir = tmp.path().join("src");
     std::fs::create_dir_all(&src_dir).unwrap();
@@ -71,7 +84,7 @@ fn instrument_program(program: &str) -> (tempfile::TempDir, std::path::PathBuf, 
     let report = run(&Options {
         paths: vec![src_dir.clone()],
         out: Some(out.clone()),
-        modes: Modes::default(),
+        modes,
         ..Options::default()
     })
     .unwrap();
@@ -81,6 +94,29 @@ fn instrument_program(program: &str) -> (tempfile::TempDir, std::path::PathBuf, 
     let copy = out.join("sources").join(&manifest.files[0].sha256);
     assert_eq!(read(&copy), original);
     (tmp, out, manifest, original)
+}
+
+/// Checks `--calls`: every call sensor that fired exited as often as it entered, and each
+/// `(callee, times, needle)` names a call sensor on a line containing `needle` that ran
+/// `times` times.
+fn check_calls(manifest: &Manifest, seen: &Seen, lines: &[&str], want: &[(&str, u32, &str)]) {
+    let calls: Vec<_> = manifest
+        .sensors
+        .iter()
+        .filter(|s| s.kind == "call")
+        .collect();
+    for s in &calls {
+        let id = parse_id(&s.id).unwrap();
+        assert_eq!(seen.enters.get(&id), seen.exits.get(&id), "call {}", s.name);
+    }
+    for (name, times, needle) in want {
+        let s = calls
+            .iter()
+            .find(|s| s.name == *name && lines[s.line as usize - 1].contains(needle))
+            .unwrap_or_else(|| panic!("no call sensor {name} at {needle}: {calls:?}"));
+        let id = parse_id(&s.id).unwrap();
+        assert_eq!(seen.enters.get(&id), Some(times), "enters of call {name}");
+    }
 }
 
 fn function_id(manifest: &Manifest, name: &str) -> (u64, u32) {
@@ -98,7 +134,7 @@ fn python_program_records_the_manifest_sensors() {
         eprintln!("python3 not installed; skipping");
         return;
     }
-    let (tmp, out, manifest, original) = instrument_program("echo.py");
+    let (tmp, out, manifest, original) = instrument_program("echo.py", Modes::default());
     let spool = tmp.path().join("spool");
     let o = Command::new("python3")
         .arg(out.join("echo.py"))
@@ -179,7 +215,7 @@ fn c_program_records_the_manifest_sensors() {
         eprintln!("gcc not installed; skipping");
         return;
     }
-    let (tmp, out, manifest, original) = instrument_program("echo.c");
+    let (tmp, out, manifest, original) = instrument_program("echo.c", Modes::default());
     let lib = p5_instrument::runtime::static_lib().expect("libp5_runtime.a");
     let exe = tmp.path().join("echo");
     let st = Command::new("gcc")
@@ -251,7 +287,7 @@ fn c_program_records_the_manifest_sensors() {
 
 #[test]
 fn java_program_records_the_manifest_sensors() {
-    let (tmp, out, manifest, original) = instrument_program("Echo.java");
+    let (tmp, out, manifest, original) = instrument_program("Echo.java", ALL);
     let classes = tmp.path().join("classes");
     if crate::clients::build_java_client(&classes).is_none() {
         eprintln!("no JDK; skipping");
@@ -276,7 +312,7 @@ fn java_program_records_the_manifest_sensors() {
         .output()
         .unwrap();
     assert!(o.status.success(), "{o:?}");
-    assert_eq!(String::from_utf8_lossy(&o.stdout), "-1 0 2 7 1 4\n");
+    assert_eq!(String::from_utf8_lossy(&o.stdout), "-1 0 2 7 1 4 5\n");
     let seen = decode_spool(&spool);
     let lines: Vec<&str> = original.lines().collect();
     for (name, calls, needle) in [
@@ -292,30 +328,66 @@ fn java_program_records_the_manifest_sensors() {
         assert_eq!(seen.exits.get(&id), Some(&calls), "exits of {name}");
         assert!(lines[line as usize - 1].contains(needle), "line of {name}");
     }
-    // Socket streams are recorded (4 bytes each way); the process's stream is not.
+    // Socket streams, the listeners' accepts and the channels' calls are recorded; the
+    // process's stream is not.
     let comm: Vec<_> = manifest
         .sensors
         .iter()
         .filter(|s| s.kind == "comm")
         .collect();
-    assert_eq!(comm.len(), 3, "{comm:?}");
-    let recorded: Vec<_> = comm
-        .iter()
-        .filter_map(|s| {
-            seen.comm
-                .get(&parse_id(&s.id).unwrap())
-                .map(|c| (s.name.as_str(), *c))
-        })
-        .collect();
-    assert!(
-        recorded.contains(&("getOutputStream", (p5_wire::CommOp::Send, 4))),
-        "{recorded:?}"
+    let sensor = |name: &str, needle: &str| {
+        let s = comm
+            .iter()
+            .find(|s| s.name == name && lines[s.line as usize - 1].contains(needle))
+            .unwrap_or_else(|| panic!("no comm sensor {name} at {needle}: {comm:?}"));
+        parse_id(&s.id).unwrap()
+    };
+    use p5_wire::CommOp::{Accept, Connect, Recv, Send};
+    let events = |id: u64| -> Vec<(p5_wire::CommOp, i64)> {
+        seen.comm_all
+            .iter()
+            .filter(|e| e.0 == id)
+            .map(|e| (e.1, e.2))
+            .collect()
+    };
+    assert_eq!(
+        events(sensor("getOutputStream", "client.getOutputStream()")),
+        [(Send, 4)]
     );
-    assert!(
-        recorded.contains(&("getInputStream", (p5_wire::CommOp::Recv, 4))),
-        "{recorded:?}"
+    assert_eq!(
+        events(sensor("getInputStream", "peer.getInputStream()")),
+        [(Recv, 4)]
     );
-    assert_eq!(recorded.len(), 2);
+    assert!(events(sensor("getInputStream", "p.getInputStream()")).is_empty());
+    for needle in ["server.accept()", "listener.accept()"] {
+        let accepts = events(sensor("accept", needle));
+        assert!(
+            matches!(accepts[..], [(Accept, fd)] if fd != 0),
+            "{needle}: {accepts:?}"
+        );
+    }
+    assert_eq!(events(sensor("connect", "client.connect(")), [(Connect, 0)]);
+    assert_eq!(
+        events(sensor("connect", "Socket client = new Socket(")),
+        [(Connect, 0)]
+    );
+    assert_eq!(events(sensor("write", "client.write(")), [(Send, 5)]);
+    let reads = events(sensor("read", "peer.read("));
+    assert!(!reads.is_empty() && reads.iter().all(|r| r.0 == Recv));
+    assert_eq!(reads.iter().map(|r| r.1).sum::<i64>(), 5);
+    // `out.write(…)` on a socket stream is offered to the channel wrapper and left alone.
+    assert!(events(sensor("write", "out.write(")).is_empty());
+    check_calls(
+        &manifest,
+        &seen,
+        &lines,
+        &[
+            // Leaves by an exception: the finally still records the exit.
+            ("fails", 1, "fails();"),
+            ("write", 1, "out.write("),
+            ("readNBytes", 1, "int n = in.readNBytes("),
+        ],
+    );
 }
 
 #[test]
@@ -324,7 +396,7 @@ fn cpp_program_records_the_manifest_sensors() {
         eprintln!("g++ not installed; skipping");
         return;
     }
-    let (tmp, out, manifest, original) = instrument_program("shapes.cpp");
+    let (tmp, out, manifest, original) = instrument_program("shapes.cpp", Modes::default());
     let lib = p5_instrument::runtime::static_lib().expect("libp5_runtime.a");
     let exe = tmp.path().join("shapes");
     let st = Command::new("g++")
@@ -394,7 +466,7 @@ fn rust_program_records_the_manifest_sensors() {
     let report = run(&Options {
         paths: vec![krate.clone()],
         out: Some(out.clone()),
-        modes: Modes::default(),
+        modes: ALL,
         ..Options::default()
     })
     .unwrap();
@@ -402,14 +474,7 @@ fn rust_program_records_the_manifest_sensors() {
     let toml = read(&out.join("Cargo.toml"));
     assert!(toml.contains("p5-runtime = { path = "), "{toml}");
     let manifest: Manifest = serde_json::from_str(&read(&out.join("p5-manifest.json"))).unwrap();
-    // Share one target folder between runs (beside this test's own) so only the first run
-    // compiles the runtime.
-    let target = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("p5-instrument-e2e"))
-        .unwrap();
+    let target = crate::e2e_target_dir();
     let spool = tmp.path().join("spool");
     let o = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
         .args(["run", "-q", "--offline", "--manifest-path"])
@@ -445,5 +510,52 @@ fn rust_program_records_the_manifest_sensors() {
     assert_eq!(
         (seen.enters.get(&rid), seen.exits.get(&rid)),
         (Some(&1), Some(&1))
+    );
+    // std sockets record under the sensor of the call that made them; accepted streams under
+    // the listener's.
+    let comm_sensor = |name: &str, needle: &str| {
+        let s = manifest
+            .sensors
+            .iter()
+            .find(|s| {
+                s.kind == "comm" && s.name == name && lines[s.line as usize - 1].contains(needle)
+            })
+            .unwrap_or_else(|| panic!("no comm sensor {name} at {needle}"));
+        parse_id(&s.id).unwrap()
+    };
+    let bind = comm_sensor("bind", "TcpListener::bind(");
+    let connect = comm_sensor("connect", "TcpStream::connect(");
+    use p5_wire::CommOp::{Accept, Close, Connect, Recv, Send};
+    let events = |sensor: u64| -> Vec<(p5_wire::CommOp, i64)> {
+        seen.comm_all
+            .iter()
+            .filter(|e| e.0 == sensor && e.1 != Accept && e.1 != Close)
+            .map(|e| (e.1, e.2))
+            .collect()
+    };
+    assert_eq!(events(connect), [(Connect, 0), (Send, 4), (Recv, 5)]);
+    assert_eq!(events(bind), [(Recv, 4), (Send, 5)]);
+    use p5_wire::CommOp::{RecvFrom, SendTo};
+    assert_eq!(events(comm_sensor("bind", "let a = ")), [(SendTo, 3)]);
+    assert_eq!(events(comm_sensor("bind", "let b = ")), [(RecvFrom, 3)]);
+    let count = |sensor: u64, op| {
+        seen.comm_all
+            .iter()
+            .filter(|e| e.0 == sensor && e.1 == op && e.2 >= 0)
+            .count()
+    };
+    assert_eq!(count(bind, Accept), 1);
+    // The listener, the accepted stream and its clone; the connected stream.
+    assert_eq!((count(bind, Close), count(connect, Close)), (3, 1));
+    check_calls(
+        &manifest,
+        &seen,
+        &lines,
+        &[
+            // One of the three leaves by `?`.
+            ("parse", 3, "s.trim().parse::<u32>()?"),
+            ("std::panic::set_hook", 1, "set_hook("),
+            ("is_err", 1, "catch_unwind("),
+        ],
     );
 }

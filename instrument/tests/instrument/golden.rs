@@ -4,7 +4,8 @@
 //! must match byte for byte, keep every line number, and be a fixed point (instrumenting it
 //! again changes nothing and finds the same sensor ids). C and C++ outputs must compile
 //! (`gcc`/`g++ -fsyntax-only` against `p5.h`), Java outputs must compile with `javac` against
-//! the Java client, and Python outputs must byte-compile.
+//! the Java client, Python outputs must byte-compile, and Rust outputs must pass `cargo check`
+//! (all of them as modules of one crate depending on the runtime).
 //! `P5_BLESS=1 cargo test -p p5-instrument golden` rewrites the expected files.
 
 use crate::{have, include_dir, read};
@@ -79,6 +80,8 @@ fn golden_cases() {
     let root = crate::crate_dir().join("test_data");
     let mut cases = 0;
     let mut failures = Vec::new();
+    let rust_crate = tempfile::tempdir().unwrap();
+    let mut rust_modules = Vec::new();
     let mut langs: Vec<_> = std::fs::read_dir(&root).unwrap().flatten().collect();
     langs.sort_by_key(|e| e.path());
     for lang_dir in langs {
@@ -158,7 +161,16 @@ fn golden_cases() {
             if ids != ids2 {
                 failures.push(format!("{name}: re-instrumenting found other ids"));
             }
-            if !dir.join("no-compile").exists() {
+            if lang == Lang::Rust && !dir.join("no-compile").exists() {
+                let module = name.replace(['/', '-'], "_");
+                std::fs::create_dir_all(rust_crate.path().join("src")).unwrap();
+                std::fs::write(
+                    rust_crate.path().join(format!("src/{module}.rs")),
+                    &out.text,
+                )
+                .unwrap();
+                rust_modules.push(module);
+            } else if !dir.join("no-compile").exists() {
                 let tmp = tempfile::tempdir().unwrap();
                 let f = tmp.path().join(&rel);
                 std::fs::write(&f, &out.text).unwrap();
@@ -168,6 +180,38 @@ fn golden_cases() {
             }
         }
     }
+    if !rust_modules.is_empty()
+        && let Err(e) = cargo_check(rust_crate.path(), &rust_modules)
+    {
+        failures.push(format!("Rust outputs do not compile:\n{e}"));
+    }
     assert!(cases >= 5, "only {cases} golden cases found");
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
+/// `cargo check` of a crate made of `modules` (files in `dir/src`) and the runtime.
+fn cargo_check(dir: &Path, modules: &[String]) -> Result<(), String> {
+    let lib: String = modules.iter().map(|m| format!("pub mod {m};\n")).collect();
+    std::fs::write(dir.join("src/lib.rs"), lib).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"p5-golden\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n\
+             [dependencies]\n{}\n\n[workspace]\n",
+            p5_instrument::runtime::cargo_dependency()
+        ),
+    )
+    .unwrap();
+    let out = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+        .args(["check", "-q", "--offline", "--manifest-path"])
+        .arg(dir.join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", crate::e2e_target_dir())
+        .env_remove("RUSTFLAGS")
+        .output()
+        .map_err(|e| e.to_string())?;
+    if out.status.success() {
+        Ok(())
+    } else {
+        Err(String::from_utf8_lossy(&out.stderr).into_owned())
+    }
 }

@@ -31,3 +31,14 @@ pub fn include_dir() -> PathBuf {
 pub fn read(p: &Path) -> String {
     std::fs::read_to_string(p).unwrap_or_else(|e| panic!("{}: {e}", p.display()))
 }
+
+/// The target folder shared by the Rust programs the tests build (beside the tests' own), so
+/// only the first build compiles the runtime.
+pub fn e2e_target_dir() -> PathBuf {
+    std::env::current_exe()
+        .unwrap()
+        .parent()
+        .and_then(Path::parent)
+        .map(|d| d.join("p5-instrument-e2e"))
+        .unwrap()
+}

@@ -3,8 +3,10 @@
 //! instrumented with `--functions --comm` and again with `--calls`, built with gcc against the
 //! runtime, run, and required to print exactly what the original build prints while recording
 //! events; LLVM's libFuzzer (C++, 10 k lines, from `libfuzzer-sys`), whose instrumented build
-//! must fuzz exactly like the original for a fixed seed; and the `shlex` crate (Rust), whose
-//! own test suite must pass instrumented. Needs network (or a warm cargo cache) and a few
+//! must fuzz exactly like the original for a fixed seed; the `shlex` crate (Rust), whose
+//! own test suite must pass instrumented (with and without `--calls`); and the `tiny_http`
+//! crate, instrumented with every mode, serving one request whose bytes its std sockets must
+//! record. Needs network (or a warm cargo cache) and a few
 //! minutes: `cargo test -p p5-instrument -- --ignored realcode`.
 
 use crate::read;
@@ -333,41 +335,137 @@ fn realcode_cpp_libfuzzer() {
 fn realcode_rust_crate_shlex() {
     let tmp = tempfile::tempdir().unwrap();
     let krate = crate_source("shlex", "=2.0.1", tmp.path());
+    let target = crate::e2e_target_dir();
+    for calls in [false, true] {
+        let out = tmp.path().join(if calls { "out-calls" } else { "out" });
+        let report = run(&Options {
+            paths: vec![krate.clone()],
+            out: Some(out.clone()),
+            modes: Modes {
+                functions: true,
+                calls,
+                comm: true,
+            },
+            ..Options::default()
+        })
+        .unwrap();
+        assert!(
+            report.sensors.len() > if calls { 60 } else { 20 },
+            "{} sensors",
+            report.sensors.len()
+        );
+        assert!(read(&out.join("Cargo.toml")).contains("p5-runtime"));
+        let o = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
+            .args(["test", "-q", "--offline", "--manifest-path"])
+            .arg(out.join("Cargo.toml"))
+            .env("CARGO_TARGET_DIR", &target)
+            .env("P5_DIR", tmp.path().join("spool"))
+            .env_remove("P5_LOGSERVER")
+            .env_remove("RUSTFLAGS")
+            .output()
+            .unwrap();
+        assert!(
+            o.status.success(),
+            "{}\n{}",
+            String::from_utf8_lossy(&o.stdout),
+            String::from_utf8_lossy(&o.stderr)
+        );
+        assert!(String::from_utf8_lossy(&o.stdout).contains("test result: ok"));
+    }
+}
+
+#[test]
+#[ignore = "fetches tiny_http and builds a server on it (~30 s)"]
+fn realcode_rust_crate_tiny_http_comm() {
+    let tmp = tempfile::tempdir().unwrap();
+    let krate = crate_source("tiny_http", "=0.12.0", tmp.path());
     let out = tmp.path().join("out");
     let report = run(&Options {
-        paths: vec![krate.clone()],
+        paths: vec![krate],
         out: Some(out.clone()),
+        modes: Modes {
+            functions: true,
+            calls: true,
+            comm: true,
+        },
         ..Options::default()
     })
     .unwrap();
-    assert!(
-        report.sensors.len() > 20,
-        "{} sensors",
-        report.sensors.len()
-    );
-    assert!(read(&out.join("Cargo.toml")).contains("p5-runtime"));
-    let target = std::env::current_exe()
-        .unwrap()
-        .parent()
-        .and_then(Path::parent)
-        .map(|d| d.join("p5-instrument-e2e"))
-        .unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    // An uninstrumented server program on the instrumented library, with a plain std client.
+    let app = tmp.path().join("app");
+    std::fs::create_dir_all(app.join("src")).unwrap();
+    std::fs::write(
+        app.join("Cargo.toml"),
+        format!(
+            "[package]\nname = \"app\"\nversion = \"0.1.0\"\nedition = \"2021\"\n\
+             [dependencies]\ntiny_http = {{ path = {:?} }}\n{}\n[workspace]\n",
+            out.display().to_string(),
+            p5_instrument::runtime::cargo_dependency()
+        ),
+    )
+    .unwrap();
+    const REQUEST: &str = "GET / HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+    std::fs::write(
+        app.join("src/main.rs"),
+        format!(
+            r#"use std::io::{{Read, Write}};
+fn main() {{
+    let server = tiny_http::Server::http("127.0.0.1:0").unwrap();
+    let port = server.server_addr().to_ip().unwrap().port();
+    let client = std::thread::spawn(move || {{
+        let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).unwrap();
+        s.write_all({REQUEST:?}.as_bytes()).unwrap();
+        let mut reply = String::new();
+        s.read_to_string(&mut reply).unwrap();
+        reply
+    }});
+    let rq = server.recv().unwrap();
+    rq.respond(tiny_http::Response::from_string("hello")).unwrap();
+    let reply = client.join().unwrap();
+    println!("{{}} {{}}", reply.len(), reply.lines().last().unwrap());
+    drop(server);
+    p5_runtime::flush();
+}}
+"#
+        ),
+    )
+    .unwrap();
+    let spool = tmp.path().join("spool");
     let o = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(["test", "-q", "--offline", "--manifest-path"])
-        .arg(out.join("Cargo.toml"))
-        .env("CARGO_TARGET_DIR", &target)
-        .env("P5_DIR", tmp.path().join("spool"))
+        .args(["run", "-q", "--offline", "--manifest-path"])
+        .arg(app.join("Cargo.toml"))
+        .env("CARGO_TARGET_DIR", crate::e2e_target_dir())
+        .env("P5_DIR", &spool)
         .env_remove("P5_LOGSERVER")
         .env_remove("RUSTFLAGS")
         .output()
         .unwrap();
-    assert!(
-        o.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(String::from_utf8_lossy(&o.stdout).contains("test result: ok"));
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let (reply_len, body) = stdout.trim().split_once(' ').unwrap();
+    assert_eq!(body, "hello");
+    // The listener tiny_http binds records the accept, the request read and the reply written.
+    let manifest: p5_wire::manifest::Manifest =
+        serde_json::from_str(&read(&out.join("p5-manifest.json"))).unwrap();
+    let bind = manifest
+        .sensors
+        .iter()
+        .find(|s| s.kind == "comm" && s.name == "bind")
+        .expect("a bind sensor");
+    let id = p5_wire::manifest::parse_id(&bind.id).unwrap();
+    let seen = crate::e2e::decode_spool(&spool);
+    let bytes = |op| -> i64 {
+        seen.comm_all
+            .iter()
+            .filter(|e| e.0 == id && e.1 == op && e.2 > 0)
+            .map(|e| e.2)
+            .sum()
+    };
+    use p5_wire::CommOp::{Accept, Recv, Send};
+    assert!(seen.comm_all.iter().any(|e| e.0 == id && e.1 == Accept));
+    assert_eq!(bytes(Recv), REQUEST.len() as i64);
+    assert_eq!(bytes(Send), reply_len.parse::<i64>().unwrap());
 }
 
 #[test]

@@ -5,7 +5,11 @@ import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetAddress;
 import java.net.ServerSocket;
+import java.net.InetSocketAddress;
 import java.net.Socket;
+import java.nio.ByteBuffer;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
 
 class Base {
     final int seed;
@@ -54,6 +58,23 @@ class Echo extends Base {
         }
     }
 
+    static int channels() throws IOException {
+        try (ServerSocketChannel listener = ServerSocketChannel.open();
+                SocketChannel client = SocketChannel.open()) {
+            listener.bind(new InetSocketAddress(InetAddress.getLoopbackAddress(), 0));
+            client.connect(listener.getLocalAddress());
+            try (SocketChannel peer = listener.accept()) {
+                client.write(ByteBuffer.wrap("hello".getBytes()));
+                ByteBuffer buf = ByteBuffer.allocate(16);
+                int n = 0;
+                while (n < 5) {
+                    n += peer.read(buf);
+                }
+                return n;
+            }
+        }
+    }
+
     public static void main(String[] args) throws IOException {
         int caught = 0;
         try {
@@ -61,6 +82,6 @@ class Echo extends Base {
         } catch (IllegalStateException e) {
             caught = 1;
         }
-        System.out.println(classify(-3) + " " + classify(0) + " " + classify(12) + " " + new Echo().seed + " " + caught + " " + exchange());
+        System.out.println(classify(-3) + " " + classify(0) + " " + classify(12) + " " + new Echo().seed + " " + caught + " " + exchange() + " " + channels());
     }
 }

@@ -1,6 +1,6 @@
 //! p5-instrument end-to-end program: methods, early returns, `?`, a caught panic, a region.
 use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::net::{TcpListener, TcpStream, UdpSocket};
 use std::num::ParseIntError;
 
 struct Counter {
@@ -29,6 +29,15 @@ fn explode(x: u32) -> u32 {
     x
 }
 
+fn datagrams() -> std::io::Result<usize> {
+    let a = UdpSocket::bind("127.0.0.1:0")?;
+    let b = UdpSocket::bind("127.0.0.1:0")?;
+    a.send_to(b"abc", b.local_addr()?)?;
+    let mut buf = [0u8; 8];
+    let (n, _) = b.recv_from(&mut buf)?;
+    Ok(n)
+}
+
 fn talk() -> std::io::Result<usize> {
     let l = TcpListener::bind("127.0.0.1:0")?;
     let mut s = TcpStream::connect(l.local_addr()?)?;
@@ -36,7 +45,11 @@ fn talk() -> std::io::Result<usize> {
     s.write_all(b"ping")?;
     let mut buf = [0u8; 4];
     peer.read_exact(&mut buf)?;
-    Ok(buf.len())
+    let mut reply = peer.try_clone()?;
+    reply.write_all(b"pong!")?;
+    let mut back = [0u8; 5];
+    (&s).read_exact(&mut back)?;
+    Ok(buf.len() + datagrams()? - 3)
 }
 
 fn main() {

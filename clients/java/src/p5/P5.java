@@ -5,14 +5,21 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.InetSocketAddress;
+import java.net.ServerSocket;
 import java.net.Socket;
+import java.net.SocketAddress;
+import java.nio.channels.ServerSocketChannel;
+import java.nio.channels.SocketChannel;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.Paths;
 import java.security.SecureRandom;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.Collections;
 import java.util.List;
+import java.util.Map;
+import java.util.WeakHashMap;
 
 /**
  * The p5 runtime for Java: sensors for code instrumented by p5-instrument.
@@ -42,7 +49,8 @@ public final class P5 {
     private static Socket sock;
     private static byte[] hello;
 
-    static long now() { return System.nanoTime() - START; }
+    /** The sensors' clock: nanoseconds since this class was loaded. */
+    public static long now() { return System.nanoTime() - START; }
 
     /** One thread's events. */
     static final class Stream {
@@ -145,6 +153,54 @@ public final class P5 {
         return r;
     }
 
+    /**
+     * {@code p5.P5.accept(id, l, _p5 -> _p5.accept())}: what {@code accept()} returns; when
+     * {@code owner} is a {@link ServerSocket} or a {@link ServerSocketChannel}, the accept is
+     * recorded (with the peer) and the new socket described. Its reads and writes are recorded
+     * where its streams are taken ({@link #input}, {@link #output}) or its channel is used
+     * ({@link #channel}).
+     */
+    public static <T, R, E extends Exception> R accept(long sensor, T owner, Getter<T, R, E> get) throws E {
+        if (!on || !(owner instanceof ServerSocket || owner instanceof ServerSocketChannel)) return get.get(owner);
+        long t = now();
+        R r = get.get(owner);
+        Socket s = r instanceof Socket ? (Socket) r : r instanceof SocketChannel ? ((SocketChannel) r).socket() : null;
+        if (s != null) {
+            Object listener = owner instanceof ServerSocket ? owner : ((ServerSocketChannel) owner).socket();
+            comm(sensor, Recorded.ACCEPT, System.identityHashCode(listener), t, fd(s),
+                    endpoint(s.getInetAddress(), s.getPort()));
+            noteOnce(sensor, s);
+        }
+        return r;
+    }
+
+    /**
+     * {@code p5.P5.connected(id, p5.P5.now(), new Socket(host, port))}: the new socket; when it
+     * is a connected {@link Socket}, its connect (begun at {@code start}) is recorded and the
+     * socket described.
+     */
+    public static <T> T connected(long sensor, long start, T socket) {
+        if (on && socket instanceof Socket && ((Socket) socket).isConnected()) {
+            Socket s = (Socket) socket;
+            comm(sensor, Recorded.CONNECT, fd(s), start, 0, endpoint(s.getInetAddress(), s.getPort()));
+            noteOnce(sensor, s);
+        }
+        return socket;
+    }
+
+    /**
+     * {@code p5.P5.channel(id, x).read(buf)} (also {@code write}, {@code connect}): {@code x}
+     * itself, or — when it is one of the JDK's {@link SocketChannel}s — a stand-in for this
+     * one call that records it and passes it on to {@code x}.
+     */
+    @SuppressWarnings("unchecked")
+    public static <T> T channel(long sensor, T owner) {
+        if (on && owner instanceof SocketChannel && owner.getClass().getModule() == SocketChannel.class.getModule()) {
+            return (T) new Recorded.Channel((SocketChannel) owner, sensor);
+        }
+        return owner;
+    }
+
     static String endpoint(java.net.InetAddress a, int port) {
         if (a == null || port <= 0) return "-";
         String h = a.getHostAddress();
@@ -161,8 +217,25 @@ public final class P5 {
                 endpoint(s.getLocalAddress(), s.getLocalPort()), endpoint(s.getInetAddress(), s.getPort())});
     }
 
+    static String endpoint(SocketAddress a) {
+        if (!(a instanceof InetSocketAddress)) return "-";
+        InetSocketAddress i = (InetSocketAddress) a;
+        return i.getAddress() == null ? "-" : endpoint(i.getAddress(), i.getPort());
+    }
+
+    private static final Map<Socket, Boolean> NOTED = Collections.synchronizedMap(new WeakHashMap<>());
+
+    /** Describes a socket the first time it is seen. */
+    static void noteOnce(long sensor, Socket s) {
+        if (on && NOTED.put(s, Boolean.TRUE) == null) noteSocket(sensor, s);
+    }
+
     static void comm(long sensor, int op, Socket s, long start, long result) {
-        if (on) LOCAL.get().addExtra(4, start, sensor, new Object[] {op, fd(s), now() - start, result, "-"});
+        comm(sensor, op, fd(s), start, result, "-");
+    }
+
+    static void comm(long sensor, int op, long fd, long start, long result, String peer) {
+        if (on) LOCAL.get().addExtra(4, start, sensor, new Object[] {op, fd, now() - start, result, peer});
     }
 
     private static synchronized void start() {

@@ -6,12 +6,21 @@ import java.io.IOException;
 import java.io.InputStream;
 import java.io.OutputStream;
 import java.net.Socket;
+import java.net.SocketAddress;
+import java.net.SocketOption;
+import java.nio.ByteBuffer;
+import java.nio.channels.SocketChannel;
+import java.util.Set;
 
-/** Socket streams that record each read and write as a communication event (op, bytes, time). */
+/**
+ * Socket streams and channels that record each read and write as a communication event (op,
+ * bytes, time).
+ */
 final class Recorded {
     private Recorded() {}
 
-    static final int SEND = 1, RECV = 2;
+    static final int SEND = 1, RECV = 2, CONNECT = 9, ACCEPT = 10;
+    static final long EINPROGRESS = 115;
 
     static final class In extends FilterInputStream {
         private final long sensor;
@@ -62,6 +71,136 @@ final class Recorded {
             long t = P5.now();
             out.write(buf, off, len);
             P5.comm(sensor, SEND, socket, t, len);
+        }
+    }
+
+    /**
+     * A stand-in for a JDK socket channel during one call ({@link P5#channel}): reads, writes and
+     * connects are recorded, everything else is passed on. It is never registered or kept.
+     */
+    static final class Channel extends SocketChannel {
+        private final SocketChannel ch;
+        private final long sensor;
+
+        Channel(SocketChannel ch, long sensor) {
+            super(ch.provider());
+            this.ch = ch;
+            this.sensor = sensor;
+        }
+
+        private long io(int op, long t, long n) {
+            Socket s = ch.socket();
+            P5.noteOnce(sensor, s);
+            P5.comm(sensor, op, s, t, Math.max(n, 0));
+            return n;
+        }
+
+        @Override
+        public int read(ByteBuffer dst) throws IOException {
+            long t = P5.now();
+            return (int) io(RECV, t, ch.read(dst));
+        }
+
+        @Override
+        public long read(ByteBuffer[] dsts, int offset, int length) throws IOException {
+            long t = P5.now();
+            return io(RECV, t, ch.read(dsts, offset, length));
+        }
+
+        @Override
+        public int write(ByteBuffer src) throws IOException {
+            long t = P5.now();
+            return (int) io(SEND, t, ch.write(src));
+        }
+
+        @Override
+        public long write(ByteBuffer[] srcs, int offset, int length) throws IOException {
+            long t = P5.now();
+            return io(SEND, t, ch.write(srcs, offset, length));
+        }
+
+        @Override
+        public boolean connect(SocketAddress remote) throws IOException {
+            long t = P5.now();
+            boolean done = ch.connect(remote);
+            Socket s = ch.socket();
+            P5.comm(sensor, CONNECT, P5.fd(s), t, done ? 0 : -EINPROGRESS, P5.endpoint(remote));
+            if (done) P5.noteSocket(sensor, s);
+            return done;
+        }
+
+        @Override
+        public SocketChannel bind(SocketAddress local) throws IOException {
+            ch.bind(local);
+            return this;
+        }
+
+        @Override
+        public <T> SocketChannel setOption(SocketOption<T> name, T value) throws IOException {
+            ch.setOption(name, value);
+            return this;
+        }
+
+        @Override
+        public <T> T getOption(SocketOption<T> name) throws IOException {
+            return ch.getOption(name);
+        }
+
+        @Override
+        public Set<SocketOption<?>> supportedOptions() {
+            return ch.supportedOptions();
+        }
+
+        @Override
+        public SocketChannel shutdownInput() throws IOException {
+            ch.shutdownInput();
+            return this;
+        }
+
+        @Override
+        public SocketChannel shutdownOutput() throws IOException {
+            ch.shutdownOutput();
+            return this;
+        }
+
+        @Override
+        public Socket socket() {
+            return ch.socket();
+        }
+
+        @Override
+        public boolean isConnected() {
+            return ch.isConnected();
+        }
+
+        @Override
+        public boolean isConnectionPending() {
+            return ch.isConnectionPending();
+        }
+
+        @Override
+        public boolean finishConnect() throws IOException {
+            return ch.finishConnect();
+        }
+
+        @Override
+        public SocketAddress getRemoteAddress() throws IOException {
+            return ch.getRemoteAddress();
+        }
+
+        @Override
+        public SocketAddress getLocalAddress() throws IOException {
+            return ch.getLocalAddress();
+        }
+
+        @Override
+        protected void implCloseSelectableChannel() throws IOException {
+            ch.close();
+        }
+
+        @Override
+        protected void implConfigureBlocking(boolean block) throws IOException {
+            ch.configureBlocking(block);
         }
     }
 }

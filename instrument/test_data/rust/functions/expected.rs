@@ -51,3 +51,9 @@ fn parse(s: &str) -> Result<u64, std::num::ParseIntError> { let _p5_guard = p5_r
     let v = s.trim().parse::<u64>()?;
     Ok(v + inner::total(&[v]))
 }
+
+fn quiet() {
+    #![allow(unused_variables)] let _p5_guard = p5_runtime::scope(0x231cd108b87b343a);
+    // the guard goes after the inner attribute
+    let x = 1;
+}

@@ -51,3 +51,9 @@ fn parse(s: &str) -> Result<u64, std::num::ParseIntError> {
     let v = s.trim().parse::<u64>()?;
     Ok(v + inner::total(&[v]))
 }
+
+fn quiet() {
+    #![allow(unused_variables)]
+    // the guard goes after the inner attribute
+    let x = 1;
+}
