@@ -12,7 +12,7 @@ use crate::schema::Value;
 use std::collections::HashMap;
 
 /// Buckets across the session (more than the pixel columns of a wide screen).
-pub const BUCKETS: i64 = 2048;
+pub const BUCKETS: i64 = 1024;
 
 /// Lane of a thread's states (`lane` column); interval depth `d` is lane `d + 1`.
 pub const LANE_STATES: i64 = 0;
@@ -145,18 +145,18 @@ mod tests {
 
     #[test]
     fn spans_aggregate_per_bucket_and_keep_the_longest_category() {
-        let mut o = Overview::new(0, 2048);
+        let mut o = Overview::new(0, 1024);
         let t = Owner::Thread(1);
         o.add(t, 1, 0, 1, Category::Number(7));
         o.add(t, 1, 0, 0, Category::Number(8));
         o.add(t, 1, 5, 9, Category::Number(9)); // bucket 5, spans past it
-        o.add(t, LANE_STATES, 0, 2048, Category::State("sending"));
+        o.add(t, LANE_STATES, 0, 1024, Category::State("sending"));
         o.add(Owner::Host(2), LANE_IRQ, 3000, 3000, Category::Number(33)); // clamped to the last
         assert_eq!(o.len(), 4);
         let rows: Vec<_> = o.rows(4).collect();
         assert_eq!(rows[0][3], Value::Int(LANE_STATES));
         assert_eq!(rows[0][7], Value::Static("sending"));
-        assert_eq!(rows[0][9], Value::Int(2048));
+        assert_eq!(rows[0][9], Value::Int(1024));
         // Bucket 0 of lane 1: two spans, extent [0, 1], the longer (sensor 7) named.
         assert_eq!(
             &rows[1][3..],

@@ -31,7 +31,7 @@ async fn main() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(10_000_000);
-    let path = std::env::temp_dir().join(format!("p5-web-bench-v2-{events}.db"));
+    let path = std::env::temp_dir().join(format!("p5-web-bench-v3-{events}.db"));
     if !path.exists() {
         let t = Instant::now();
         generate(&path, events).await;
@@ -46,6 +46,26 @@ async fn main() {
     };
     let (app, state) = p5_web::server::app(&cfg).await.expect("open");
 
+    // The preview alone (no index build competing for the cores and the database).
+    {
+        let db = p5_web::query::Db::open(&cfg.db).await.expect("open");
+        let t = Instant::now();
+        let p = p5_web::index::SessionIndex::preview(&db, 1)
+            .await
+            .expect("preview");
+        let n: usize = p.map_or(0, |p| {
+            p.lanes
+                .values()
+                .map(|l| {
+                    l.states.len() + l.sched.len() + l.levels.iter().map(|x| x.len()).sum::<usize>()
+                })
+                .sum()
+        });
+        println!("preview alone: {:.2?} ({n} overview buckets)", t.elapsed());
+        let t = Instant::now();
+        let _ = p5_web::query::overview(&db, 1, p5_web::index::STATES).await;
+        println!("  of which the overview query: {:.2?}", t.elapsed());
+    }
     // Cold start: a server that never indexed this session paints from the merge's overview
     // (the answers say `"partial": true`) while it builds the index in the background.
     let t = Instant::now();
@@ -256,6 +276,20 @@ async fn generate(path: &Path, events: i64) {
     let tmp = path.with_extension("tmp");
     let _ = std::fs::remove_file(&tmp);
     let pool = fixture::create(&tmp).await;
+    // Bulk load: a large page cache, and the indexes built once at the end.
+    let indexes: Vec<&str> = fixture::SCHEMA
+        .lines()
+        .filter(|l| l.starts_with("CREATE INDEX "))
+        .collect();
+    let mut setup = String::from("PRAGMA cache_size = -262144;");
+    for l in &indexes {
+        let name = l.split_whitespace().nth(2).expect("index name");
+        setup.push_str(&format!("DROP INDEX {name};"));
+    }
+    sqlx::raw_sql(sqlx::AssertSqlSafe(setup))
+        .execute(&pool)
+        .await
+        .expect("bulk-load setup");
     let iters = (events / 10 / THREADS).max(1);
     let end = iters * STEP + STEP;
     use fixture::insert;
@@ -674,6 +708,10 @@ async fn generate(path: &Path, events: i64) {
         &samples,
     )
     .await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(indexes.join("\n")))
+        .execute(&pool)
+        .await
+        .expect("create indexes");
     fixture::overview(&pool).await;
     pool.close().await;
     std::fs::rename(&tmp, path).expect("rename bench db");

@@ -531,9 +531,9 @@ fn classify(name: &str) -> Option<&'static str> {
     }
 }
 
-/// How long a request waits for a session's index before it is answered from the preview
-/// (small sessions are indexed within it and never show a preview).
-pub const PREVIEW_AFTER: Duration = Duration::from_millis(150);
+/// Sessions with fewer events are indexed before the first answer (in well under a second);
+/// larger ones are answered from their preview while the index builds.
+pub const PREVIEW_MIN_EVENTS: u64 = 200_000;
 
 /// How often a session's row is checked for a new merge while its index is cached.
 const RECHECK: Duration = Duration::from_secs(1);
@@ -573,8 +573,8 @@ impl Entry {
 pub struct Cache {
     entries: Mutex<HashMap<i64, Arc<Entry>>>,
     snapshots: Option<Snapshots>,
-    /// [`PREVIEW_AFTER`], in µs (tests set 0 to see the preview).
-    preview_after_us: AtomicU64,
+    /// [`PREVIEW_MIN_EVENTS`] (tests set 0 to see the preview).
+    preview_min_events: AtomicU64,
 }
 
 impl Cache {
@@ -583,14 +583,13 @@ impl Cache {
         Cache {
             entries: Mutex::default(),
             snapshots,
-            preview_after_us: AtomicU64::new(PREVIEW_AFTER.as_micros() as u64),
+            preview_min_events: AtomicU64::new(PREVIEW_MIN_EVENTS),
         }
     }
 
-    /// Sets how long a request waits for an index before it is answered from the preview.
-    pub fn set_preview_after(&self, d: Duration) {
-        let us = u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-        self.preview_after_us.store(us, Ordering::Relaxed);
+    /// Sets the session size from which a never-indexed session is answered from its preview.
+    pub fn set_preview_min_events(&self, n: u64) {
+        self.preview_min_events.store(n, Ordering::Relaxed);
     }
 
     /// The entry of session `sid`: a fresh one when the session was merged again since its
@@ -662,32 +661,34 @@ impl Cache {
         r
     }
 
-    /// The index of session `sid` if it is ready within [`PREVIEW_AFTER`] (or as set with
-    /// [`Cache::set_preview_after`]); otherwise its
-    /// preview (see [`SessionIndex::preview`]) while the index is built in the background,
-    /// or, without an overview in the database, the index once built.
+    /// The index of session `sid` if it is built; else, for a session of at least
+    /// [`PREVIEW_MIN_EVENTS`] events (or as set with [`Cache::set_preview_min_events`]) whose
+    /// database holds an overview, its preview (see [`SessionIndex::preview`]: a few thousand
+    /// rows, read before the index build starts competing for the cores and the database),
+    /// while the index is built in the background; else the index once built.
     pub async fn view(&self, db: &Db, sid: i64) -> Result<Arc<SessionIndex>, ApiError> {
         let e = self.entry(db, sid).await?;
         if let Some(ix) = e.full.get() {
             return Ok(ix.clone());
         }
-        let build = self.build(db, sid, &e);
-        let wait = Duration::from_micros(self.preview_after_us.load(Ordering::Relaxed));
-        let r = match tokio::time::timeout(wait, build).await {
-            Ok(done) => joined(done),
-            Err(_) => {
-                let preview = e
-                    .preview
-                    .get_or_try_init(|| async {
-                        Ok::<_, ApiError>(SessionIndex::preview(db, sid).await?.map(Arc::new))
-                    })
-                    .await;
-                match preview {
-                    Ok(Some(p)) => return Ok(p.clone()),
-                    Ok(None) => joined(self.build(db, sid, &e).await),
-                    Err(err) => Err(err),
+        let min = self.preview_min_events.load(Ordering::Relaxed);
+        let preview = e
+            .preview
+            .get_or_try_init(|| async {
+                let events = query::session(db, sid).await?.events;
+                if u64::try_from(events).unwrap_or(0) < min {
+                    return Ok::<_, ApiError>(None);
                 }
+                Ok(SessionIndex::preview(db, sid).await?.map(Arc::new))
+            })
+            .await;
+        let r = match preview {
+            Ok(Some(p)) => {
+                drop(self.build(db, sid, &e));
+                return Ok(p.clone());
             }
+            Ok(None) => joined(self.build(db, sid, &e).await),
+            Err(err) => Err(err),
         };
         if r.is_err() {
             self.forget(sid, &e);

@@ -457,7 +457,7 @@ async fn browser() {
     pool.close().await;
     let (app, state) = server::app(&config(&f, None)).await.unwrap();
     // The page first gets the overview preview, then finds the index ready.
-    state.cache.set_preview_after(std::time::Duration::ZERO);
+    state.cache.set_preview_min_events(0);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     tokio::spawn(async move { axum::serve(listener, app).await });
@@ -520,8 +520,8 @@ fn gantt_totals(g: &Value) -> Vec<LaneTotals> {
 }
 
 /// A session the viewer has not indexed yet is answered at once from the merge's overview
-/// (`"partial": true`: same rows, the same counts and covered time per lane, no messages),
-/// and from the index once it is built.
+/// (`"partial": true`), and from the index once it is built; the preview holds the same
+/// threads and, per lane, the same span counts and covered time as the index.
 #[tokio::test]
 async fn preview_answers_until_the_index_is_built() {
     let f = fixture().await;
@@ -529,14 +529,10 @@ async fn preview_answers_until_the_index_is_built() {
     fixture::overview(&pool).await;
     pool.close().await;
     let (app, state) = server::app(&config(&f, None)).await.unwrap();
-    state.cache.set_preview_after(std::time::Duration::ZERO);
+    state.cache.set_preview_min_events(0);
     let (s, rows) = get_json(&app, "/api/v1/sessions/1/rows").await;
     assert_eq!(s, StatusCode::OK);
     assert_eq!(rows["partial"], true, "the first answer is the preview");
-    let (_, g) = get_json(&app, "/api/v1/sessions/1/gantt?px=40").await;
-    let (_, m) = get_json(&app, "/api/v1/sessions/1/messages").await;
-    assert_eq!(m["messages"].as_array().unwrap().len(), 0);
-    let preview = gantt_totals(&g);
     // The index is built meanwhile; then the same questions get full answers.
     let mut full = None;
     for _ in 0..200 {
@@ -551,29 +547,49 @@ async fn preview_answers_until_the_index_is_built() {
     let strip = |v: &Value| -> Vec<(Value, Value)> {
         let ps = v["processes"].as_array().unwrap();
         let t = |p: &Value| {
-            p["threads"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|t| t["id"].clone())
-                .collect()
+            let ts = p["threads"].as_array().unwrap();
+            ts.iter().map(|t| t["id"].clone()).collect()
         };
         ps.iter().map(|p| (p["label"].clone(), t(p))).collect()
     };
     assert_eq!(strip(&rows), strip(&full), "same processes and threads");
-    let (_, g2) = get_json(&app, "/api/v1/sessions/1/gantt?px=40").await;
-    assert_eq!(g2["partial"], false);
-    assert_eq!(
-        preview,
-        gantt_totals(&g2),
-        "per-lane span counts and covered time"
-    );
-    assert!(
-        preview.iter().any(|t| (t.2).0 > 0 && (t.3).0 > 0),
-        "{preview:?}"
-    );
-    let (_, m2) = get_json(&app, "/api/v1/sessions/1/messages").await;
-    assert!(!m2["messages"].as_array().unwrap().is_empty());
+    let (_, m) = get_json(&app, "/api/v1/sessions/1/messages").await;
+    assert!(!m["messages"].as_array().unwrap().is_empty());
+
+    // The preview against the index, lane by lane.
+    let preview = p5_web::index::SessionIndex::preview(&state.db, 1)
+        .await
+        .unwrap()
+        .expect("the fixture has an overview");
+    assert!(preview.preview && preview.messages.is_empty());
+    let ix = state.cache.get(&state.db, 1).await.unwrap();
+    let (t0, t1) = ix.span();
+    let sum = |items: Vec<p5_web::lod::Item>| {
+        items
+            .iter()
+            .fold((0u64, 0i64), |a, i| (a.0 + u64::from(i.3), a.1 + i.4))
+    };
+    let mut compared = 0;
+    for (thread, lanes) in &ix.lanes {
+        let p = &preview.lanes[thread];
+        assert_eq!(
+            sum(p.states.query(t0, t1, 40)),
+            sum(lanes.states.query(t0, t1, 40))
+        );
+        assert_eq!(
+            sum(p.sched.query(t0, t1, 40)),
+            sum(lanes.sched.query(t0, t1, 40))
+        );
+        let levels = |l: &[p5_web::lod::Lane]| {
+            l.iter()
+                .map(|l| sum(l.query(t0, t1, 40)))
+                .fold((0, 0), |a, b| (a.0 + b.0, a.1 + b.1))
+        };
+        assert_eq!(levels(&p.levels), levels(&lanes.levels), "thread {thread}");
+        compared += usize::from(!lanes.levels.is_empty() && !lanes.sched.is_empty());
+    }
+    assert!(compared > 0, "some thread has intervals and scheduling");
+    assert_eq!(preview.lanes.len(), ix.lanes.len());
 }
 
 /// Without an overview (a database merged before it existed) the answer waits for the index.
@@ -581,7 +597,7 @@ async fn preview_answers_until_the_index_is_built() {
 async fn without_an_overview_the_answer_waits_for_the_index() {
     let f = fixture().await;
     let (app, state) = server::app(&config(&f, None)).await.unwrap();
-    state.cache.set_preview_after(std::time::Duration::ZERO);
+    state.cache.set_preview_min_events(0);
     let (_, rows) = get_json(&app, "/api/v1/sessions/1/rows").await;
     assert_eq!(rows["partial"], false);
 }

@@ -1,4 +1,4 @@
--- The session overview (merge/src/overview.rs): every Gantt lane summarized in 2048 time
+-- The session overview (merge/src/overview.rs): every Gantt lane summarized in 1024 time
 -- buckets, so that a viewer paints a session it has not indexed yet from a few thousand rows.
 -- lane: 0 = states, d + 1 = intervals at depth d, -1 = scheduling (thread_id set),
 -- -2 = IRQs (host_id set). category: sensor id, CPU or IRQ number of the bucket's longest
