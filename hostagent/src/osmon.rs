@@ -589,7 +589,7 @@ pub fn run(
             batch.stream_name = Some(mode_name.to_owned());
         }
         if let Some(s) = session.as_mut() {
-            if last_tids.elapsed() >= Duration::from_millis(500) {
+            if last_tids.elapsed() >= Duration::from_millis(100) {
                 last_tids = Instant::now();
                 if let Err(e) = s.set_tids(&all_tids(&pids)) {
                     tracing::warn!("os monitor: cannot update filters: {e}");
