@@ -478,15 +478,10 @@ export class Timeline {
       c.fill();
     }
     const total = this.msgTotal || n;
-    if (dense || total > n) {
-      const text = `${total.toLocaleString()} messages in view${total > n ? `, ${n.toLocaleString()} drawn` : ''}: zoom in for single arrows`;
-      c.font = '11px system-ui, sans-serif';
-      const w = c.measureText(text).width + 10;
-      c.fillStyle = 'rgba(255,255,255,.85)';
-      c.fillRect(this.width - w - 8, 2, w, 16);
-      c.fillStyle = '#444';
-      c.fillText(text, this.width - w - 3, 14);
-    }
+    const note = document.querySelector('#msg-note');
+    note.textContent = dense || total > n
+      ? `${total.toLocaleString()} messages in view${total > n ? ` (${n.toLocaleString()} drawn)` : ''}: zoom in for arrows`
+      : '';
   }
 
   // ---- hit testing, hover, click-back -----------------------------------------------------
