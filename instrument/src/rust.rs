@@ -96,6 +96,9 @@ pub fn instrument(u: &mut Unit<'_>, root: Node<'_>) {
                     true
                 }
                 "call_expression" => {
+                    if u.modes.comm {
+                        interop(u, n);
+                    }
                     if let Some(f) = frames.last()
                         && f.selected
                     {
@@ -115,6 +118,39 @@ pub fn instrument(u: &mut Unit<'_>, root: Node<'_>) {
         |_| {},
     );
     net.apply(u);
+}
+
+/// `--comm` replaces std's socket types crate-wide, but another crate's `X::from_std(s)`
+/// (tokio, mio, …) takes std's type: its single argument becomes `(s).into()`, which turns a
+/// recording socket into std's and leaves a std one as it is (`From<T> for T`), so the call
+/// compiles either way. Applies in every function, selected or not, like the type change.
+fn interop(u: &mut Unit<'_>, call: Node<'_>) {
+    let src = u.src;
+    let Some(f) = call.child_by_field_name("function") else {
+        return;
+    };
+    let is_from_std = f.kind() == "scoped_identifier"
+        && f.child_by_field_name("name")
+            .is_some_and(|n| text(n, src) == "from_std");
+    let Some(args) = call.child_by_field_name("arguments") else {
+        return;
+    };
+    let mut c = args.walk();
+    let list: Vec<Node<'_>> = args
+        .named_children(&mut c)
+        .filter(|a| !matches!(a.kind(), "line_comment" | "block_comment"))
+        .collect();
+    let [arg] = list[..] else {
+        return;
+    };
+    if !is_from_std
+        || arg.start_position().row != arg.end_position().row
+        || text(arg, src).ends_with(".into()")
+    {
+        return;
+    }
+    u.edits.open(arg.start_byte(), "(");
+    u.edits.close(arg.end_byte(), ").into()");
 }
 
 const CALL_GUARD: &str = "let _p5_call = p5_runtime::scope(";

@@ -15,6 +15,8 @@
 //! everything it does under that id. Constructors named through a name the file also imports
 //! from elsewhere, used as function values (`.and_then(TcpStream::connect)`) or written
 //! inside macro arguments keep std's signature and record under sensor 0.
+//!
+//! Interop: another crate's `X::from_std(s)` gets `(s).into()` (see `interop` in `rust.rs`).
 
 use crate::sensor::{Kind, Span, parse_literal};
 use crate::tree::{preorder, text};

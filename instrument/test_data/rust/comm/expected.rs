@@ -43,3 +43,17 @@ pub fn local() -> Option<n::TcpStream> { let _p5_guard = p5_runtime::scope(0x234
 pub fn next_peer(mut i: p5_runtime::net::compat::Incoming<'_>) -> Option<io::Result<TcpStream>> { let _p5_guard = p5_runtime::scope(0x0cc79368dc598938);
     i.next()
 }
+
+/// Stands for another crate's type built from std's socket (tokio, mio).
+pub struct Async(p5_runtime::net::compat::TcpStream);
+
+impl Async {
+    pub fn from_std(s: p5_runtime::net::compat::TcpStream) -> Async { let _p5_guard = p5_runtime::scope(0xf20dc015eb5e784c);
+        Async(s)
+    }
+}
+
+pub fn adopt(addr: &str) -> io::Result<Async> { let _p5_guard = p5_runtime::scope(0xa83555e2db02fa98);
+    let s = TcpStream::p5_connect(0x83028694050a18ec, addr)?;
+    Ok(Async::from_std((s).into()))
+}

@@ -43,3 +43,17 @@ pub fn local() -> Option<n::TcpStream> {
 pub fn next_peer(mut i: std::net::Incoming<'_>) -> Option<io::Result<TcpStream>> {
     i.next()
 }
+
+/// Stands for another crate's type built from std's socket (tokio, mio).
+pub struct Async(std::net::TcpStream);
+
+impl Async {
+    pub fn from_std(s: std::net::TcpStream) -> Async {
+        Async(s)
+    }
+}
+
+pub fn adopt(addr: &str) -> io::Result<Async> {
+    let s = TcpStream::connect(addr)?;
+    Ok(Async::from_std(s))
+}
