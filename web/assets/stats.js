@@ -33,8 +33,25 @@ export class StatsView {
   }
 
   async load() {
-    if (this.data || !this.ctx.sid) return;
-    this.data = await api(`/sessions/${this.ctx.sid}/stats`);
+    if (this.data || this.loading || !this.ctx.sid) return;
+    const sid = this.ctx.sid;
+    const body = document.querySelector('#sensor-table tbody');
+    // A large session's statistics wait for its index (built once, in the background).
+    body.innerHTML = `<tr><td>${this.ctx.rows && this.ctx.rows.partial
+      ? 'indexing the session: statistics follow when the index is built …' : 'computing …'}</td></tr>`;
+    this.loading = true;
+    let data;
+    try {
+      data = await api(`/sessions/${sid}/stats`);
+    } finally {
+      this.loading = false;
+    }
+    if (sid !== this.ctx.sid) {
+      // Another session was chosen meanwhile.
+      if (document.querySelector('#stats').classList.contains('on')) this.load();
+      return;
+    }
+    this.data = data;
     this.bySensor = new Map(this.data.sensors.map((s) => [s.sensor, s]));
     this.table();
     this.bar();
