@@ -169,7 +169,7 @@ fn sched_cost() {
         return;
     }
     let clock = AgentClock::start();
-    let mut session = match TraceSession::start(clock, &[]) {
+    let mut session = match TraceSession::start(clock, &[], false) {
         Ok(s) => s,
         Err(e) => {
             println!("sched tracing: skipped ({e})");
