@@ -7,10 +7,10 @@
 //! `irq_handler_entry`/`exit` (paired per CPU into one interval) for the chosen IRQs and
 //! `softirq_entry`/`exit` (paired the same way, in a slot of their own, since a hard IRQ can
 //! arrive inside a softirq) for the network softirqs, as `Irq` events numbered
-//! [`SOFTIRQ_BASE`]` + vector`, all with `trace_clock=mono`: a kernel time maps exactly to the agent's relative time
-//! (`t − start_mono_ns`, the agent's Hello carries `start_mono_ns`), and so onto every
-//! process's clock on the same host. Kernel filters limit what is traced; the same filter
-//! runs again in user space. Records are read as binary per-CPU ring-buffer pages
+//! [`SOFTIRQ_BASE`]` + vector`, all with `trace_clock=mono`: a kernel time maps exactly to the
+//! agent's relative time (`t − start_mono_ns`, the agent's Hello carries `start_mono_ns`), and
+//! so onto every process's clock on the same host. Kernel filters limit what is traced; the
+//! same filter runs again in user space. Records are read as binary per-CPU ring-buffer pages
 //! ([`crate::ringbuf`], nanosecond timestamps, no formatting in the kernel); where an event's
 //! binary layout cannot be read the text `trace_pipe` (microsecond resolution) is used.
 //!
