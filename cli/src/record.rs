@@ -30,8 +30,8 @@ pub struct RecordArgs {
     /// Do not start a host agent (e.g. when an agent tree already runs on the hosts).
     #[arg(long)]
     pub no_agent: bool,
-    /// Record kernel scheduling and NIC interrupts for the program (OS monitor; full fidelity
-    /// needs root and tracefs, otherwise /proc sampling).
+    /// Record kernel scheduling, NIC interrupts and network softirqs for the program (OS
+    /// monitor; full fidelity needs root and tracefs, otherwise /proc sampling).
     #[arg(long)]
     pub sched: bool,
     /// Host-agent sampling interval.

@@ -7,6 +7,9 @@
 //! 2. The OS monitor (root + tracefs only): the cost per traced scheduler event, measured as
 //!    the extra wall time of a thread ping-pong (two switches per hop) with tracing on vs
 //!    off, plus the agent-side parsing cost per event.
+//! 3. The network softirqs (root + tracefs only): the same for NET_RX/NET_TX softirq events,
+//!    with a TCP ping-pong over loopback (`TCP_NODELAY`, one segment each way per hop), the
+//!    session tracing softirqs vs not.
 
 use p5_hostagent::clock::AgentClock;
 use p5_hostagent::osmon::TraceSession;
@@ -169,7 +172,7 @@ fn sched_cost() {
         return;
     }
     let clock = AgentClock::start();
-    let mut session = match TraceSession::start(clock, &[]) {
+    let mut session = match TraceSession::start(clock, &[], false) {
         Ok(s) => s,
         Err(e) => {
             println!("sched tracing: skipped ({e})");
@@ -215,6 +218,85 @@ fn sched_cost() {
     );
 }
 
+/// A ping-pong of one byte over a loopback TCP connection with `TCP_NODELAY`.
+fn tcp_ping_pong(hops: u32) -> Duration {
+    use std::net::{TcpListener, TcpStream};
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let mut a = TcpStream::connect(l.local_addr().expect("addr")).expect("connect");
+    let (mut b, _) = l.accept().expect("accept");
+    a.set_nodelay(true).ok();
+    b.set_nodelay(true).ok();
+    let echo = std::thread::spawn(move || {
+        let mut buf = [0u8; 1];
+        while b.read_exact(&mut buf).is_ok() && buf[0] != 0 {
+            if b.write_all(&buf).is_err() {
+                break;
+            }
+        }
+    });
+    let t = Instant::now();
+    let mut buf = [1u8; 1];
+    for _ in 0..hops {
+        a.write_all(&[1]).expect("write");
+        a.read_exact(&mut buf).expect("read");
+    }
+    let d = t.elapsed();
+    a.write_all(&[0]).ok();
+    echo.join().ok();
+    d
+}
+
+fn softirq_cost() {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        println!("softirq tracing: skipped (needs root for tracefs)");
+        return;
+    }
+    let clock = AgentClock::start();
+    let hops = 20_000;
+    let rounds = 3;
+    let mut best = [Duration::MAX; 2];
+    let mut per_round = 0usize;
+    let mut parse = Duration::ZERO;
+    for _ in 0..rounds {
+        for (k, on) in [false, true].into_iter().enumerate() {
+            let mut session = match TraceSession::start(clock, &[], on) {
+                Ok(s) => s,
+                Err(e) => {
+                    println!("softirq tracing: skipped ({e})");
+                    return;
+                }
+            };
+            if on && !session.traces_softirqs() {
+                println!("softirq tracing: skipped (no softirq events in this kernel)");
+                return;
+            }
+            let mut events = Vec::new();
+            session.drain(&mut events).ok();
+            events.clear();
+            best[k] = best[k].min(tcp_ping_pong(hops));
+            std::thread::sleep(Duration::from_millis(100));
+            let t = Instant::now();
+            session.drain(&mut events).ok();
+            if on {
+                parse += t.elapsed();
+                per_round = per_round.max(events.len());
+            }
+        }
+    }
+    let extra = best[1].as_secs_f64() - best[0].as_secs_f64();
+    println!(
+        "softirq tracing: TCP ping-pong of {hops} hops over loopback: untraced {:.1} ms, traced {:.1} ms \
+         (best of {rounds}), {per_round} softirq events per run ({:.2} per hop); kernel-side cost \
+         {:.0} ns per recorded event; agent-side decoding {:.0} ns per event",
+        best[0].as_secs_f64() * 1e3,
+        best[1].as_secs_f64() * 1e3,
+        per_round as f64 / f64::from(hops),
+        extra * 1e9 / per_round.max(1) as f64,
+        parse.as_secs_f64() * 1e9 / (per_round.max(1) * rounds) as f64,
+    );
+}
+
 fn main() {
     // `cargo test --benches` runs bench binaries with `--bench` absent: keep that quick.
     if !std::env::args().any(|a| a == "--bench") {
@@ -223,4 +305,5 @@ fn main() {
     }
     agent_overhead();
     sched_cost();
+    softirq_cost();
 }

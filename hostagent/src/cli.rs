@@ -97,6 +97,11 @@ pub struct AgentArgs {
     /// IRQ lines for the OS monitor (default: the NIC's); repeatable.
     #[arg(long = "irq")]
     pub irqs: Vec<u32>,
+    /// Do not trace the network softirqs (NET_RX, NET_TX). By default the OS monitor records
+    /// them beside the IRQ lines, numbered 0x10000 + vector (65538 NET_TX, 65539 NET_RX): on
+    /// loopback, where no NIC interrupt fires, that is where packets are sent and received.
+    #[arg(long)]
+    pub no_net_softirqs: bool,
     /// Directory for the spool file used while upstream is unreachable.
     #[arg(long)]
     pub spool_dir: Option<PathBuf>,
@@ -185,6 +190,7 @@ pub fn run(a: AgentArgs) -> anyhow::Result<()> {
             finder: ProcessFinder::new(filter.clone())
                 .scan_instrumented_every(Duration::from_millis(100)),
             irqs: (!a.irqs.is_empty()).then(|| a.irqs.clone()),
+            net_softirqs: !a.no_net_softirqs,
             interval: Duration::from_millis(interval),
             force_proc: a.sched_mode == "proc",
         };

@@ -1,6 +1,6 @@
 //! p5-hostagent: the host agent (`hostagent`). It samples the host (CPU, load, memory, paging,
-//! network, disk, interrupts, monitored processes), optionally records kernel scheduling and
-//! interrupt events (the OS monitor), and delivers everything as host-metric and OS-monitor
+//! network, disk, interrupts, monitored processes), optionally records kernel scheduling,
+//! interrupt and network softirq events (the OS monitor), and delivers everything as host-metric and OS-monitor
 //! streams to `p5-logserver`, directly or through a tree of agents steered from the top.
 //!
 //! Map: [`cli`] starts an agent; [`agent`] holds the shared state and the sampling loop;

@@ -1,13 +1,16 @@
 //! The OS monitor (CoSMoS §2.3): when the scheduler put the monitored processes' threads on
-//! and off the CPUs, when they were woken, and when the chosen interrupt lines (the NIC's by
-//! default) were served.
+//! and off the CPUs, when they were woken, when the chosen interrupt lines (the NIC's by
+//! default) were served, and when the kernel did network work in the NET_RX / NET_TX softirqs
+//! (on loopback, where no NIC interrupt fires, that is where packets are sent and received).
 //!
-//! With tracefs (root) it records `sched_switch` and `sched_wakeup` for the monitored threads
-//! and `irq_handler_entry`/`exit` (paired into one interval) for the chosen IRQs, with
-//! `trace_clock=mono`: a kernel time maps exactly to the agent's relative time
-//! (`t − start_mono_ns`, the agent's Hello carries `start_mono_ns`), and so onto every
-//! process's clock on the same host. Kernel filters limit what is traced; the same filter
-//! runs again in user space. Records are read as binary per-CPU ring-buffer pages
+//! With tracefs (root) it records `sched_switch` and `sched_wakeup` for the monitored threads,
+//! `irq_handler_entry`/`exit` (paired per CPU into one interval) for the chosen IRQs and
+//! `softirq_entry`/`exit` (paired the same way, in a slot of their own, since a hard IRQ can
+//! arrive inside a softirq) for the network softirqs, as `Irq` events numbered
+//! [`SOFTIRQ_BASE`]` + vector`, all with `trace_clock=mono`: a kernel time maps exactly to the
+//! agent's relative time (`t − start_mono_ns`, the agent's Hello carries `start_mono_ns`), and
+//! so onto every process's clock on the same host. Kernel filters limit what is traced; the
+//! same filter runs again in user space. Records are read as binary per-CPU ring-buffer pages
 //! ([`crate::ringbuf`], nanosecond timestamps, no formatting in the kernel); where an event's
 //! binary layout cannot be read the text `trace_pipe` (microsecond resolution) is used.
 //!
@@ -34,17 +37,26 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// Stream name in tracefs mode.
-pub const TRACEFS_STREAM_NAME: &str =
-    "os monitor: tracefs sched_switch/sched_wakeup/irq_handler, mono clock, 1 ns resolution";
+pub const TRACEFS_STREAM_NAME: &str = "os monitor: tracefs sched_switch/sched_wakeup/irq_handler/softirq, mono clock, 1 ns resolution";
 /// Stream name in tracefs mode when only the text pipe could be used.
-pub const TRACEFS_TEXT_STREAM_NAME: &str =
-    "os monitor: tracefs sched_switch/sched_wakeup/irq_handler, mono clock, 1 us resolution";
+pub const TRACEFS_TEXT_STREAM_NAME: &str = "os monitor: tracefs sched_switch/sched_wakeup/irq_handler/softirq, mono clock, 1 us resolution";
 /// Stream name in the fallback mode.
 pub const PROC_STREAM_NAME: &str =
     "os monitor (lower fidelity): /proc per-thread CPU time sampling, 10 ms ticks";
 
 /// Trace instances are named this plus the agent's pid.
 pub const INSTANCE_PREFIX: &str = "p5-hostagent-";
+
+/// Softirqs are recorded as `Event::Irq` with `irq = SOFTIRQ_BASE + vector` (0x10002 NET_TX,
+/// 0x10003 NET_RX), above any hard IRQ line number, so they share the `irq` table and the
+/// viewer's IRQ row with the NIC's interrupts.
+pub const SOFTIRQ_BASE: u32 = 0x1_0000;
+/// The kernel's NET_TX softirq vector (sending: completions and queued transmits).
+pub const NET_TX_SOFTIRQ: u32 = 2;
+/// The kernel's NET_RX softirq vector (receiving: on loopback, the whole receive path).
+pub const NET_RX_SOFTIRQ: u32 = 3;
+/// The softirq vectors the OS monitor traces.
+pub const NET_SOFTIRQS: [u32; 2] = [NET_TX_SOFTIRQ, NET_RX_SOFTIRQ];
 
 /// What the OS monitor hands to the sampling loop.
 #[derive(Debug, Default)]
@@ -101,6 +113,24 @@ pub enum TraceLine {
         irq: u32,
         /// `ret=handled`.
         handled: bool,
+    },
+    /// `softirq_entry`.
+    SoftirqEntry {
+        /// CLOCK_MONOTONIC ns.
+        mono: u64,
+        /// CPU.
+        cpu: u32,
+        /// Softirq vector.
+        vec: u32,
+    },
+    /// `softirq_exit`.
+    SoftirqExit {
+        /// CLOCK_MONOTONIC ns.
+        mono: u64,
+        /// CPU.
+        cpu: u32,
+        /// Softirq vector.
+        vec: u32,
     },
 }
 
@@ -185,28 +215,45 @@ pub fn parse_line(line: &str) -> Option<TraceLine> {
             irq: num(fields, " irq=")?,
             handled: field(fields, " ret=") == Some("handled"),
         },
+        "softirq_entry" => TraceLine::SoftirqEntry {
+            mono,
+            cpu,
+            vec: num(fields, " vec=")?,
+        },
+        "softirq_exit" => TraceLine::SoftirqExit {
+            mono,
+            cpu,
+            vec: num(fields, " vec=")?,
+        },
         _ => return None,
     })
 }
 
-/// Turns trace lines into wire events: user-space filtering by thread and IRQ, pairing of
-/// IRQ entry/exit per CPU, mapping of kernel times onto the agent's clock.
+/// Turns trace lines into wire events: user-space filtering by thread, IRQ and softirq
+/// vector, pairing of entry/exit per CPU (hard IRQs and softirqs in separate slots: a hard
+/// IRQ may interrupt a softirq), mapping of kernel times onto the agent's clock.
 #[derive(Debug)]
 pub struct Converter {
     clock: AgentClock,
     tids: HashSet<u32>,
     irqs: HashSet<u32>,
+    softirqs: HashSet<u32>,
+    /// Per CPU: the open hard IRQ (entry time, line).
     irq_open: HashMap<u32, (u64, u32)>,
+    /// Per CPU: the open softirq (entry time, vector).
+    softirq_open: HashMap<u32, (u64, u32)>,
 }
 
 impl Converter {
-    /// A converter for the agent's clock and the chosen IRQ lines.
-    pub fn new(clock: AgentClock, irqs: &[u32]) -> Self {
+    /// A converter for the agent's clock, the chosen IRQ lines and softirq vectors.
+    pub fn new(clock: AgentClock, irqs: &[u32], softirqs: &[u32]) -> Self {
         Self {
             clock,
             tids: HashSet::new(),
             irqs: irqs.iter().copied().collect(),
+            softirqs: softirqs.iter().copied().collect(),
             irq_open: HashMap::new(),
+            softirq_open: HashMap::new(),
         }
     }
 
@@ -259,6 +306,20 @@ impl Converter {
                     handled: handled as u8,
                 })
             }
+            TraceLine::SoftirqEntry { mono, cpu, vec } if self.softirqs.contains(&vec) => {
+                self.softirq_open.insert(cpu, (mono, vec));
+                None
+            }
+            TraceLine::SoftirqExit { mono, cpu, vec } => {
+                let (start, open_vec) = self.softirq_open.remove(&cpu)?;
+                (open_vec == vec).then(|| Event::Irq {
+                    t: self.clock.from_mono(start),
+                    cpu,
+                    irq: SOFTIRQ_BASE + vec,
+                    duration: mono.saturating_sub(start),
+                    handled: 1,
+                })
+            }
             _ => None,
         }
     }
@@ -288,6 +349,7 @@ pub struct TraceSession {
     source: Source,
     inst: Instance,
     conv: Converter,
+    softirqs: bool,
     tids: Vec<u32>,
     /// Records that were not decoded (other events, text lines of another shape).
     pub unparsed: u64,
@@ -313,7 +375,15 @@ fn raw_source(root: &Path, inst: &Instance) -> Option<Source> {
     let fmt = |e: &str| std::fs::read_to_string(root.join("events").join(e).join("format")).ok();
     let (sw, wk) = (fmt("sched/sched_switch"), fmt("sched/sched_wakeup"));
     let (ie, ix) = (fmt("irq/irq_handler_entry"), fmt("irq/irq_handler_exit"));
-    let layouts = Layouts::from_formats(sw.as_deref(), wk.as_deref(), ie.as_deref(), ix.as_deref());
+    let (se, sx) = (fmt("irq/softirq_entry"), fmt("irq/softirq_exit"));
+    let layouts = Layouts::from_formats(
+        sw.as_deref(),
+        wk.as_deref(),
+        ie.as_deref(),
+        ix.as_deref(),
+        se.as_deref(),
+        sx.as_deref(),
+    );
     if !layouts.has_switch() {
         return None;
     }
@@ -329,9 +399,11 @@ fn raw_source(root: &Path, inst: &Instance) -> Option<Source> {
 }
 
 impl TraceSession {
-    /// Creates the instance, sets the mono clock, enables the IRQ events (and the sched
-    /// events once threads are set) and opens the per-CPU binary pipes (or the text pipe).
-    pub fn start(clock: AgentClock, irqs: &[u32]) -> Result<Self, TraceError> {
+    /// Creates the instance, sets the mono clock, enables the IRQ events, the network softirq
+    /// events if `net_softirqs` (and the sched events once threads are set) and opens the
+    /// per-CPU binary pipes (or the text pipe). A kernel without softirq events traces the
+    /// rest.
+    pub fn start(clock: AgentClock, irqs: &[u32], net_softirqs: bool) -> Result<Self, TraceError> {
         let root = tracefs::find_or_mount()?;
         tracefs::remove_stale_instances(&root, INSTANCE_PREFIX);
         let inst = Instance::create(&root, &format!("{INSTANCE_PREFIX}{}", std::process::id()))?;
@@ -344,6 +416,20 @@ impl TraceSession {
             inst.event("irq/irq_handler_entry", f.as_deref(), true)?;
             inst.event("irq/irq_handler_exit", f.as_deref(), true)?;
         }
+        let mut softirqs: &[u32] = &[];
+        if net_softirqs {
+            let f = tracefs::or_filter("vec", &NET_SOFTIRQS);
+            let on = inst
+                .event("irq/softirq_entry", f.as_deref(), true)
+                .and_then(|()| inst.event("irq/softirq_exit", f.as_deref(), true));
+            match on {
+                Ok(()) => softirqs = &NET_SOFTIRQS,
+                Err(e) => {
+                    tracing::warn!("os monitor: network softirqs not traced: {e}");
+                    let _ = inst.event("irq/softirq_entry", None, false);
+                }
+            }
+        }
         inst.write("tracing_on", "1")?;
         let source = match raw_source(&root, &inst) {
             Some(s) => s,
@@ -355,7 +441,8 @@ impl TraceSession {
         Ok(Self {
             source,
             inst,
-            conv: Converter::new(clock, irqs),
+            conv: Converter::new(clock, irqs, softirqs),
+            softirqs: !softirqs.is_empty(),
             tids: Vec::new(),
             unparsed: 0,
             lost_pages: 0,
@@ -365,6 +452,11 @@ impl TraceSession {
     /// True if reading binary pages (ns resolution), false for the text pipe (µs).
     pub fn is_binary(&self) -> bool {
         matches!(self.source, Source::Raw { .. })
+    }
+
+    /// True if the network softirqs are traced.
+    pub fn traces_softirqs(&self) -> bool {
+        self.softirqs
     }
 
     /// Sets the monitored threads (updates the kernel filters when the set changed).
@@ -447,7 +539,9 @@ fn raw_ts(e: &RawEvent) -> u64 {
         RawEvent::Switch { ts, .. }
         | RawEvent::Wakeup { ts, .. }
         | RawEvent::IrqEntry { ts, .. }
-        | RawEvent::IrqExit { ts, .. } => ts,
+        | RawEvent::IrqExit { ts, .. }
+        | RawEvent::SoftirqEntry { ts, .. }
+        | RawEvent::SoftirqExit { ts, .. } => ts,
     }
 }
 
@@ -481,6 +575,8 @@ fn raw_to_line(cpu: u32, e: RawEvent) -> TraceLine {
             irq,
             handled: ret != 0,
         },
+        RawEvent::SoftirqEntry { ts, vec } => TraceLine::SoftirqEntry { mono: ts, cpu, vec },
+        RawEvent::SoftirqExit { ts, vec } => TraceLine::SoftirqExit { mono: ts, cpu, vec },
     }
 }
 
@@ -493,6 +589,8 @@ pub struct OsmonConfig {
     pub finder: ProcessFinder,
     /// IRQ lines to trace (None: the NIC's, from /proc/interrupts).
     pub irqs: Option<Vec<u32>>,
+    /// Trace the network softirqs (NET_RX, NET_TX) too.
+    pub net_softirqs: bool,
     /// Sampling interval of the fallback mode.
     pub interval: Duration,
     /// Use the /proc fallback even where tracefs works.
@@ -560,10 +658,15 @@ pub fn run(
         if !active {
             active = true;
             if !fallback {
-                match TraceSession::start(cfg.clock, &irqs) {
+                match TraceSession::start(cfg.clock, &irqs, cfg.net_softirqs) {
                     Ok(s) => {
-                        tracing::info!(?irqs, "os monitor: tracing with tracefs");
-                        state(format!("tracefs (irqs {irqs:?})"));
+                        let soft = if s.traces_softirqs() {
+                            ", net softirqs"
+                        } else {
+                            ""
+                        };
+                        tracing::info!(?irqs, soft, "os monitor: tracing with tracefs");
+                        state(format!("tracefs (irqs {irqs:?}{soft})"));
                         session = Some(s);
                         last_tids = Instant::now() - Duration::from_secs(10);
                     }
@@ -688,7 +791,7 @@ mod tests {
             start_mono_ns: 1_000,
             start_wall_ns: 0,
         };
-        let mut c = Converter::new(clock, &[24]);
+        let mut c = Converter::new(clock, &[24], &[]);
         c.set_tids(&[5]);
         let sw = |p, n| TraceLine::Switch {
             mono: 3_000,
@@ -738,6 +841,237 @@ mod tests {
                 duration: 700,
                 handled: 1
             })
+        );
+    }
+
+    #[test]
+    fn parses_softirq_lines() {
+        let e = "         python3-5619    [001] ..s1.  2976.556567: softirq_entry: vec=3 [action=NET_RX]";
+        assert_eq!(
+            parse_line(e),
+            Some(TraceLine::SoftirqEntry {
+                mono: 2_976_556_567_000,
+                cpu: 1,
+                vec: 3
+            })
+        );
+        let x = "          <idle>-0       [000] ..s2.    10.000001: softirq_exit: vec=2 [action=NET_TX]";
+        assert_eq!(
+            parse_line(x),
+            Some(TraceLine::SoftirqExit {
+                mono: 10_000_001_000,
+                cpu: 0,
+                vec: 2
+            })
+        );
+        assert_eq!(
+            parse_line("  x-1 [000] ..s1. 1.0: softirq_entry: [action=NET_RX]"),
+            None
+        );
+    }
+
+    /// softirq_entry/exit records as the kernel writes them (format of Linux 6.x).
+    const SOFTIRQ_ENTRY_FORMAT: &str = "name: softirq_entry\nID: 223\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\tfield:unsigned int vec;\toffset:8;\tsize:4;\tsigned:0;\n\nprint fmt: \"vec=%u [action=%s]\", REC->vec\n";
+    const SOFTIRQ_EXIT_FORMAT: &str = "name: softirq_exit\nID: 222\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:unsigned char common_flags;\toffset:2;\tsize:1;\tsigned:0;\n\tfield:unsigned char common_preempt_count;\toffset:3;\tsize:1;\tsigned:0;\n\tfield:int common_pid;\toffset:4;\tsize:4;\tsigned:1;\n\n\tfield:unsigned int vec;\toffset:8;\tsize:4;\tsigned:0;\n";
+    const IRQ_ENTRY_FORMAT: &str = "name: irq_handler_entry\nID: 225\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:int irq;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:__data_loc char[] name;\toffset:12;\tsize:4;\tsigned:0;\n";
+    const IRQ_EXIT_FORMAT: &str = "name: irq_handler_exit\nID: 224\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:int irq;\toffset:8;\tsize:4;\tsigned:1;\n\tfield:int ret;\toffset:12;\tsize:4;\tsigned:1;\n";
+
+    /// A ring-buffer page of small records `(delta, record)`.
+    fn page(recs: &[(u32, Vec<u8>)]) -> Vec<u8> {
+        let mut data = Vec::new();
+        for (delta, r) in recs {
+            assert_eq!(r.len() % 4, 0);
+            data.extend_from_slice(&((r.len() as u32 / 4) | (delta << 5)).to_le_bytes());
+            data.extend_from_slice(r);
+        }
+        let mut p = Vec::new();
+        p.extend_from_slice(&1_000_000u64.to_le_bytes());
+        p.extend_from_slice(&(data.len() as u64).to_le_bytes());
+        p.extend_from_slice(&data);
+        p.resize(4096, 0);
+        p
+    }
+
+    /// A record: common_type, then u32 words from offset 8.
+    fn rec(id: u16, words: &[u32]) -> Vec<u8> {
+        let mut r = vec![0u8; 8];
+        r[..2].copy_from_slice(&id.to_le_bytes());
+        for w in words {
+            r.extend_from_slice(&w.to_le_bytes());
+        }
+        r
+    }
+
+    #[test]
+    fn softirq_records_decode_and_pair_around_a_nested_hard_irq() {
+        let l = Layouts::from_formats(
+            None,
+            None,
+            Some(IRQ_ENTRY_FORMAT),
+            Some(IRQ_EXIT_FORMAT),
+            Some(SOFTIRQ_ENTRY_FORMAT),
+            Some(SOFTIRQ_EXIT_FORMAT),
+        );
+        // NET_RX from 1_000_100; the NIC's IRQ 24 interrupts it at +300 for 200 ns; NET_RX
+        // ends at +1_000; then TIMER (vector 1, not traced) and NET_TX.
+        let p = page(&[
+            (100, rec(223, &[3])),
+            (300, rec(225, &[24, 0])),
+            (200, rec(224, &[24, 1])),
+            (500, rec(222, &[3])),
+            (50, rec(223, &[1])),
+            (50, rec(222, &[1])),
+            (100, rec(223, &[2])),
+            (40, rec(222, &[2])),
+        ]);
+        let mut raw = Vec::new();
+        let st = crate::ringbuf::decode_page(&p, &l, &mut raw);
+        assert_eq!(st.other, 0);
+        assert_eq!(
+            raw[..2],
+            [
+                RawEvent::SoftirqEntry {
+                    ts: 1_000_100,
+                    vec: 3
+                },
+                RawEvent::IrqEntry {
+                    ts: 1_000_400,
+                    irq: 24
+                }
+            ]
+        );
+        assert_eq!(
+            raw[3],
+            RawEvent::SoftirqExit {
+                ts: 1_001_100,
+                vec: 3
+            }
+        );
+        let clock = AgentClock {
+            start_mono_ns: 1_000_000,
+            start_wall_ns: 0,
+        };
+        let mut c = Converter::new(clock, &[24], &NET_SOFTIRQS);
+        let out: Vec<Event> = raw
+            .into_iter()
+            .filter_map(|e| c.convert(raw_to_line(1, e)))
+            .collect();
+        assert_eq!(
+            out,
+            [
+                Event::Irq {
+                    t: 400,
+                    cpu: 1,
+                    irq: 24,
+                    duration: 200,
+                    handled: 1
+                },
+                Event::Irq {
+                    t: 100,
+                    cpu: 1,
+                    irq: SOFTIRQ_BASE + NET_RX_SOFTIRQ,
+                    duration: 1_000,
+                    handled: 1
+                },
+                Event::Irq {
+                    t: 1_300,
+                    cpu: 1,
+                    irq: SOFTIRQ_BASE + NET_TX_SOFTIRQ,
+                    duration: 40,
+                    handled: 1
+                },
+            ]
+        );
+        // Without softirq vectors nothing but the hard IRQ comes out.
+        let mut c = Converter::new(clock, &[24], &[]);
+        let mut raw = Vec::new();
+        crate::ringbuf::decode_page(&p, &l, &mut raw);
+        let n = raw
+            .into_iter()
+            .filter_map(|e| c.convert(raw_to_line(1, e)))
+            .count();
+        assert_eq!(n, 1);
+    }
+
+    #[test]
+    fn converter_keeps_softirqs_apart_per_cpu_and_from_hard_irqs() {
+        let clock = AgentClock {
+            start_mono_ns: 0,
+            start_wall_ns: 0,
+        };
+        let mut c = Converter::new(clock, &[24], &NET_SOFTIRQS);
+        let lines = [
+            // CPU 0: NET_RX with IRQ 24 nested; CPU 1: NET_TX overlapping in time.
+            TraceLine::SoftirqEntry {
+                mono: 100,
+                cpu: 0,
+                vec: 3,
+            },
+            TraceLine::SoftirqEntry {
+                mono: 150,
+                cpu: 1,
+                vec: 2,
+            },
+            TraceLine::IrqEntry {
+                mono: 200,
+                cpu: 0,
+                irq: 24,
+            },
+            TraceLine::IrqExit {
+                mono: 210,
+                cpu: 0,
+                irq: 24,
+                handled: true,
+            },
+            TraceLine::SoftirqExit {
+                mono: 260,
+                cpu: 1,
+                vec: 2,
+            },
+            TraceLine::SoftirqExit {
+                mono: 400,
+                cpu: 0,
+                vec: 3,
+            },
+            // An exit without its entry (lost, or from before tracing) is dropped, as is a
+            // mismatched pair.
+            TraceLine::SoftirqExit {
+                mono: 500,
+                cpu: 0,
+                vec: 3,
+            },
+            TraceLine::SoftirqEntry {
+                mono: 600,
+                cpu: 0,
+                vec: 3,
+            },
+            TraceLine::SoftirqExit {
+                mono: 700,
+                cpu: 0,
+                vec: 2,
+            },
+        ];
+        let out: Vec<(u32, u32, u64, u64)> = lines
+            .into_iter()
+            .filter_map(|l| c.convert(l))
+            .map(|e| match e {
+                Event::Irq {
+                    t,
+                    cpu,
+                    irq,
+                    duration,
+                    ..
+                } => (cpu, irq, t, duration),
+                e => panic!("{e:?}"),
+            })
+            .collect();
+        assert_eq!(
+            out,
+            [
+                (0, 24, 200, 10),
+                (1, SOFTIRQ_BASE + NET_TX_SOFTIRQ, 150, 110),
+                (0, SOFTIRQ_BASE + NET_RX_SOFTIRQ, 100, 300),
+            ]
         );
     }
 }

@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-/// A decoded scheduler or IRQ record (times in the trace clock's ns).
+/// A decoded scheduler, IRQ or softirq record (times in the trace clock's ns).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum RawEvent {
     /// `sched_switch`.
@@ -50,6 +50,20 @@ pub enum RawEvent {
         irq: u32,
         /// Nonzero if handled.
         ret: u32,
+    },
+    /// `softirq_entry`.
+    SoftirqEntry {
+        /// Trace clock ns.
+        ts: u64,
+        /// Softirq vector (2 NET_TX, 3 NET_RX, …).
+        vec: u32,
+    },
+    /// `softirq_exit`.
+    SoftirqExit {
+        /// Trace clock ns.
+        ts: u64,
+        /// Softirq vector.
+        vec: u32,
     },
 }
 
@@ -98,6 +112,8 @@ pub struct Layouts {
     wakeup: Option<(u16, [Field; 2])>,
     irq_entry: Option<(u16, Field)>,
     irq_exit: Option<(u16, [Field; 2])>,
+    softirq_entry: Option<(u16, Field)>,
+    softirq_exit: Option<(u16, Field)>,
 }
 
 fn take<const N: usize>(f: &HashMap<String, Field>, names: [&str; N]) -> Option<[Field; N]> {
@@ -109,12 +125,14 @@ fn take<const N: usize>(f: &HashMap<String, Field>, names: [&str; N]) -> Option<
 }
 
 impl Layouts {
-    /// Reads the four event formats (missing ones are simply not decoded).
+    /// Reads the six event formats (missing ones are simply not decoded).
     pub fn from_formats(
         switch: Option<&str>,
         wakeup: Option<&str>,
         irq_entry: Option<&str>,
         irq_exit: Option<&str>,
+        softirq_entry: Option<&str>,
+        softirq_exit: Option<&str>,
     ) -> Self {
         let p = |t: Option<&str>| t.and_then(parse_format);
         Self {
@@ -123,6 +141,8 @@ impl Layouts {
             wakeup: p(wakeup).and_then(|(id, f)| Some((id, take(&f, ["pid", "target_cpu"])?))),
             irq_entry: p(irq_entry).and_then(|(id, f)| Some((id, take(&f, ["irq"])?[0]))),
             irq_exit: p(irq_exit).and_then(|(id, f)| Some((id, take(&f, ["irq", "ret"])?))),
+            softirq_entry: p(softirq_entry).and_then(|(id, f)| Some((id, take(&f, ["vec"])?[0]))),
+            softirq_exit: p(softirq_exit).and_then(|(id, f)| Some((id, take(&f, ["vec"])?[0]))),
         }
     }
 
@@ -177,6 +197,22 @@ impl Layouts {
                 ts,
                 irq: rd(i)? as u32,
                 ret: rd(r)? as u32,
+            });
+        }
+        if let Some((id, v)) = self.softirq_entry
+            && id == ty
+        {
+            return Some(RawEvent::SoftirqEntry {
+                ts,
+                vec: rd(v)? as u32,
+            });
+        }
+        if let Some((id, v)) = self.softirq_exit
+            && id == ty
+        {
+            return Some(RawEvent::SoftirqExit {
+                ts,
+                vec: rd(v)? as u32,
             });
         }
         None
@@ -329,7 +365,7 @@ mod tests {
 
     #[test]
     fn pages_decode_with_deltas_extends_and_padding() {
-        let l = Layouts::from_formats(Some(SWITCH), None, None, Some(EXIT));
+        let l = Layouts::from_formats(Some(SWITCH), None, None, Some(EXIT), None, None);
         assert!(l.has_switch());
         let mut data = Vec::new();
         // Small record (type_len = 16 words), delta 5.
@@ -384,7 +420,7 @@ mod tests {
 
     #[test]
     fn garbage_pages_never_panic() {
-        let l = Layouts::from_formats(Some(SWITCH), None, None, Some(EXIT));
+        let l = Layouts::from_formats(Some(SWITCH), None, None, Some(EXIT), None, None);
         let mut seed = 0x1234_5678_9abc_def0u64;
         let mut out = Vec::new();
         for n in [0usize, 3, 15, 16, 17, 100, 4096] {

@@ -82,7 +82,7 @@ impl ProcessFinder {
         }
     }
 
-    /// Looks for instrumented processes at most once per `every` (default [`NAME_SCAN`]): one
+    /// Looks for instrumented processes at most once per `every` (default: once a second): one
     /// read of `/proc/net/unix`, ≈ 75 µs here. The OS monitor asks often, so that it starts
     /// tracing within a fraction of a second of a program's start.
     pub fn scan_instrumented_every(mut self, every: Duration) -> Self {
@@ -90,8 +90,8 @@ impl ProcessFinder {
         self
     }
 
-    /// The monitored pids now: explicit pids and `comm` names are looked up at most once per
-    /// [`NAME_SCAN`] (walking `/proc` costs), instrumented processes as set with
+    /// The monitored pids now: explicit pids and `comm` names are looked up at most once a
+    /// second (walking `/proc` costs), instrumented processes as set with
     /// [`ProcessFinder::scan_instrumented_every`].
     pub fn pids(&mut self) -> &[u32] {
         if self.filter.is_empty() {

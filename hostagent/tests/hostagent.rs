@@ -2,6 +2,7 @@
 //! namespaces) delivering to a real log server started in-process, read back from the store.
 
 use p5_hostagent::ctl::{self, Reply};
+use p5_hostagent::osmon::SOFTIRQ_BASE;
 use p5_logserver::reader::StoreDir;
 use p5_logserver::{Server, ServerConfig};
 use p5_wire::data::{ClockSamples, DataHeader, EventsFrame, Names, StreamOpen};
@@ -858,7 +859,7 @@ fn os_monitor_on_cpu_intervals_sum_to_the_measured_cpu_time() {
         return;
     }
     let clock = p5_hostagent::clock::AgentClock::start();
-    let mut session = match TraceSession::start(clock, &[]) {
+    let mut session = match TraceSession::start(clock, &[], false) {
         Ok(s) => s,
         Err(e) => {
             eprintln!("skipped: tracefs unavailable: {e}");
@@ -1078,15 +1079,169 @@ fn os_monitor_records_the_interrupts_of_a_chosen_line() {
             _ => None,
         })
         .collect();
+    let (soft, hard): (Vec<_>, Vec<_>) = irqs.iter().partition(|&&(i, _)| i >= SOFTIRQ_BASE);
     assert!(
-        irqs.len() >= 10,
+        hard.len() >= 10,
         "{} interrupts of line {irq} recorded",
-        irqs.len()
+        hard.len()
     );
-    assert!(irqs.iter().all(|&(i, _)| i == irq), "only the chosen line");
+    assert!(hard.iter().all(|&(i, _)| i == irq), "only the chosen line");
+    // Beside it, the network softirqs (the agent's own loopback traffic to the log server).
+    assert!(
+        soft.iter()
+            .all(|&(i, _)| i == SOFTIRQ_BASE + 2 || i == SOFTIRQ_BASE + 3),
+        "only NET_TX and NET_RX softirqs"
+    );
     assert!(
         irqs.iter().all(|&(_, d)| d < 100_000_000),
         "handler durations are plausible"
+    );
+}
+
+/// Sends `bytes` over a loopback TCP connection to a reader thread; returns how long it took.
+fn loopback_traffic(bytes: usize) -> Duration {
+    use std::io::Read as _;
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let mut tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+    let (mut rx, _) = l.accept().unwrap();
+    let reader = std::thread::spawn(move || {
+        let mut buf = vec![0u8; 64 * 1024];
+        let mut n = 0;
+        while n < bytes {
+            match rx.read(&mut buf).unwrap() {
+                0 => break,
+                k => n += k,
+            }
+        }
+        n
+    });
+    let chunk = vec![7u8; 16 * 1024];
+    let t = Instant::now();
+    let mut sent = 0;
+    while sent < bytes {
+        let k = chunk.len().min(bytes - sent);
+        tx.write_all(&chunk[..k]).unwrap();
+        sent += k;
+    }
+    assert_eq!(reader.join().unwrap(), bytes);
+    t.elapsed()
+}
+
+#[test]
+fn os_monitor_records_network_softirqs_of_loopback_traffic() {
+    use p5_hostagent::osmon::{NET_RX_SOFTIRQ, NET_TX_SOFTIRQ, TraceSession};
+    // Alone, so the counts are this traffic's (other hosts' users of loopback aside).
+    let _slot = EXCLUSIVE.write().unwrap_or_else(|e| e.into_inner());
+    if unsafe { libc::geteuid() } != 0 {
+        eprintln!("skipped: the OS monitor test needs root for tracefs");
+        return;
+    }
+    const MB: usize = 8;
+    let clock = p5_hostagent::clock::AgentClock::start();
+    let untraced = loopback_traffic(MB << 20);
+    let mut session = match TraceSession::start(clock, &[], true) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("skipped: tracefs unavailable: {e}");
+            return;
+        }
+    };
+    if !session.traces_softirqs() {
+        eprintln!("skipped: this kernel has no softirq trace events");
+        return;
+    }
+    // The test process is the monitored one: its threads' scheduling is traced too.
+    session.set_tids(&[std::process::id()]).unwrap();
+    let mut events = Vec::new();
+    session.drain(&mut events).unwrap();
+    events.clear();
+    let t0 = clock.now_ns();
+    let traced = loopback_traffic(MB << 20);
+    let t1 = clock.now_ns();
+    std::thread::sleep(Duration::from_millis(200));
+    let decode = Instant::now();
+    session.drain(&mut events).unwrap();
+    let decode = decode.elapsed();
+    let total = events.len();
+    let binary = session.is_binary();
+    drop(session);
+    let soft = |vec: u32| -> Vec<(u64, u64, u32)> {
+        events
+            .iter()
+            .filter_map(|e| match *e {
+                Event::Irq {
+                    t,
+                    irq,
+                    duration,
+                    cpu,
+                    ..
+                } if irq == SOFTIRQ_BASE + vec && t >= t0 && t <= t1 => Some((t, duration, cpu)),
+                _ => None,
+            })
+            .collect()
+    };
+    let (rx, tx) = (soft(NET_RX_SOFTIRQ), soft(NET_TX_SOFTIRQ));
+    let mut d: Vec<u64> = rx.iter().map(|&(_, d, _)| d).collect();
+    d.sort_unstable();
+    let pick = |p: f64| {
+        d.get(((d.len().max(1) - 1) as f64 * p) as usize)
+            .copied()
+            .unwrap_or(0)
+    };
+    let busy: u64 = d.iter().sum();
+    eprintln!(
+        "net softirqs for {MB} MB over loopback in {:.1} ms ({:.1} ms untraced): {} NET_RX ({:.1}/MB), {} NET_TX; \
+         NET_RX duration median {} ns, p90 {} ns, max {} ns, {:.1} % of the transfer's time; \
+         {total} events decoded in {:.2} ms ({:.0} ns each)",
+        traced.as_secs_f64() * 1e3,
+        untraced.as_secs_f64() * 1e3,
+        rx.len(),
+        rx.len() as f64 / MB as f64,
+        tx.len(),
+        pick(0.5),
+        pick(0.9),
+        pick(1.0),
+        100.0 * busy as f64 / (t1 - t0) as f64,
+        decode.as_secs_f64() * 1e3,
+        decode.as_secs_f64() * 1e9 / total.max(1) as f64,
+    );
+    // Loopback hands each segment (up to 64 KiB) to NET_RX: at least a few per MB.
+    assert!(
+        rx.len() >= 2 * MB,
+        "{} NET_RX softirqs for {MB} MB",
+        rx.len()
+    );
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get()) as u32;
+    assert!(rx.iter().all(|&(_, _, c)| c < cpus), "CPU numbers");
+    assert!(
+        d.iter().all(|&d| d < 50_000_000),
+        "NET_RX durations are plausible (< 50 ms): {d:?}"
+    );
+    assert!(
+        pick(0.5) < 1_000_000,
+        "a typical NET_RX takes microseconds: {d:?}"
+    );
+    if binary {
+        // Nanosecond times: every softirq took some time (the text pipe rounds to µs).
+        assert!(d.iter().all(|&d| d > 0), "entry before exit: {d:?}");
+    }
+    // Traced, NET_RX work sums to less than the whole transfer.
+    assert!(busy < t1 - t0, "{busy} ns of NET_RX in {} ns", t1 - t0);
+
+    // Turned off: no softirq is recorded.
+    let mut session = TraceSession::start(clock, &[], false).unwrap();
+    assert!(!session.traces_softirqs());
+    session.set_tids(&[std::process::id()]).unwrap();
+    session.drain(&mut events).unwrap();
+    events.clear();
+    loopback_traffic(1 << 20);
+    std::thread::sleep(Duration::from_millis(100));
+    session.drain(&mut events).unwrap();
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, Event::Irq { irq, .. } if *irq >= SOFTIRQ_BASE)),
+        "softirqs recorded though turned off"
     );
 }
 

@@ -1,10 +1,13 @@
 // p5 web: the timeline (CoSMoS Figs. 5, 7, 8, 12). One block per process: per thread a state
 // bar (sending / receiving / calculating …), its nested function intervals beneath, a black
-// line for each scheduling interval (the thread had a CPU), then the host's IRQ dots; message
+// line for each scheduling interval (the thread had a CPU), then the host's IRQ dots (hard IRQs
+// blue, network softirqs purple: on loopback the kernel's packet work shows there); message
 // arrows from each send to its receive; host CPU and network charts at the bottom on the same
 // time axis. The server sends level-of-detail items ([start, end, category, count, covered]);
 // this file only lays them out and draws them on canvases.
-import { api, fmtDur, fmtBytes, STATE_COLORS, sensorColor, esc } from './util.js';
+import {
+  api, fmtDur, fmtBytes, STATE_COLORS, sensorColor, esc, irqName, SOFTIRQ_BASE, IRQ_COLOR, SOFTIRQ_COLOR,
+} from './util.js';
 
 const LABEL_W = 210;
 const STATE_H = 16;
@@ -84,7 +87,7 @@ export class Timeline {
       });
       if (this.rows.irq_hosts.includes(p.host_id)) {
         y += 1;
-        lanes.push({ kind: 'irq', y, h: IRQ_H, host: p.host_id, process: p, sub: 'IRQs' });
+        lanes.push({ kind: 'irq', y, h: IRQ_H, host: p.host_id, process: p, sub: 'IRQs, softirqs' });
         y += IRQ_H;
       }
       lanes.push({ kind: 'block', y: top - 3, h: y - top + 6, process: p });
@@ -110,7 +113,8 @@ export class Timeline {
     document.querySelector('#legend').innerHTML = [
       ...st.map((s) => box(STATE_COLORS[s], s)),
       box('#222', 'scheduled (had a CPU)'),
-      box('#2b4fa8', 'IRQ'),
+      box(IRQ_COLOR, 'IRQ'),
+      box(SOFTIRQ_COLOR, 'network softirq'),
       '<span>&#8594; message send → receive</span>',
       box('rgba(70,130,180,.5)', 'CPU'), box('#1f77b4', 'net rx'), box('#ff7f0e', 'net tx'),
       `<span>session: ${esc(this.rows.session.name)}, ${this.rows.processes.length} processes</span>`,
@@ -406,7 +410,7 @@ export class Timeline {
         c.fillStyle = '#222';
         c.fillRect(a, y, b - a, h);
       } else if (lane.kind === 'irq') {
-        c.fillStyle = '#2b4fa8';
+        c.fillStyle = cat >= SOFTIRQ_BASE ? SOFTIRQ_COLOR : IRQ_COLOR;
         c.beginPath();
         const r = n > 1 ? 3 : 2.2;
         c.arc(a, y + h / 2, r, 0, Math.PI * 2);
@@ -543,7 +547,9 @@ export class Timeline {
     const many = n > 1 ? `\n${n} items, ${fmtDur(cov)} covered (zoom in for detail)` : '';
     if (h.kind === 'state') return `${h.lane.process.label}\n${this.rows.states[cat] || 'other'}${n > 1 ? ' (mostly)' : ''}\n${span}${many}`;
     if (h.kind === 'sched') return `on CPU ${cat}\n${span}${many}`;
-    if (h.kind === 'irq') return `IRQ ${cat} at ${this.fmtT(s)}${n > 1 ? ` (${n} interrupts)` : ''}`;
+    if (h.kind === 'irq') {
+      return `${irqName(cat)} at ${this.fmtT(s)}${n > 1 ? ` (${n} interrupts or softirqs; zoom in)` : ''}`;
+    }
     const sen = this.ctx.sensors[cat] || {};
     return `${sen.name || '?'}${n > 1 ? ' (longest)' : ''}\n${sen.function ? `${sen.function}() ` : ''}${sen.file || ''}${sen.line ? `:${sen.line}` : ''}\n${span}${many}\nclick: show source`;
   }

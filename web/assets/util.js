@@ -32,6 +32,21 @@ export const STATE_COLORS = {
   connecting: '#8e5bd6', accepting: '#2aa5b5', closing: '#888888', other: '#bbbbbb',
 };
 
+/** IRQ numbers from 0x10000 up are softirqs: the host agent's SOFTIRQ_BASE + vector. */
+export const SOFTIRQ_BASE = 0x10000;
+const SOFTIRQS = ['HI', 'TIMER', 'NET_TX', 'NET_RX', 'BLOCK', 'IRQ_POLL', 'TASKLET', 'SCHED', 'HRTIMER', 'RCU'];
+
+/** An `irq` number as text: `IRQ 24`, `softirq NET_RX`. */
+export function irqName(n) {
+  if (n < SOFTIRQ_BASE) return `IRQ ${n}`;
+  const v = n - SOFTIRQ_BASE;
+  return `softirq ${SOFTIRQS[v] || v}`;
+}
+
+/** Dot colours of the IRQ row: hard IRQs blue, softirqs purple. */
+export const IRQ_COLOR = '#2b4fa8';
+export const SOFTIRQ_COLOR = '#9b3fb5';
+
 /** A stable colour per sensor index. */
 export function sensorColor(i, light = 0) {
   const h = (i * 137.508 + 200) % 360;

@@ -241,13 +241,15 @@ pub enum Event {
         /// The thread.
         tid: u32,
     },
-    /// An interrupt handler ran from `t` for `duration` ns (`irq_handler_entry`/`exit`).
+    /// An interrupt handler ran from `t` for `duration` ns (`irq_handler_entry`/`exit`), or a
+    /// softirq (`softirq_entry`/`exit`, numbered `0x10000 + vector`).
     Irq {
         /// Entry time.
         t: u64,
         /// CPU.
         cpu: u32,
-        /// IRQ line.
+        /// IRQ line (below 0x10000), or 0x10000 + softirq vector (0x10002 NET_TX, 0x10003
+        /// NET_RX; the host agent's `osmon::SOFTIRQ_BASE`).
         irq: u32,
         /// Handler duration, ns.
         duration: u64,

@@ -98,6 +98,16 @@ try {
   await page.waitForSelector('#tip:not([hidden])');
   const tip = await page.textContent('#tip');
   check(tip.includes('try_word') && tip.includes('cow.c:9'), `hover shows details (${tip.split('\n')[0]})`);
+  // IRQ dots: hard lines by number, the host agent's softirqs (0x10000 + vector) by name.
+  const irqTips = await page.evaluate(() => {
+    const t = window.p5.timeline;
+    const lane = t.lanes.find((l) => l.kind === 'irq');
+    return [24, 0x10003, 0x10002].map((n) => t.describe({ kind: 'irq', lane, item: [0, 0, n, 1, 0] }))
+      .concat(document.querySelector('#legend').textContent);
+  });
+  check(irqTips[0].startsWith('IRQ 24 at') && irqTips[1].startsWith('softirq NET_RX at')
+    && irqTips[2].startsWith('softirq NET_TX at') && irqTips[3].includes('network softirq'),
+  `IRQ hover names softirqs (${irqTips.slice(0, 3).map((x) => x.split(' at')[0]).join(', ')})`);
   const arrow = await page.evaluate(() => {
     const t = window.p5.timeline;
     const r = t.chart.getBoundingClientRect();
