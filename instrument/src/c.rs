@@ -142,6 +142,11 @@ pub fn instrument<'t>(u: &mut Unit<'_>, roots: &[Node<'t>]) {
     let mut frames: Vec<Frame> = Vec::new();
     let mut defined: HashSet<String> = HashSet::new();
     let mut comm: Vec<PendingComm<'t>> = Vec::new();
+    // In C without call wrapping and regions, only three things inside a definition matter:
+    // errors, nested definitions (GCC) and communication calls. A subtree without an error,
+    // a `{` and a communication name in its text holds none of them and is not walked.
+    let hints = (u.prune && !cpp && !u.modes.calls && !markers).then(|| walk_hints(src));
+    let mut next_hint = 0;
     for &root in roots {
         let errors = root.has_error();
         preorder(
@@ -152,6 +157,16 @@ pub fn instrument<'t>(u: &mut Unit<'_>, roots: &[Node<'t>]) {
                 }
                 if errors && n.has_error() && u.check_error(n) {
                     return false;
+                }
+                if let Some(h) = &hints {
+                    // Nodes come in document order: their starts never decrease.
+                    let start = n.start_byte();
+                    while h.get(next_hint).is_some_and(|&p| p < start) {
+                        next_hint += 1;
+                    }
+                    if h.get(next_hint).is_none_or(|&p| p >= n.end_byte()) && !n.has_error() {
+                        return false;
+                    }
                 }
                 match roles
                     .get(usize::from(n.kind_id()))
@@ -251,6 +266,21 @@ pub fn instrument<'t>(u: &mut Unit<'_>, roots: &[Node<'t>]) {
     if !u.edits.is_empty() && !include::present(src) {
         include::insert(u, roots);
     }
+}
+
+/// Offsets in `src` of every `{` and every start of a communication function's name (which
+/// also finds the runtime's wrappers, `p5_send` holding `send`), ascending. A node whose
+/// text holds none of them contains neither a definition nor a communication call.
+fn walk_hints(src: &str) -> Vec<usize> {
+    let b = src.as_bytes();
+    let comm_at = |i: usize| COMM.iter().any(|c| b[i..].starts_with(c.0.as_bytes()));
+    (0..b.len())
+        .filter(|&i| match b[i] {
+            b'{' => true,
+            b's' | b'r' | b'w' | b'c' | b'a' => comm_at(i),
+            _ => false,
+        })
+        .collect()
 }
 
 /// The declarator inside `n` (`(…)` and C++'s `&`/`&&` declarators have no field for it).

@@ -74,6 +74,9 @@ pub struct Unit<'a> {
     pub regions_used: Vec<bool>,
     /// The selection's line regions for this file.
     pub line_regions: Vec<crate::select::LineRegion>,
+    /// Whether engines may skip subtrees they can tell hold nothing to instrument (off only in
+    /// tests that check the shortcut changes nothing).
+    pub prune: bool,
 }
 
 impl<'a> Unit<'a> {
@@ -143,14 +146,14 @@ fn instrument_with(
     src: &str,
     modes: Modes,
     selection: &Selection,
-    chunks: bool,
+    fast: bool,
 ) -> Outcome {
     let unchanged = |problems| Outcome {
         text: src.to_owned(),
         sensors: Vec::new(),
         problems,
     };
-    let trees = match parse(lang, src, chunks) {
+    let trees = match parse(lang, src, fast) {
         Ok(t) => t,
         Err(message) => {
             return unchanged(vec![Problem {
@@ -174,6 +177,7 @@ fn instrument_with(
         problems: Vec::new(),
         regions_used: vec![false; line_regions.len()],
         line_regions,
+        prune: fast,
     };
     match lang {
         Lang::C | Lang::Cpp => c::instrument(&mut unit, &roots),
@@ -367,5 +371,61 @@ mod tests {
         let src = big_c(false);
         assert!(chunk_bounds(&src, 4).len() >= 4);
         assert!(chunk_bounds(&src, 4).windows(2).all(|w| w[0] < w[1]));
+        let more = src.replace("int f", "int h").replace("write", "send");
+        same_both_ways(
+            Lang::C,
+            "big.c",
+            &format!("{src}\n{more}"),
+            &Selection::all(),
+        );
+    }
+
+    /// The fast path (chunked parse, pruned walk) and the plain one agree exactly: output,
+    /// sensors (ids, order) and problems, in every mode.
+    fn same_both_ways(lang: Lang, path: &str, src: &str, selection: &Selection) {
+        for (functions, calls, comm) in [
+            (true, false, true),
+            (true, true, true),
+            (false, false, true),
+            (true, false, false),
+        ] {
+            let modes = Modes {
+                functions,
+                calls,
+                comm,
+            };
+            let a = instrument_with(lang, path, src, modes, selection, true);
+            let b = instrument_with(lang, path, src, modes, selection, false);
+            assert!(a.text == b.text, "{path} {modes:?}: output differs");
+            assert_eq!(a.sensors, b.sensors, "{path} {modes:?}");
+            assert_eq!(a.problems, b.problems, "{path} {modes:?}");
+        }
+    }
+
+    #[test]
+    fn fast_path_matches_on_test_data() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("test_data");
+        let mut n = 0;
+        for (dir, lang) in [("c", Lang::C), ("cpp", Lang::Cpp)] {
+            for case in std::fs::read_dir(root.join(dir)).unwrap() {
+                let case = case.unwrap().path();
+                let select = case.join("select.toml");
+                let selection = if select.exists() {
+                    Selection::load(&select).unwrap()
+                } else {
+                    Selection::all()
+                };
+                for f in std::fs::read_dir(&case).unwrap() {
+                    let f = f.unwrap().path();
+                    let name = f.file_name().unwrap().to_string_lossy().into_owned();
+                    if name.starts_with("input.") || name.starts_with("expected.") {
+                        let src = std::fs::read_to_string(&f).unwrap();
+                        same_both_ways(lang, &name.replace("expected", "input"), &src, &selection);
+                        n += 1;
+                    }
+                }
+            }
+        }
+        assert!(n > 20, "{n} files");
     }
 }
