@@ -95,10 +95,16 @@ struct Frame {
     selected: bool,
 }
 
-struct PendingComm<'t> {
+/// A communication call found by the walk; rewritten once the whole file is walked (a
+/// file that defines a function of that name keeps its calls).
+#[derive(Debug)]
+struct PendingComm {
     function: String,
-    call: Node<'t>,
-    callee: Node<'t>,
+    span: Span,
+    /// Where the callee's name starts (`p5_` goes there).
+    name_start: usize,
+    /// Just after the `(` of the arguments (the id goes there).
+    args_start: Option<usize>,
     name: String,
     wrapper: &'static str,
 }
@@ -130,24 +136,70 @@ fn roles(lang: &tree_sitter::Language) -> Vec<Role> {
 
 /// Instruments a C or C++ file given as one or more consecutive parse trees (a large file is
 /// parsed in chunks, see [`crate::unit`]).
-pub fn instrument<'t>(u: &mut Unit<'_>, roots: &[Node<'t>]) {
-    let src = u.src;
-    let cpp = u.lang == Lang::Cpp;
-    let Some(first_root) = roots.first() else {
-        return;
-    };
-    let roles = roles(&first_root.language());
-    let markers = !u.line_regions.is_empty() || src.contains("p5:begin");
-    let preinit = preinit_functions(src);
-    let mut frames: Vec<Frame> = Vec::new();
-    let mut defined: HashSet<String> = HashSet::new();
-    let mut comm: Vec<PendingComm<'t>> = Vec::new();
-    // In C without call wrapping and regions, only three things inside a definition matter:
-    // errors, nested definitions (GCC) and communication calls. A subtree without an error,
-    // a `{` and a communication name in its text holds none of them and is not walked.
-    let hints = (u.prune && !cpp && !u.modes.calls && !markers).then(|| walk_hints(src));
-    let mut next_hint = 0;
+pub fn instrument(u: &mut Unit<'_>, roots: &[Node<'_>]) {
+    let mut w = Walker::new(u);
     for &root in roots {
+        w.walk(u, root);
+    }
+    w.finish(u, roots);
+}
+
+/// The C/C++ engine's state across the consecutive trees of one file: [`Walker::walk`] each
+/// tree in document order (as soon as it is parsed), then [`Walker::finish`].
+#[derive(Debug)]
+pub struct Walker {
+    cpp: bool,
+    roles: Vec<Role>,
+    /// Whether region markers or line regions can occur.
+    markers: bool,
+    preinit: Vec<String>,
+    frames: Vec<Frame>,
+    defined: HashSet<String>,
+    comm: Vec<PendingComm>,
+    /// See [`walk_hints`]; `None` when every node must be visited.
+    hints: Option<Vec<usize>>,
+    next_hint: usize,
+}
+
+impl Walker {
+    /// A walker for the file of `u`.
+    pub fn new(u: &Unit<'_>) -> Self {
+        let src = u.src;
+        let cpp = u.lang == Lang::Cpp;
+        let markers = !u.line_regions.is_empty() || src.contains("p5:begin");
+        // In C without call wrapping and regions, only three things inside a definition
+        // matter: errors, nested definitions (GCC) and communication calls. A subtree without
+        // an error, a `{` and a communication name in its text holds none of them and is not
+        // walked.
+        let hints = (u.prune && !cpp && !u.modes.calls && !markers).then(|| walk_hints(src));
+        Walker {
+            cpp,
+            roles: roles(&u.lang.grammar()),
+            markers,
+            preinit: preinit_functions(src),
+            frames: Vec::new(),
+            defined: HashSet::new(),
+            comm: Vec::new(),
+            hints,
+            next_hint: 0,
+        }
+    }
+
+    /// Walks one tree; trees must come in document order.
+    pub fn walk(&mut self, u: &mut Unit<'_>, root: Node<'_>) {
+        let src = u.src;
+        let cpp = self.cpp;
+        let markers = self.markers;
+        let Walker {
+            roles,
+            preinit,
+            frames,
+            defined,
+            comm,
+            hints,
+            next_hint,
+            ..
+        } = self;
         let errors = root.has_error();
         preorder(
             root,
@@ -161,10 +213,10 @@ pub fn instrument<'t>(u: &mut Unit<'_>, roots: &[Node<'t>]) {
                 if let Some(h) = &hints {
                     // Nodes come in document order: their starts never decrease.
                     let start = n.start_byte();
-                    while h.get(next_hint).is_some_and(|&p| p < start) {
-                        next_hint += 1;
+                    while h.get(*next_hint).is_some_and(|&p| p < start) {
+                        *next_hint += 1;
                     }
-                    if h.get(next_hint).is_none_or(|&p| p >= n.end_byte()) && !n.has_error() {
+                    if h.get(*next_hint).is_none_or(|&p| p >= n.end_byte()) && !n.has_error() {
                         return false;
                     }
                 }
@@ -226,7 +278,7 @@ pub fn instrument<'t>(u: &mut Unit<'_>, roots: &[Node<'t>]) {
                     }
                     Role::Call => {
                         if let Some(f) = frames.last() {
-                            call(u, n, f, cpp, &mut comm);
+                            call(u, n, f, cpp, comm);
                         }
                         true
                     }
@@ -243,28 +295,23 @@ pub fn instrument<'t>(u: &mut Unit<'_>, roots: &[Node<'t>]) {
             |_| {},
         );
     }
-    for p in comm {
-        if defined.contains(&p.name) {
-            continue;
+
+    /// Rewrites the communication calls and places the `#include`; `roots` are all trees.
+    pub fn finish(self, u: &mut Unit<'_>, roots: &[Node<'_>]) {
+        for p in self.comm {
+            if self.defined.contains(&p.name) {
+                continue;
+            }
+            let id = u.ledger.add(Kind::Comm, &p.function, &p.name, p.span, None);
+            let prefix_len = p.wrapper.len() - p.name.len();
+            u.edits.open(p.name_start, &p.wrapper[..prefix_len]);
+            if let Some(at) = p.args_start {
+                u.edits.open(at, format!("{}, ", u.lit(id)));
+            }
         }
-        let id = u
-            .ledger
-            .add(Kind::Comm, &p.function, &p.name, Span::of(p.call), None);
-        let name_node = if p.callee.kind() == "qualified_identifier" {
-            p.callee.child_by_field_name("name").unwrap_or(p.callee)
-        } else {
-            p.callee
-        };
-        let prefix_len = p.wrapper.len() - p.name.len();
-        u.edits
-            .open(name_node.start_byte(), &p.wrapper[..prefix_len]);
-        if let Some(args) = p.call.child_by_field_name("arguments") {
-            u.edits
-                .open(args.start_byte() + 1, format!("{}, ", u.lit(id)));
+        if !u.edits.is_empty() && !include::present(u.src) {
+            include::insert(u, roots);
         }
-    }
-    if !u.edits.is_empty() && !include::present(src) {
-        include::insert(u, roots);
     }
 }
 
@@ -483,7 +530,7 @@ fn arg_count(call: Node<'_>) -> usize {
     })
 }
 
-fn call<'t>(u: &mut Unit<'_>, n: Node<'t>, f: &Frame, cpp: bool, comm: &mut Vec<PendingComm<'t>>) {
+fn call(u: &mut Unit<'_>, n: Node<'_>, f: &Frame, cpp: bool, comm: &mut Vec<PendingComm>) {
     if !f.selected {
         return;
     }
@@ -501,10 +548,18 @@ fn call<'t>(u: &mut Unit<'_>, n: Node<'t>, f: &Frame, cpp: bool, comm: &mut Vec<
     if let Some(name) = plain {
         if let Some(&(op, arity, wrapper)) = COMM.iter().find(|c| c.0 == name) {
             if u.modes.comm && arg_count(n) == arity {
+                let name_node = if callee.kind() == "qualified_identifier" {
+                    callee.child_by_field_name("name").unwrap_or(callee)
+                } else {
+                    callee
+                };
                 comm.push(PendingComm {
                     function: f.name.clone(),
-                    call: n,
-                    callee,
+                    span: Span::of(n),
+                    name_start: name_node.start_byte(),
+                    args_start: n
+                        .child_by_field_name("arguments")
+                        .map(|a| a.start_byte() + 1),
                     name: op.to_owned(),
                     wrapper,
                 });
