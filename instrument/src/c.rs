@@ -322,9 +322,13 @@ fn walk_hints(src: &str) -> Vec<usize> {
     let b = src.as_bytes();
     let comm_at = |i: usize| COMM.iter().any(|c| b[i..].starts_with(c.0.as_bytes()));
     (0..b.len())
-        .filter(|&i| match b[i] {
-            b'{' => true,
-            b's' | b'r' | b'w' | b'c' | b'a' => comm_at(i),
+        .filter(|&i| match (b[i], b.get(i + 1)) {
+            (b'{', _) => true,
+            // The first two letters of the names in `COMM`, a cheap filter.
+            (b's' | b'r', Some(b'e')) | (b'w', Some(b'r')) | (b'c', Some(b'o' | b'l')) => {
+                comm_at(i)
+            }
+            (b'a', Some(b'c')) => comm_at(i),
             _ => false,
         })
         .collect()
@@ -864,6 +868,15 @@ fn returns_inside(u: &mut Unit<'_>, stmt: Node<'_>, lit: &str, _cpp: bool) {
 #[cfg(test)]
 mod tests {
     use crate::{Lang, Modes, Selection, instrument};
+
+    #[test]
+    fn hints_find_every_communication_name() {
+        for (name, _, wrapper) in super::COMM {
+            assert_eq!(super::walk_hints(name), [0], "{name}");
+            assert_eq!(super::walk_hints(wrapper), [3], "{wrapper}");
+        }
+        assert_eq!(super::walk_hints("a{b}{"), [1, 4]);
+    }
 
     fn names(lang: Lang, src: &str) -> Vec<String> {
         instrument(lang, "t", src, Modes::default(), &Selection::all())

@@ -10,9 +10,10 @@ use crate::lang::Lang;
 use crate::select::Selection;
 use crate::sensor::{Ledger, Problem, Sensor};
 use crate::{c, java, python, rust};
+use std::ops::ControlFlow;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::mpsc;
-use tree_sitter::{Node, Parser, Point, Range, Tree};
+use tree_sitter::{Node, ParseOptions, ParseState, Parser, Point, Range, Tree};
 
 /// Files at least this large (C and C++) are parsed in chunks on several threads.
 const CHUNK_MIN: usize = 1 << 20;
@@ -168,6 +169,19 @@ pub fn instrument(
     instrument_with(lang, path, src, modes, selection, true)
 }
 
+/// [`instrument`] without its shortcuts (chunked parsing of large C/C++ files, the C engine's
+/// pruned walk), for tests that check the shortcuts change nothing.
+#[doc(hidden)]
+pub fn instrument_plain(
+    lang: Lang,
+    path: &str,
+    src: &str,
+    modes: Modes,
+    selection: &Selection,
+) -> Outcome {
+    instrument_with(lang, path, src, modes, selection, false)
+}
+
 fn instrument_with(
     lang: Lang,
     path: &str,
@@ -279,7 +293,8 @@ fn parser(lang: Lang) -> Result<Parser, &'static str> {
 /// worker threads parse them with tree-sitter's included ranges, so node offsets stay
 /// absolute, and this thread walks each tree, in document order, as soon as it is ready. If a
 /// chunk boundary was not at file level after all (inside an `#if`, a comment, a string),
-/// that chunk has a syntax error and the file takes the one-piece path.
+/// that chunk has a syntax error and the file takes the one-piece path; so does a file with
+/// real syntax errors, and as the first error stops every chunk's parse, that costs little.
 fn chunked(u: &mut Unit<'_>, fast: bool) -> Option<Vec<Tree>> {
     let (lang, src) = (u.lang, u.src);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
@@ -291,7 +306,15 @@ fn chunked(u: &mut Unit<'_>, fast: bool) -> Option<Vec<Tree>> {
     if bounds.len() <= 2 {
         return None;
     }
-    let ranges: Vec<(usize, usize)> = bounds.windows(2).map(|w| (w[0], w[1])).collect();
+    let points = points_at(src, &bounds);
+    let ranges: Vec<Range> = (1..bounds.len())
+        .map(|k| Range {
+            start_byte: bounds[k - 1],
+            end_byte: bounds[k],
+            start_point: points[k - 1],
+            end_point: points[k],
+        })
+        .collect();
     let next = AtomicUsize::new(0);
     let stop = AtomicBool::new(false);
     std::thread::scope(|s| {
@@ -302,10 +325,10 @@ fn chunked(u: &mut Unit<'_>, fast: bool) -> Option<Vec<Tree>> {
             s.spawn(move || {
                 while !stop.load(Ordering::Relaxed) {
                     let k = next.fetch_add(1, Ordering::Relaxed);
-                    let Some(&(a, b)) = ranges.get(k) else {
+                    let Some(&range) = ranges.get(k) else {
                         break;
                     };
-                    if tx.send((k, parse_range(lang, src, a, b))).is_err() {
+                    if tx.send((k, parse_range(lang, src, range, stop))).is_err() {
                         break;
                     }
                 }
@@ -313,23 +336,19 @@ fn chunked(u: &mut Unit<'_>, fast: bool) -> Option<Vec<Tree>> {
         }
         drop(tx);
         let mut walker = c::Walker::new(u);
-        let mut ready: Vec<Option<Option<Tree>>> = ranges.iter().map(|_| None).collect();
+        let mut ready: Vec<Option<Tree>> = ranges.iter().map(|_| None).collect();
         let mut trees = Vec::with_capacity(ranges.len());
         for (k, tree) in rx {
+            let Some(tree) = tree else {
+                stop.store(true, Ordering::Relaxed);
+                return None;
+            };
             ready[k] = Some(tree);
             while let Some(slot) = ready.get_mut(trees.len())
                 && let Some(tree) = slot.take()
             {
-                match tree {
-                    Some(t) if !t.root_node().has_error() => {
-                        walker.walk(u, t.root_node());
-                        trees.push(t);
-                    }
-                    _ => {
-                        stop.store(true, Ordering::Relaxed);
-                        return None;
-                    }
-                }
+                walker.walk(u, tree.root_node());
+                trees.push(tree);
             }
         }
         if trees.len() < ranges.len() {
@@ -341,23 +360,49 @@ fn chunked(u: &mut Unit<'_>, fast: bool) -> Option<Vec<Tree>> {
     })
 }
 
-fn point_at(src: &str, byte: usize) -> Point {
-    let before = &src[..byte];
-    let row = before.bytes().filter(|&b| b == b'\n').count();
-    let column = byte - before.rfind('\n').map_or(0, |i| i + 1);
-    Point { row, column }
+/// The row and column of each of the ascending byte offsets `bytes`.
+fn points_at(src: &str, bytes: &[usize]) -> Vec<Point> {
+    let (mut row, mut line_start, mut from) = (0, 0, 0);
+    bytes
+        .iter()
+        .map(|&b| {
+            for (i, _) in src[from..b].match_indices('\n') {
+                row += 1;
+                line_start = from + i + 1;
+            }
+            from = b;
+            Point {
+                row,
+                column: b - line_start,
+            }
+        })
+        .collect()
 }
 
-fn parse_range(lang: Lang, src: &str, a: usize, b: usize) -> Option<Tree> {
+/// Parses one chunk; `None` if it has a syntax error (tree-sitter's parse is then cut short,
+/// and `stop` is set so the other chunks' parses are too) or if `stop` is set.
+fn parse_range(lang: Lang, src: &str, range: Range, stop: &AtomicBool) -> Option<Tree> {
     let mut p = parser(lang).ok()?;
-    let range = Range {
-        start_byte: a,
-        end_byte: b,
-        start_point: point_at(src, a),
-        end_point: point_at(src, b),
-    };
     p.set_included_ranges(&[range]).ok()?;
-    p.parse(src, None)
+    let bytes = src.as_bytes();
+    let mut progress = |state: &ParseState| {
+        if state.has_error() || stop.load(Ordering::Relaxed) {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    };
+    let tree = p
+        .parse_with_options(
+            &mut |i, _| bytes.get(i..).unwrap_or_default(),
+            None,
+            Some(ParseOptions::new().progress_callback(&mut progress)),
+        )
+        .filter(|t| !t.root_node().has_error());
+    if tree.is_none() {
+        stop.store(true, Ordering::Relaxed);
+    }
+    tree
 }
 
 /// Chunk boundaries (including 0 and `src.len()`), about `n` chunks.
