@@ -317,18 +317,19 @@ impl Walker {
 
 /// Offsets in `src` of every `{` and every start of a communication function's name (which
 /// also finds the runtime's wrappers, `p5_send` holding `send`), ascending. A node whose
-/// text holds none of them contains neither a definition nor a communication call.
+/// text holds none of them contains neither a definition nor a communication call. Every
+/// name in `COMM` begins with one of the words looked for here (a test checks it).
 fn walk_hints(src: &str) -> Vec<usize> {
     let b = src.as_bytes();
-    let comm_at = |i: usize| COMM.iter().any(|c| b[i..].starts_with(c.0.as_bytes()));
+    let at = |i: usize, word: &[u8]| b[i..].starts_with(word);
     (0..b.len())
-        .filter(|&i| match (b[i], b.get(i + 1)) {
-            (b'{', _) => true,
-            // The first two letters of the names in `COMM`, a cheap filter.
-            (b's' | b'r', Some(b'e')) | (b'w', Some(b'r')) | (b'c', Some(b'o' | b'l')) => {
-                comm_at(i)
-            }
-            (b'a', Some(b'c')) => comm_at(i),
+        .filter(|&i| match b[i] {
+            b'{' => true,
+            b's' => at(i, b"send"),
+            b'r' => at(i, b"recv") || at(i, b"read"),
+            b'w' => at(i, b"write"),
+            b'c' => at(i, b"connect") || at(i, b"close"),
+            b'a' => at(i, b"accept"),
             _ => false,
         })
         .collect()
