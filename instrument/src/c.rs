@@ -201,11 +201,16 @@ impl Walker {
             ..
         } = self;
         let errors = root.has_error();
+        // The definitions of this tree among `frames` (the last ones), for ancestor lookups.
+        let mut defs: Vec<Node<'_>> = Vec::new();
         preorder(
             root,
             |n| {
                 while frames.last().is_some_and(|f| n.start_byte() >= f.end) {
                     frames.pop();
+                }
+                while defs.last().is_some_and(|d| n.start_byte() >= d.end_byte()) {
+                    defs.pop();
                 }
                 if errors && n.has_error() && u.check_error(n) {
                     return false;
@@ -261,6 +266,7 @@ impl Walker {
                         if selected && u.modes.functions {
                             function_sensor(u, n, &qualified);
                         }
+                        defs.push(n);
                         frames.push(Frame {
                             end: n.end_byte(),
                             name: qualified,
@@ -278,7 +284,8 @@ impl Walker {
                     }
                     Role::Call => {
                         if let Some(f) = frames.last() {
-                            call(u, n, f, cpp, comm);
+                            let top = defs.last().copied().unwrap_or(root);
+                            call(u, n, top, f, cpp, comm);
                         }
                         true
                     }
@@ -535,7 +542,15 @@ fn arg_count(call: Node<'_>) -> usize {
     })
 }
 
-fn call(u: &mut Unit<'_>, n: Node<'_>, f: &Frame, cpp: bool, comm: &mut Vec<PendingComm>) {
+/// A call `n` inside the definition `top` (or anywhere below `top`, an ancestor of `n`).
+fn call<'t>(
+    u: &mut Unit<'_>,
+    n: Node<'t>,
+    top: Node<'t>,
+    f: &Frame,
+    cpp: bool,
+    comm: &mut Vec<PendingComm>,
+) {
     if !f.selected {
         return;
     }
@@ -585,7 +600,7 @@ fn call(u: &mut Unit<'_>, n: Node<'_>, f: &Frame, cpp: bool, comm: &mut Vec<Pend
         }
     }
     if u.modes.calls {
-        wrap_call(u, n, callee, f, cpp);
+        wrap_call(u, n, top, callee, f, cpp);
     }
 }
 
@@ -596,7 +611,30 @@ fn macro_like(name: &str) -> bool {
             .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
-fn wrap_call(u: &mut Unit<'_>, n: Node<'_>, callee: Node<'_>, f: &Frame, cpp: bool) {
+/// The ancestors of `n` from `top` (included) down to its parent. Cheaper than repeated
+/// [`Node::parent`], which starts from the root every time (and a root holds thousands of
+/// definitions).
+fn ancestors<'t>(top: Node<'t>, n: Node<'t>) -> Vec<Node<'t>> {
+    let mut path = Vec::new();
+    let mut a = top;
+    while a.id() != n.id() {
+        path.push(a);
+        match a.child_with_descendant(n) {
+            Some(c) => a = c,
+            None => break,
+        }
+    }
+    path
+}
+
+fn wrap_call<'t>(
+    u: &mut Unit<'_>,
+    n: Node<'t>,
+    top: Node<'t>,
+    callee: Node<'t>,
+    f: &Frame,
+    cpp: bool,
+) {
     let name = squash(text(callee, u.src));
     let last = name.rsplit("::").next().unwrap_or(&name);
     // Only what names a function: error recovery can turn `"a" MACRO("b")` into a "call".
@@ -621,15 +659,17 @@ fn wrap_call(u: &mut Unit<'_>, n: Node<'_>, callee: Node<'_>, f: &Frame, cpp: bo
     {
         return;
     }
-    let mut p = n.parent();
+    let path = ancestors(top, n);
+    // The `k`-th ancestor of `n` (`k` = 1: its parent).
+    let up = |k: usize| path.len().checked_sub(k).map(|i| path[i]);
     let mut existing = None;
     // A wrapped call sits in a block `{ P5_SCOPE(id); [return] call; }` of two statements.
-    if let Some(stmt) = p
+    if let Some(stmt) = up(1)
         && matches!(stmt.kind(), "expression_statement" | "return_statement")
-        && let Some(block) = stmt.parent()
+        && let Some(block) = up(2)
         && block.kind() == "compound_statement"
         && block.named_child_count() == 2
-        && block.parent().is_some_and(|b| {
+        && up(3).is_some_and(|b| {
             matches!(
                 b.kind(),
                 "parenthesized_expression" | "lambda_expression" | "statement_expression"
@@ -638,7 +678,7 @@ fn wrap_call(u: &mut Unit<'_>, n: Node<'_>, callee: Node<'_>, f: &Frame, cpp: bo
     {
         existing = block.named_child(0).and_then(|s| scope_id(s, u.src));
     }
-    while let Some(a) = p {
+    for &a in path.iter().rev() {
         if NO_WRAP_CONTEXT.contains(&a.kind()) {
             return;
         }
@@ -670,9 +710,8 @@ fn wrap_call(u: &mut Unit<'_>, n: Node<'_>, callee: Node<'_>, f: &Frame, cpp: bo
         } {
             return;
         }
-        p = a.parent();
     }
-    if !cpp && existing.is_none() && lvalue_use(n) {
+    if !cpp && existing.is_none() && lvalue_use(n, &path) {
         return;
     }
     let id = u
@@ -695,12 +734,13 @@ fn wrap_call(u: &mut Unit<'_>, n: Node<'_>, callee: Node<'_>, f: &Frame, cpp: bo
     }
 }
 
-/// Whether a C "call" is used as an lvalue (`&m(x)`, `m(x) = v`, `m(x)++`, `m(x).f = v`).
+/// Whether a C "call" is used as an lvalue (`&m(x)`, `m(x) = v`, `m(x)++`, `m(x).f = v`);
+/// `ancestors` are those of `call` (down to its parent) as far up as needed.
 /// A C function never returns an lvalue, so such a call is a function-like macro, and a
 /// statement expression around it would not compile.
-fn lvalue_use(call: Node<'_>) -> bool {
+fn lvalue_use<'t>(call: Node<'t>, ancestors: &[Node<'t>]) -> bool {
     let mut n = call;
-    while let Some(p) = n.parent() {
+    for &p in ancestors.iter().rev() {
         match p.kind() {
             "parenthesized_expression" => n = p,
             "field_expression"
