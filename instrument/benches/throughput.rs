@@ -5,11 +5,12 @@
 //! best run (all threads: on a machine shared with other work the wall time moves by ±25 %,
 //! the CPU time much less); `cargo bench -p p5-instrument --bench throughput`.
 //!
-//! Measured on the shared 2-core machine (5.81 MB; best run, with the other work it hosts at
-//! a load of about 2; under heavier load every figure here grows by up to 2x): parse alone
-//! 1.30 s wall; default modes 0.94 s wall, 1.65 s CPU, 6.2 MB/s (before the chunks were
-//! walked while later ones parse and the walk was pruned: 1.24 s wall, 1.98 s CPU in the same
-//! conditions); every mode 1.13 s wall, 2.05 s CPU, 5.1 MB/s (before: 1.43 s).
+//! Measured on the shared 2-core machine while it also ran other builds (load 2.6–4; the
+//! one-piece parse alone then took 1.2–1.35 s, against 0.7 s when the machine was quiet):
+//! default modes best 0.85 s wall, 1.60 s CPU, 6.8 MB/s, typically 0.94–1.0 s (up to 1.7 s
+//! when busiest); every mode best 1.08 s wall, 2.0 s CPU, 5.4 MB/s, typically 1.1–1.7 s.
+//! Before the chunks were walked while later ones parse and the walk was pruned, in the same
+//! runs: default best 1.02 s, typically 1.1–1.36 s; every mode best 1.20 s.
 
 use p5_instrument::{Lang, Modes, Selection, instrument};
 use std::fmt::Write as _;
