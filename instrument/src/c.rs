@@ -95,10 +95,16 @@ struct Frame {
     selected: bool,
 }
 
-struct PendingComm<'t> {
+/// A communication call found by the walk; rewritten once the whole file is walked (a
+/// file that defines a function of that name keeps its calls).
+#[derive(Debug)]
+struct PendingComm {
     function: String,
-    call: Node<'t>,
-    callee: Node<'t>,
+    span: Span,
+    /// Where the callee's name starts (`p5_` goes there).
+    name_start: usize,
+    /// Just after the `(` of the arguments (the id goes there).
+    args_start: Option<usize>,
     name: String,
     wrapper: &'static str,
 }
@@ -130,28 +136,94 @@ fn roles(lang: &tree_sitter::Language) -> Vec<Role> {
 
 /// Instruments a C or C++ file given as one or more consecutive parse trees (a large file is
 /// parsed in chunks, see [`crate::unit`]).
-pub fn instrument<'t>(u: &mut Unit<'_>, roots: &[Node<'t>]) {
-    let src = u.src;
-    let cpp = u.lang == Lang::Cpp;
-    let Some(first_root) = roots.first() else {
-        return;
-    };
-    let roles = roles(&first_root.language());
-    let markers = !u.line_regions.is_empty() || src.contains("p5:begin");
-    let preinit = preinit_functions(src);
-    let mut frames: Vec<Frame> = Vec::new();
-    let mut defined: HashSet<String> = HashSet::new();
-    let mut comm: Vec<PendingComm<'t>> = Vec::new();
+pub fn instrument(u: &mut Unit<'_>, roots: &[Node<'_>]) {
+    let mut w = Walker::new(u);
     for &root in roots {
+        w.walk(u, root);
+    }
+    w.finish(u, roots);
+}
+
+/// The C/C++ engine's state across the consecutive trees of one file: [`Walker::walk`] each
+/// tree in document order (as soon as it is parsed), then [`Walker::finish`].
+#[derive(Debug)]
+pub struct Walker {
+    cpp: bool,
+    roles: Vec<Role>,
+    /// Whether region markers or line regions can occur.
+    markers: bool,
+    preinit: Vec<String>,
+    frames: Vec<Frame>,
+    defined: HashSet<String>,
+    comm: Vec<PendingComm>,
+    /// See [`walk_hints`]; `None` when every node must be visited.
+    hints: Option<Vec<usize>>,
+    next_hint: usize,
+}
+
+impl Walker {
+    /// A walker for the file of `u`.
+    pub fn new(u: &Unit<'_>) -> Self {
+        let src = u.src;
+        let cpp = u.lang == Lang::Cpp;
+        let markers = !u.line_regions.is_empty() || src.contains("p5:begin");
+        // In C without call wrapping and regions, only three things inside a definition
+        // matter: errors, nested definitions (GCC) and communication calls. A subtree without
+        // an error, a `{` and a communication name in its text holds none of them and is not
+        // walked.
+        let hints = (u.prune && !cpp && !u.modes.calls && !markers).then(|| walk_hints(src));
+        Walker {
+            cpp,
+            roles: roles(&u.lang.grammar()),
+            markers,
+            preinit: preinit_functions(src),
+            frames: Vec::new(),
+            defined: HashSet::new(),
+            comm: Vec::new(),
+            hints,
+            next_hint: 0,
+        }
+    }
+
+    /// Walks one tree; trees must come in document order.
+    pub fn walk(&mut self, u: &mut Unit<'_>, root: Node<'_>) {
+        let src = u.src;
+        let cpp = self.cpp;
+        let markers = self.markers;
+        let Walker {
+            roles,
+            preinit,
+            frames,
+            defined,
+            comm,
+            hints,
+            next_hint,
+            ..
+        } = self;
         let errors = root.has_error();
+        // The definitions of this tree among `frames` (the last ones), for ancestor lookups.
+        let mut defs: Vec<Node<'_>> = Vec::new();
         preorder(
             root,
             |n| {
                 while frames.last().is_some_and(|f| n.start_byte() >= f.end) {
                     frames.pop();
                 }
+                while defs.last().is_some_and(|d| n.start_byte() >= d.end_byte()) {
+                    defs.pop();
+                }
                 if errors && n.has_error() && u.check_error(n) {
                     return false;
+                }
+                if let Some(h) = &hints {
+                    // Nodes come in document order: their starts never decrease.
+                    let start = n.start_byte();
+                    while h.get(*next_hint).is_some_and(|&p| p < start) {
+                        *next_hint += 1;
+                    }
+                    if h.get(*next_hint).is_none_or(|&p| p >= n.end_byte()) && !n.has_error() {
+                        return false;
+                    }
                 }
                 match roles
                     .get(usize::from(n.kind_id()))
@@ -194,6 +266,7 @@ pub fn instrument<'t>(u: &mut Unit<'_>, roots: &[Node<'t>]) {
                         if selected && u.modes.functions {
                             function_sensor(u, n, &qualified);
                         }
+                        defs.push(n);
                         frames.push(Frame {
                             end: n.end_byte(),
                             name: qualified,
@@ -211,7 +284,8 @@ pub fn instrument<'t>(u: &mut Unit<'_>, roots: &[Node<'t>]) {
                     }
                     Role::Call => {
                         if let Some(f) = frames.last() {
-                            call(u, n, f, cpp, &mut comm);
+                            let top = defs.last().copied().unwrap_or(root);
+                            call(u, n, top, f, cpp, comm);
                         }
                         true
                     }
@@ -228,29 +302,44 @@ pub fn instrument<'t>(u: &mut Unit<'_>, roots: &[Node<'t>]) {
             |_| {},
         );
     }
-    for p in comm {
-        if defined.contains(&p.name) {
-            continue;
+
+    /// Rewrites the communication calls and places the `#include`; `roots` are all trees.
+    pub fn finish(self, u: &mut Unit<'_>, roots: &[Node<'_>]) {
+        for p in self.comm {
+            if self.defined.contains(&p.name) {
+                continue;
+            }
+            let id = u.ledger.add(Kind::Comm, &p.function, &p.name, p.span, None);
+            let prefix_len = p.wrapper.len() - p.name.len();
+            u.edits.open(p.name_start, &p.wrapper[..prefix_len]);
+            if let Some(at) = p.args_start {
+                u.edits.open(at, format!("{}, ", u.lit(id)));
+            }
         }
-        let id = u
-            .ledger
-            .add(Kind::Comm, &p.function, &p.name, Span::of(p.call), None);
-        let name_node = if p.callee.kind() == "qualified_identifier" {
-            p.callee.child_by_field_name("name").unwrap_or(p.callee)
-        } else {
-            p.callee
-        };
-        let prefix_len = p.wrapper.len() - p.name.len();
-        u.edits
-            .open(name_node.start_byte(), &p.wrapper[..prefix_len]);
-        if let Some(args) = p.call.child_by_field_name("arguments") {
-            u.edits
-                .open(args.start_byte() + 1, format!("{}, ", u.lit(id)));
+        if !u.edits.is_empty() && !include::present(u.src) {
+            include::insert(u, roots);
         }
     }
-    if !u.edits.is_empty() && !include::present(src) {
-        include::insert(u, roots);
-    }
+}
+
+/// Offsets in `src` of every `{` and every start of a communication function's name (which
+/// also finds the runtime's wrappers, `p5_send` holding `send`), ascending. A node whose
+/// text holds none of them contains neither a definition nor a communication call. Every
+/// name in `COMM` begins with one of the words looked for here (a test checks it).
+fn walk_hints(src: &str) -> Vec<usize> {
+    let b = src.as_bytes();
+    let at = |i: usize, word: &[u8]| b[i..].starts_with(word);
+    (0..b.len())
+        .filter(|&i| match b[i] {
+            b'{' => true,
+            b's' => at(i, b"send"),
+            b'r' => at(i, b"recv") || at(i, b"read"),
+            b'w' => at(i, b"write"),
+            b'c' => at(i, b"connect") || at(i, b"close"),
+            b'a' => at(i, b"accept"),
+            _ => false,
+        })
+        .collect()
 }
 
 /// The declarator inside `n` (`(…)` and C++'s `&`/`&&` declarators have no field for it).
@@ -453,7 +542,15 @@ fn arg_count(call: Node<'_>) -> usize {
     })
 }
 
-fn call<'t>(u: &mut Unit<'_>, n: Node<'t>, f: &Frame, cpp: bool, comm: &mut Vec<PendingComm<'t>>) {
+/// A call `n` inside the definition `top` (or anywhere below `top`, an ancestor of `n`).
+fn call<'t>(
+    u: &mut Unit<'_>,
+    n: Node<'t>,
+    top: Node<'t>,
+    f: &Frame,
+    cpp: bool,
+    comm: &mut Vec<PendingComm>,
+) {
     if !f.selected {
         return;
     }
@@ -471,10 +568,18 @@ fn call<'t>(u: &mut Unit<'_>, n: Node<'t>, f: &Frame, cpp: bool, comm: &mut Vec<
     if let Some(name) = plain {
         if let Some(&(op, arity, wrapper)) = COMM.iter().find(|c| c.0 == name) {
             if u.modes.comm && arg_count(n) == arity {
+                let name_node = if callee.kind() == "qualified_identifier" {
+                    callee.child_by_field_name("name").unwrap_or(callee)
+                } else {
+                    callee
+                };
                 comm.push(PendingComm {
                     function: f.name.clone(),
-                    call: n,
-                    callee,
+                    span: Span::of(n),
+                    name_start: name_node.start_byte(),
+                    args_start: n
+                        .child_by_field_name("arguments")
+                        .map(|a| a.start_byte() + 1),
                     name: op.to_owned(),
                     wrapper,
                 });
@@ -495,7 +600,7 @@ fn call<'t>(u: &mut Unit<'_>, n: Node<'t>, f: &Frame, cpp: bool, comm: &mut Vec<
         }
     }
     if u.modes.calls {
-        wrap_call(u, n, callee, f, cpp);
+        wrap_call(u, n, top, callee, f, cpp);
     }
 }
 
@@ -506,7 +611,30 @@ fn macro_like(name: &str) -> bool {
             .all(|c| c.is_ascii_uppercase() || c.is_ascii_digit() || c == '_')
 }
 
-fn wrap_call(u: &mut Unit<'_>, n: Node<'_>, callee: Node<'_>, f: &Frame, cpp: bool) {
+/// The ancestors of `n` from `top` (included) down to its parent. Cheaper than repeated
+/// [`Node::parent`], which starts from the root every time (and a root holds thousands of
+/// definitions).
+fn ancestors<'t>(top: Node<'t>, n: Node<'t>) -> Vec<Node<'t>> {
+    let mut path = Vec::new();
+    let mut a = top;
+    while a.id() != n.id() {
+        path.push(a);
+        match a.child_with_descendant(n) {
+            Some(c) => a = c,
+            None => break,
+        }
+    }
+    path
+}
+
+fn wrap_call<'t>(
+    u: &mut Unit<'_>,
+    n: Node<'t>,
+    top: Node<'t>,
+    callee: Node<'t>,
+    f: &Frame,
+    cpp: bool,
+) {
     let name = squash(text(callee, u.src));
     let last = name.rsplit("::").next().unwrap_or(&name);
     // Only what names a function: error recovery can turn `"a" MACRO("b")` into a "call".
@@ -531,15 +659,17 @@ fn wrap_call(u: &mut Unit<'_>, n: Node<'_>, callee: Node<'_>, f: &Frame, cpp: bo
     {
         return;
     }
-    let mut p = n.parent();
+    let path = ancestors(top, n);
+    // The `k`-th ancestor of `n` (`k` = 1: its parent).
+    let up = |k: usize| path.len().checked_sub(k).map(|i| path[i]);
     let mut existing = None;
     // A wrapped call sits in a block `{ P5_SCOPE(id); [return] call; }` of two statements.
-    if let Some(stmt) = p
+    if let Some(stmt) = up(1)
         && matches!(stmt.kind(), "expression_statement" | "return_statement")
-        && let Some(block) = stmt.parent()
+        && let Some(block) = up(2)
         && block.kind() == "compound_statement"
         && block.named_child_count() == 2
-        && block.parent().is_some_and(|b| {
+        && up(3).is_some_and(|b| {
             matches!(
                 b.kind(),
                 "parenthesized_expression" | "lambda_expression" | "statement_expression"
@@ -548,7 +678,7 @@ fn wrap_call(u: &mut Unit<'_>, n: Node<'_>, callee: Node<'_>, f: &Frame, cpp: bo
     {
         existing = block.named_child(0).and_then(|s| scope_id(s, u.src));
     }
-    while let Some(a) = p {
+    for &a in path.iter().rev() {
         if NO_WRAP_CONTEXT.contains(&a.kind()) {
             return;
         }
@@ -580,9 +710,8 @@ fn wrap_call(u: &mut Unit<'_>, n: Node<'_>, callee: Node<'_>, f: &Frame, cpp: bo
         } {
             return;
         }
-        p = a.parent();
     }
-    if !cpp && existing.is_none() && lvalue_use(n) {
+    if !cpp && existing.is_none() && lvalue_use(n, &path) {
         return;
     }
     let id = u
@@ -605,12 +734,13 @@ fn wrap_call(u: &mut Unit<'_>, n: Node<'_>, callee: Node<'_>, f: &Frame, cpp: bo
     }
 }
 
-/// Whether a C "call" is used as an lvalue (`&m(x)`, `m(x) = v`, `m(x)++`, `m(x).f = v`).
+/// Whether a C "call" is used as an lvalue (`&m(x)`, `m(x) = v`, `m(x)++`, `m(x).f = v`);
+/// `ancestors` are those of `call` (down to its parent) as far up as needed.
 /// A C function never returns an lvalue, so such a call is a function-like macro, and a
 /// statement expression around it would not compile.
-fn lvalue_use(call: Node<'_>) -> bool {
+fn lvalue_use<'t>(call: Node<'t>, ancestors: &[Node<'t>]) -> bool {
     let mut n = call;
-    while let Some(p) = n.parent() {
+    for &p in ancestors.iter().rev() {
         match p.kind() {
             "parenthesized_expression" => n = p,
             "field_expression"
@@ -779,6 +909,15 @@ fn returns_inside(u: &mut Unit<'_>, stmt: Node<'_>, lit: &str, _cpp: bool) {
 #[cfg(test)]
 mod tests {
     use crate::{Lang, Modes, Selection, instrument};
+
+    #[test]
+    fn hints_find_every_communication_name() {
+        for (name, _, wrapper) in super::COMM {
+            assert_eq!(super::walk_hints(name), [0], "{name}");
+            assert_eq!(super::walk_hints(wrapper), [3], "{wrapper}");
+        }
+        assert_eq!(super::walk_hints("a{b}{"), [1, 4]);
+    }
 
     fn names(lang: Lang, src: &str) -> Vec<String> {
         instrument(lang, "t", src, Modes::default(), &Selection::all())

@@ -11,10 +11,11 @@
 //! and reported, never a panic.
 //!
 //! Module map: [`lang`] (extensions, grammars), [`walk`] (inputs), [`mod@unit`] (one file:
-//! parsing, large C/C++ files in parallel chunks), the engines [`c`] (C and C++, with
-//! [`mod@include`]), [`rust`], [`python`], [`java`], with [`region`] and [`tree`] helpers;
-//! [`sensor`] and [`sensor_id`], [`edit`], [`select`] (`p5.select.toml`), [`manifest`],
-//! [`runtime`] (`--cflags`, `--libs`, the header), and [`mod@run`] tying them up.
+//! parsing, large C/C++ files in parallel chunks, each walked as soon as it is parsed), the
+//! engines [`c`] (C and C++, with [`mod@include`]), [`rust`], [`python`], [`java`], with
+//! [`region`] and [`tree`] helpers; [`sensor`] and [`sensor_id`], [`edit`], [`select`]
+//! (`p5.select.toml`), [`manifest`], [`runtime`] (`--cflags`, `--libs`, the header), and
+//! [`mod@run`] tying them up.
 
 pub mod c;
 pub mod edit;

@@ -10,11 +10,14 @@ use crate::lang::Lang;
 use crate::select::Selection;
 use crate::sensor::{Ledger, Problem, Sensor};
 use crate::{c, java, python, rust};
-use tree_sitter::{Node, Parser, Point, Range, Tree};
+use std::ops::ControlFlow;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::mpsc;
+use tree_sitter::{Node, ParseOptions, ParseState, Parser, Point, Range, Tree};
 
 /// Files at least this large (C and C++) are parsed in chunks on several threads.
 const CHUNK_MIN: usize = 1 << 20;
-/// Smallest chunk worth a thread.
+/// Smallest chunk worth parsing on its own.
 const CHUNK_BYTES: usize = 256 << 10;
 
 /// Which automatic sensors to insert (CoSMoS Fig. 1).
@@ -74,9 +77,38 @@ pub struct Unit<'a> {
     pub regions_used: Vec<bool>,
     /// The selection's line regions for this file.
     pub line_regions: Vec<crate::select::LineRegion>,
+    /// Whether engines may skip subtrees they can tell hold nothing to instrument (off only in
+    /// tests that check the shortcut changes nothing).
+    pub prune: bool,
 }
 
 impl<'a> Unit<'a> {
+    /// A unit with nothing done yet; `prune` as in [`Unit::prune`].
+    pub fn new(
+        lang: Lang,
+        path: &'a str,
+        src: &'a str,
+        modes: Modes,
+        selection: &'a Selection,
+        prune: bool,
+    ) -> Self {
+        let line_regions: Vec<_> = selection.regions_in(path).cloned().collect();
+        Unit {
+            lang,
+            path,
+            src,
+            modes,
+            selection,
+            file_selected: selection.file(path),
+            ledger: Ledger::new(path),
+            edits: Edits::new(),
+            problems: Vec::new(),
+            regions_used: vec![false; line_regions.len()],
+            line_regions,
+            prune,
+        }
+    }
+
     /// Reports an ERROR or MISSING node. Returns true if the traversal must not descend
     /// (a MISSING token); an ERROR node is descended into, because tree-sitter's error
     /// recovery often wraps whole stretches of good code (even the root, for a large file
@@ -137,50 +169,61 @@ pub fn instrument(
     instrument_with(lang, path, src, modes, selection, true)
 }
 
+/// [`instrument`] without its shortcuts (chunked parsing of large C/C++ files, the C engine's
+/// pruned walk), for tests that check the shortcuts change nothing.
+#[doc(hidden)]
+pub fn instrument_plain(
+    lang: Lang,
+    path: &str,
+    src: &str,
+    modes: Modes,
+    selection: &Selection,
+) -> Outcome {
+    instrument_with(lang, path, src, modes, selection, false)
+}
+
 fn instrument_with(
     lang: Lang,
     path: &str,
     src: &str,
     modes: Modes,
     selection: &Selection,
-    chunks: bool,
+    fast: bool,
 ) -> Outcome {
     let unchanged = |problems| Outcome {
         text: src.to_owned(),
         sensors: Vec::new(),
         problems,
     };
-    let trees = match parse(lang, src, chunks) {
-        Ok(t) => t,
-        Err(message) => {
-            return unchanged(vec![Problem {
-                line: 1,
-                column: 1,
-                message: message.into(),
-            }]);
+    let new_unit = || Unit::new(lang, path, src, modes, selection, fast);
+    let mut unit = new_unit();
+    let trees = match chunked(&mut unit, fast) {
+        Some(trees) => trees,
+        None => {
+            let tree = match parser(lang).and_then(|mut p| {
+                p.parse(src, None)
+                    .ok_or("parser gave up; file left untouched")
+            }) {
+                Ok(t) => t,
+                Err(message) => {
+                    return unchanged(vec![Problem {
+                        line: 1,
+                        column: 1,
+                        message: message.into(),
+                    }]);
+                }
+            };
+            unit = new_unit();
+            let root = tree.root_node();
+            match lang {
+                Lang::C | Lang::Cpp => c::instrument(&mut unit, &[root]),
+                Lang::Rust => rust::instrument(&mut unit, root),
+                Lang::Python => python::instrument(&mut unit, root),
+                Lang::Java => java::instrument(&mut unit, root),
+            }
+            vec![tree]
         }
     };
-    let roots: Vec<Node<'_>> = trees.iter().map(|t| t.root_node()).collect();
-    let line_regions: Vec<_> = selection.regions_in(path).cloned().collect();
-    let mut unit = Unit {
-        lang,
-        path,
-        src,
-        modes,
-        selection,
-        file_selected: selection.file(path),
-        ledger: Ledger::new(path),
-        edits: Edits::new(),
-        problems: Vec::new(),
-        regions_used: vec![false; line_regions.len()],
-        line_regions,
-    };
-    match lang {
-        Lang::C | Lang::Cpp => c::instrument(&mut unit, &roots),
-        Lang::Rust => rust::instrument(&mut unit, roots[0]),
-        Lang::Python => python::instrument(&mut unit, roots[0]),
-        Lang::Java => java::instrument(&mut unit, roots[0]),
-    }
     for (i, r) in unit.line_regions.iter().enumerate() {
         if !unit.regions_used[i] {
             unit.problems.push(Problem {
@@ -199,7 +242,6 @@ fn instrument_with(
         mut problems,
         ..
     } = unit;
-    drop(roots);
     if trees.len() > 1 {
         // Freeing a multi-megabyte syntax tree takes a tenth of the run: do it off the
         // caller's path (only large, chunk-parsed files get here).
@@ -244,62 +286,123 @@ fn parser(lang: Lang) -> Result<Parser, &'static str> {
     Ok(p)
 }
 
-/// Parses `src`: one tree, or — for a large C/C++ file — one tree per chunk. Chunks end after
-/// a line that is exactly `}` (the end of a top-level definition) and are parsed in parallel
-/// with tree-sitter's included ranges, so node offsets stay absolute. If a chunk boundary was
-/// not at file level after all (inside an `#if`, a comment, a string), that chunk has a
-/// syntax error; then, and whenever the file really has errors, the whole file is parsed
-/// again in one piece so errors are reported exactly as for a small file.
-fn parse(lang: Lang, src: &str, chunks: bool) -> Result<Vec<Tree>, &'static str> {
+/// Parses and instruments a large C/C++ file in chunks; `None` (with `u` in an unspecified
+/// state) if the file is small or the chunks do not parse cleanly: the caller then parses the
+/// whole file in one piece with a fresh unit, so errors are reported exactly as for a small
+/// file. Chunks end after a line that is exactly `}` (the end of a top-level definition);
+/// worker threads parse them with tree-sitter's included ranges, so node offsets stay
+/// absolute, and this thread walks each tree, in document order, as soon as it is ready. If a
+/// chunk boundary was not at file level after all (inside an `#if`, a comment, a string),
+/// that chunk has a syntax error and the file takes the one-piece path; so does a file with
+/// real syntax errors, and as the first error stops every chunk's parse, that costs little.
+fn chunked(u: &mut Unit<'_>, fast: bool) -> Option<Vec<Tree>> {
+    let (lang, src) = (u.lang, u.src);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get().min(8));
-    let bounds =
-        if chunks && matches!(lang, Lang::C | Lang::Cpp) && src.len() >= CHUNK_MIN && threads > 1 {
-            chunk_bounds(src, threads.min(src.len() / CHUNK_BYTES).max(1))
-        } else {
-            Vec::new()
-        };
-    if bounds.len() > 2 {
-        let ranges: Vec<(usize, usize)> = bounds.windows(2).map(|w| (w[0], w[1])).collect();
-        let trees: Vec<Option<Tree>> = std::thread::scope(|s| {
-            let handles: Vec<_> = ranges
-                .iter()
-                .map(|&(a, b)| s.spawn(move || parse_range(lang, src, a, b)))
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().ok().flatten())
-                .collect()
-        });
-        if trees
-            .iter()
-            .all(|t| t.as_ref().is_some_and(|t| !t.root_node().has_error()))
-        {
-            return Ok(trees.into_iter().flatten().collect());
-        }
+    if !(fast && matches!(lang, Lang::C | Lang::Cpp) && src.len() >= CHUNK_MIN && threads > 1) {
+        return None;
     }
-    let tree = parser(lang)?
-        .parse(src, None)
-        .ok_or("parser gave up; file left untouched")?;
-    Ok(vec![tree])
+    // Several chunks per thread, so walking the first overlaps with parsing the rest.
+    let bounds = chunk_bounds(src, (src.len() / CHUNK_BYTES).clamp(1, 4 * threads));
+    if bounds.len() <= 2 {
+        return None;
+    }
+    let points = points_at(src, &bounds);
+    let ranges: Vec<Range> = (1..bounds.len())
+        .map(|k| Range {
+            start_byte: bounds[k - 1],
+            end_byte: bounds[k],
+            start_point: points[k - 1],
+            end_point: points[k],
+        })
+        .collect();
+    let next = AtomicUsize::new(0);
+    let stop = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let (tx, rx) = mpsc::channel();
+        for _ in 0..threads {
+            let tx = tx.clone();
+            let (ranges, next, stop) = (&ranges, &next, &stop);
+            s.spawn(move || {
+                while !stop.load(Ordering::Relaxed) {
+                    let k = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(&range) = ranges.get(k) else {
+                        break;
+                    };
+                    if tx.send((k, parse_range(lang, src, range, stop))).is_err() {
+                        break;
+                    }
+                }
+            });
+        }
+        drop(tx);
+        let mut walker = c::Walker::new(u);
+        let mut ready: Vec<Option<Tree>> = ranges.iter().map(|_| None).collect();
+        let mut trees = Vec::with_capacity(ranges.len());
+        for (k, tree) in rx {
+            let Some(tree) = tree else {
+                stop.store(true, Ordering::Relaxed);
+                return None;
+            };
+            ready[k] = Some(tree);
+            while let Some(slot) = ready.get_mut(trees.len())
+                && let Some(tree) = slot.take()
+            {
+                walker.walk(u, tree.root_node());
+                trees.push(tree);
+            }
+        }
+        if trees.len() < ranges.len() {
+            return None;
+        }
+        let roots: Vec<Node<'_>> = trees.iter().map(|t| t.root_node()).collect();
+        walker.finish(u, &roots);
+        Some(trees)
+    })
 }
 
-fn point_at(src: &str, byte: usize) -> Point {
-    let before = &src[..byte];
-    let row = before.bytes().filter(|&b| b == b'\n').count();
-    let column = byte - before.rfind('\n').map_or(0, |i| i + 1);
-    Point { row, column }
+/// The row and column of each of the ascending byte offsets `bytes`.
+fn points_at(src: &str, bytes: &[usize]) -> Vec<Point> {
+    let (mut row, mut line_start, mut from) = (0, 0, 0);
+    bytes
+        .iter()
+        .map(|&b| {
+            for (i, _) in src[from..b].match_indices('\n') {
+                row += 1;
+                line_start = from + i + 1;
+            }
+            from = b;
+            Point {
+                row,
+                column: b - line_start,
+            }
+        })
+        .collect()
 }
 
-fn parse_range(lang: Lang, src: &str, a: usize, b: usize) -> Option<Tree> {
+/// Parses one chunk; `None` if it has a syntax error (tree-sitter's parse is then cut short,
+/// and `stop` is set so the other chunks' parses are too) or if `stop` is set.
+fn parse_range(lang: Lang, src: &str, range: Range, stop: &AtomicBool) -> Option<Tree> {
     let mut p = parser(lang).ok()?;
-    let range = Range {
-        start_byte: a,
-        end_byte: b,
-        start_point: point_at(src, a),
-        end_point: point_at(src, b),
-    };
     p.set_included_ranges(&[range]).ok()?;
-    p.parse(src, None)
+    let bytes = src.as_bytes();
+    let mut progress = |state: &ParseState| {
+        if state.has_error() || stop.load(Ordering::Relaxed) {
+            ControlFlow::Break(())
+        } else {
+            ControlFlow::Continue(())
+        }
+    };
+    let tree = p
+        .parse_with_options(
+            &mut |i, _| bytes.get(i..).unwrap_or_default(),
+            None,
+            Some(ParseOptions::new().progress_callback(&mut progress)),
+        )
+        .filter(|t| !t.root_node().has_error());
+    if tree.is_none() {
+        stop.store(true, Ordering::Relaxed);
+    }
+    tree
 }
 
 /// Chunk boundaries (including 0 and `src.len()`), about `n` chunks.
@@ -360,12 +463,69 @@ mod tests {
             assert!(a.text == b.text, "chunked output differs (trap: {trap})");
             assert!(a.sensors.len() > 10_000);
             if std::thread::available_parallelism().is_ok_and(|n| n.get() > 1) {
-                let trees = parse(Lang::C, &src, true).unwrap().len();
+                let mut u = Unit::new(Lang::C, "big.c", &src, Modes::default(), &all, true);
+                let trees = chunked(&mut u, true).map_or(1, |t| t.len());
                 assert_eq!(trees > 1, !trap, "{trees} trees (trap: {trap})");
             }
         }
         let src = big_c(false);
         assert!(chunk_bounds(&src, 4).len() >= 4);
         assert!(chunk_bounds(&src, 4).windows(2).all(|w| w[0] < w[1]));
+        let more = src.replace("int f", "int h").replace("write", "send");
+        same_both_ways(
+            Lang::C,
+            "big.c",
+            &format!("{src}\n{more}"),
+            &Selection::all(),
+        );
+    }
+
+    /// The fast path (chunked parse, pruned walk) and the plain one agree exactly: output,
+    /// sensors (ids, order) and problems, in every mode.
+    fn same_both_ways(lang: Lang, path: &str, src: &str, selection: &Selection) {
+        for (functions, calls, comm) in [
+            (true, false, true),
+            (true, true, true),
+            (false, false, true),
+            (true, false, false),
+        ] {
+            let modes = Modes {
+                functions,
+                calls,
+                comm,
+            };
+            let a = instrument_with(lang, path, src, modes, selection, true);
+            let b = instrument_with(lang, path, src, modes, selection, false);
+            assert!(a.text == b.text, "{path} {modes:?}: output differs");
+            assert_eq!(a.sensors, b.sensors, "{path} {modes:?}");
+            assert_eq!(a.problems, b.problems, "{path} {modes:?}");
+        }
+    }
+
+    #[test]
+    fn fast_path_matches_on_test_data() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("test_data");
+        let mut n = 0;
+        for (dir, lang) in [("c", Lang::C), ("cpp", Lang::Cpp)] {
+            for case in std::fs::read_dir(root.join(dir)).unwrap() {
+                let case = case.unwrap().path();
+                let select = case.join("select.toml");
+                let selection = if select.exists() {
+                    Selection::load(&select).unwrap()
+                } else {
+                    Selection::all()
+                };
+                for f in std::fs::read_dir(&case).unwrap() {
+                    let f = f.unwrap().path();
+                    let name = f.file_name().unwrap().to_string_lossy().into_owned();
+                    if name.starts_with("input.") || name.starts_with("expected.") {
+                        let src = std::fs::read_to_string(&f).unwrap();
+                        same_both_ways(lang, &name.replace("expected", "input"), &src, &selection);
+                        n += 1;
+                    }
+                }
+            }
+        }
+        assert!(n > 20, "{n} files");
     }
 }

@@ -10,7 +10,8 @@
 //! minutes: `cargo test -p p5-instrument -- --ignored realcode`.
 
 use crate::read;
-use p5_instrument::{Modes, Options, run};
+use p5_instrument::unit::instrument_plain;
+use p5_instrument::{Lang, Modes, Options, Selection, instrument, run};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -169,7 +170,37 @@ fn realcode_sqlite_amalgamation() {
         p.file_name()
             .is_some_and(|n| n.to_string_lossy().starts_with("sqlite3"))
     });
-    assert!(read(&src.join("sqlite3.c")).lines().count() > 200_000);
+    let amalgamation = read(&src.join("sqlite3.c"));
+    assert!(amalgamation.lines().count() > 200_000);
+    // A large file: parsed in chunks (if it parses cleanly) and walked pruned, which must
+    // change nothing.
+    for modes in [
+        Modes::default(),
+        Modes {
+            calls: true,
+            ..Modes::default()
+        },
+    ] {
+        let (a, b) = (
+            instrument(
+                Lang::C,
+                "sqlite3.c",
+                &amalgamation,
+                modes,
+                &Selection::all(),
+            ),
+            instrument_plain(
+                Lang::C,
+                "sqlite3.c",
+                &amalgamation,
+                modes,
+                &Selection::all(),
+            ),
+        );
+        assert!(a.text == b.text, "{modes:?}: output differs");
+        assert_eq!(a.sensors, b.sensors);
+        assert_eq!(a.problems, b.problems);
+    }
     let main = r#"#include <stdio.h>
 #include "sqlite3.h"
 static int row(void *u, int n, char **v, char **c) { (void)u; for (int i = 0; i < n; i++) printf("%s=%s ", c[i], v[i] ? v[i] : "NULL"); printf("\n"); return 0; }
