@@ -1,14 +1,17 @@
 //! End to end: instrument a program from `tests/programs`, build it (C: gcc against `p5.h` and
 //! `libp5_runtime.a`, built with cargo if missing; Python: the client in `clients/python`),
-//! run it in local-file mode (`P5_DIR`), decode the spool file, and check the events against
-//! the manifest: which sensors fired, how often, and that each sensor's manifest line is the
-//! line of the code it stands for.
+//! run it against a log server (in this process, listening on loopback), read the session
+//! back from the server's store, and check the events against the manifest: which sensors
+//! fired, how often, and that each sensor's manifest line is the line of the code it stands
+//! for. The program's spool directory must stay empty: everything went over the network.
 
 use crate::{crate_dir, have, read};
 use p5_instrument::{Modes, Options, run};
+use p5_logserver::server::ServeSummary;
 use p5_wire::Event;
 use p5_wire::manifest::{Manifest, parse_id};
 use std::collections::HashMap;
+use std::ffi::OsString;
 use std::path::Path;
 use std::process::Command;
 
@@ -30,6 +33,117 @@ pub struct Seen {
     pub comm_all: Vec<(u64, p5_wire::CommOp, i64)>,
 }
 
+impl Seen {
+    /// Counts the events of one `Events` frame body.
+    fn add(&mut self, body: &[u8]) {
+        let ev = p5_wire::EventsFrame::parse(body).unwrap();
+        for e in ev.events().unwrap() {
+            match e.unwrap() {
+                Event::Enter { sensor, .. } => *self.enters.entry(sensor).or_default() += 1,
+                Event::Exit { sensor, .. } => *self.exits.entry(sensor).or_default() += 1,
+                Event::Mark { sensor, .. } => *self.marks.entry(sensor).or_default() += 1,
+                Event::Comm {
+                    sensor, op, result, ..
+                } => {
+                    self.comm.insert(sensor, (op, result));
+                    self.comm_all.push((sensor, op, result));
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// A p5 log server running in this process on a loopback port, with its own store.
+pub struct LogServer {
+    rt: tokio::runtime::Runtime,
+    addr: std::net::SocketAddr,
+    store: tempfile::TempDir,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: Option<tokio::task::JoinHandle<Result<ServeSummary, p5_logserver::Error>>>,
+}
+
+/// The session the programs record into.
+pub const SESSION: &str = "e2e";
+
+impl LogServer {
+    /// Starts it.
+    pub fn start() -> Self {
+        let store = tempfile::tempdir().unwrap();
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let config = p5_logserver::ServerConfig {
+            listen: "127.0.0.1:0".into(),
+            store: store.path().to_path_buf(),
+            worker_threads: Some(1),
+            ..p5_logserver::ServerConfig::default()
+        };
+        let server = rt.block_on(p5_logserver::Server::bind(config)).unwrap();
+        let addr = server.local_addr();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = rt.spawn(server.run(async {
+            let _ = rx.await;
+        }));
+        LogServer {
+            rt,
+            addr,
+            store,
+            stop: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    /// The environment that points a program at this server (and at `spool` should it ever
+    /// fail to reach it).
+    pub fn vars(&self, spool: &Path) -> [(&'static str, OsString); 3] {
+        std::fs::create_dir_all(spool).unwrap();
+        [
+            ("P5_LOGSERVER", self.addr.to_string().into()),
+            ("P5_SESSION", SESSION.into()),
+            ("P5_DIR", spool.into()),
+        ]
+    }
+
+    /// Stops the server (it drains and commits what it received), checks that nothing was
+    /// spooled, and counts the events of the session.
+    pub fn finish(mut self, spool: &Path) -> Seen {
+        if let Some(tx) = self.stop.take() {
+            let _ = tx.send(());
+        }
+        if let Some(task) = self.task.take() {
+            self.rt.block_on(task).unwrap().unwrap();
+        }
+        let spooled: Vec<_> = std::fs::read_dir(spool).unwrap().flatten().collect();
+        assert!(spooled.is_empty(), "events were spooled: {spooled:?}");
+        let dir = p5_logserver::reader::StoreDir::open(self.store.path())
+            .unwrap()
+            .session(SESSION)
+            .unwrap();
+        let mut records = dir.records().unwrap();
+        let mut seen = Seen::default();
+        let mut hello = false;
+        while records.advance().unwrap() {
+            let Some(r) = records.record() else { continue };
+            match r.record {
+                p5_wire::store::StoreRecord::Process { .. } => hello = true,
+                p5_wire::store::StoreRecord::Data { ty, body, .. }
+                    if ty == p5_wire::FrameType::Events as u8 =>
+                {
+                    seen.add(body)
+                }
+                _ => {}
+            }
+        }
+        assert!(records.faults().is_empty(), "{:?}", records.faults());
+        assert!(hello, "no process reached the log server");
+        seen
+    }
+}
+
+/// Counts the events of the spool file in `dir` (local-file mode).
 pub fn decode_spool(dir: &Path) -> Seen {
     let file = std::fs::read_dir(dir)
         .unwrap()
@@ -46,23 +160,8 @@ pub fn decode_spool(dir: &Path) -> Seen {
             assert_eq!(f.frame_type(), Some(p5_wire::FrameType::Hello));
             first = false;
         }
-        if f.frame_type() != Some(p5_wire::FrameType::Events) {
-            continue;
-        }
-        let ev = p5_wire::EventsFrame::parse(f.body).unwrap();
-        for e in ev.events().unwrap() {
-            match e.unwrap() {
-                Event::Enter { sensor, .. } => *seen.enters.entry(sensor).or_default() += 1,
-                Event::Exit { sensor, .. } => *seen.exits.entry(sensor).or_default() += 1,
-                Event::Mark { sensor, .. } => *seen.marks.entry(sensor).or_default() += 1,
-                Event::Comm {
-                    sensor, op, result, ..
-                } => {
-                    seen.comm.insert(sensor, (op, result));
-                    seen.comm_all.push((sensor, op, result));
-                }
-                _ => {}
-            }
+        if f.frame_type() == Some(p5_wire::FrameType::Events) {
+            seen.add(f.body);
         }
     }
     assert!(!first, "empty spool");
@@ -136,16 +235,16 @@ fn python_program_records_the_manifest_sensors() {
     }
     let (tmp, out, manifest, original) = instrument_program("echo.py", Modes::default());
     let spool = tmp.path().join("spool");
+    let server = LogServer::start();
     let o = Command::new("python3")
         .arg(out.join("echo.py"))
         .env("PYTHONPATH", crate_dir().join("../clients/python"))
-        .env("P5_DIR", &spool)
-        .env_remove("P5_LOGSERVER")
+        .envs(server.vars(&spool))
         .output()
         .unwrap();
     assert!(o.status.success(), "{o:?}");
     assert_eq!(String::from_utf8_lossy(&o.stdout), "-1 0 2 3 2 4\n");
-    let seen = decode_spool(&spool);
+    let seen = server.finish(&spool);
     let lines: Vec<&str> = original.lines().collect();
     for (name, calls) in [
         ("classify", 3),
@@ -229,16 +328,15 @@ fn c_program_records_the_manifest_sensors() {
         .unwrap();
     assert!(st.success(), "gcc failed");
     let spool = tmp.path().join("spool");
+    let server = LogServer::start();
     std::fs::create_dir_all(&spool).unwrap();
     let o = Command::new(&exe)
-        .env("P5_DIR", &spool)
-        .env_remove("P5_LOGSERVER")
-        .env("P5_SESSION", "e2e")
+        .envs(server.vars(&spool))
         .output()
         .unwrap();
     assert!(o.status.success(), "{o:?}");
     assert_eq!(String::from_utf8_lossy(&o.stdout), "-1 0 2 4\n");
-    let seen = decode_spool(&spool);
+    let seen = server.finish(&spool);
     let lines: Vec<&str> = original.lines().collect();
     let sensor = |kind: &str, name: &str| {
         manifest
@@ -303,17 +401,17 @@ fn java_program_records_the_manifest_sensors() {
         .unwrap();
     assert!(st.success(), "javac of the instrumented program failed");
     let spool = tmp.path().join("spool");
+    let server = LogServer::start();
     let o = Command::new("java")
         .arg("-cp")
         .arg(&classes)
         .arg("Echo")
-        .env("P5_DIR", &spool)
-        .env_remove("P5_LOGSERVER")
+        .envs(server.vars(&spool))
         .output()
         .unwrap();
     assert!(o.status.success(), "{o:?}");
     assert_eq!(String::from_utf8_lossy(&o.stdout), "-1 0 2 7 1 4 5\n");
-    let seen = decode_spool(&spool);
+    let seen = server.finish(&spool);
     let lines: Vec<&str> = original.lines().collect();
     for (name, calls, needle) in [
         ("Echo.classify", 3, "classify("),
@@ -410,14 +508,14 @@ fn cpp_program_records_the_manifest_sensors() {
         .unwrap();
     assert!(st.success(), "g++ failed");
     let spool = tmp.path().join("spool");
+    let server = LogServer::start();
     let o = Command::new(&exe)
-        .env("P5_DIR", &spool)
-        .env_remove("P5_LOGSERVER")
+        .envs(server.vars(&spool))
         .output()
         .unwrap();
     assert!(o.status.success(), "{o:?}");
     assert_eq!(String::from_utf8_lossy(&o.stdout), "9 -1\n");
-    let seen = decode_spool(&spool);
+    let seen = server.finish(&spool);
     let lines: Vec<&str> = original.lines().collect();
     for (name, calls, needle) in [
         ("geo::Shape::Shape", 2, "Shape(int s)"),
@@ -476,18 +574,18 @@ fn rust_program_records_the_manifest_sensors() {
     let manifest: Manifest = serde_json::from_str(&read(&out.join("p5-manifest.json"))).unwrap();
     let target = crate::e2e_target_dir();
     let spool = tmp.path().join("spool");
+    let server = LogServer::start();
     let o = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
         .args(["run", "-q", "--offline", "--manifest-path"])
         .arg(out.join("Cargo.toml"))
         .env("CARGO_TARGET_DIR", &target)
-        .env("P5_DIR", &spool)
-        .env_remove("P5_LOGSERVER")
+        .envs(server.vars(&spool))
         .env_remove("RUSTFLAGS")
         .output()
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(String::from_utf8_lossy(&o.stdout), "12 true 1 4\n");
-    let seen = decode_spool(&spool);
+    let seen = server.finish(&spool);
     let lines: Vec<&str> = original.lines().collect();
     for (name, calls, needle) in [
         ("Counter::bump", 2, "fn bump("),
