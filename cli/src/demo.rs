@@ -20,8 +20,8 @@
 
 use crate::runtime_lib;
 use anyhow::{Context as _, bail};
-use p5_hostagent::osmon::{NET_RX_SOFTIRQ, NET_TX_SOFTIRQ, SOFTIRQ_BASE};
 use p5_logserver::{Server, ServerConfig};
+use p5_wire::event::{NET_RX_SOFTIRQ, NET_TX_SOFTIRQ, SOFTIRQ_BASE};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::io::{BufRead as _, BufReader, Read as _};

@@ -47,14 +47,9 @@ pub const PROC_STREAM_NAME: &str =
 /// Trace instances are named this plus the agent's pid.
 pub const INSTANCE_PREFIX: &str = "p5-hostagent-";
 
-/// Softirqs are recorded as `Event::Irq` with `irq = SOFTIRQ_BASE + vector` (0x10002 NET_TX,
-/// 0x10003 NET_RX), above any hard IRQ line number, so they share the `irq` table and the
-/// viewer's IRQ row with the NIC's interrupts.
-pub const SOFTIRQ_BASE: u32 = 0x1_0000;
-/// The kernel's NET_TX softirq vector (sending: completions and queued transmits).
-pub const NET_TX_SOFTIRQ: u32 = 2;
-/// The kernel's NET_RX softirq vector (receiving: on loopback, the whole receive path).
-pub const NET_RX_SOFTIRQ: u32 = 3;
+/// How softirqs are numbered in `Event::Irq` (defined with the wire format).
+pub use p5_wire::event::{NET_RX_SOFTIRQ, NET_TX_SOFTIRQ, SOFTIRQ_BASE};
+
 /// The softirq vectors the OS monitor traces.
 pub const NET_SOFTIRQS: [u32; 2] = [NET_TX_SOFTIRQ, NET_RX_SOFTIRQ];
 

@@ -152,6 +152,15 @@ impl SocketProto {
     }
 }
 
+/// Softirqs are recorded as [`Event::Irq`] with `irq = SOFTIRQ_BASE + vector` (0x10002 NET_TX,
+/// 0x10003 NET_RX), above any hard IRQ line number, so they share the `irq` table and the
+/// viewer's IRQ row with the NIC's interrupts.
+pub const SOFTIRQ_BASE: u32 = 0x1_0000;
+/// The kernel's NET_TX softirq vector (sending: completions and queued transmits).
+pub const NET_TX_SOFTIRQ: u32 = 2;
+/// The kernel's NET_RX softirq vector (receiving: on loopback, the whole receive path).
+pub const NET_RX_SOFTIRQ: u32 = 3;
+
 /// One decoded event. `t` is ns since the process start. New kinds may be added (the
 /// capability flags say which a peer understands), hence `non_exhaustive`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -248,8 +257,8 @@ pub enum Event {
         t: u64,
         /// CPU.
         cpu: u32,
-        /// IRQ line (below 0x10000), or 0x10000 + softirq vector (0x10002 NET_TX, 0x10003
-        /// NET_RX; the host agent's `osmon::SOFTIRQ_BASE`).
+        /// IRQ line (below [`SOFTIRQ_BASE`]), or [`SOFTIRQ_BASE`] + softirq vector (0x10002
+        /// NET_TX, 0x10003 NET_RX).
         irq: u32,
         /// Handler duration, ns.
         duration: u64,
