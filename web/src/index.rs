@@ -671,21 +671,10 @@ impl Cache {
         if let Some(ix) = e.full.get() {
             return Ok(ix.clone());
         }
-        let min = self.preview_min_events.load(Ordering::Relaxed);
-        let preview = e
-            .preview
-            .get_or_try_init(|| async {
-                let events = query::session(db, sid).await?.events;
-                if u64::try_from(events).unwrap_or(0) < min {
-                    return Ok::<_, ApiError>(None);
-                }
-                Ok(SessionIndex::preview(db, sid).await?.map(Arc::new))
-            })
-            .await;
-        let r = match preview {
+        let r = match self.preview_of(db, sid, &e).await {
             Ok(Some(p)) => {
                 drop(self.build(db, sid, &e));
-                return Ok(p.clone());
+                return Ok(p);
             }
             Ok(None) => joined(self.build(db, sid, &e).await),
             Err(err) => Err(err),
@@ -694,6 +683,39 @@ impl Cache {
             self.forget(sid, &e);
         }
         r
+    }
+
+    /// Loads the preview of session `sid` (if it is large enough and has an overview) without
+    /// starting its index build: the start-up warm-up does this for every session first, so
+    /// that any of them paints at once while the indexes are built one after the other.
+    pub async fn preload(&self, db: &Db, sid: i64) -> Result<(), ApiError> {
+        let e = self.entry(db, sid).await?;
+        if e.full.get().is_none() {
+            self.preview_of(db, sid, &e).await?;
+        }
+        Ok(())
+    }
+
+    /// The entry's preview, loaded once: `None` for a session below the size threshold or
+    /// without an overview.
+    async fn preview_of(
+        &self,
+        db: &Db,
+        sid: i64,
+        e: &Entry,
+    ) -> Result<Option<Arc<SessionIndex>>, ApiError> {
+        let min = self.preview_min_events.load(Ordering::Relaxed);
+        let p = e
+            .preview
+            .get_or_try_init(|| async {
+                let events = query::session(db, sid).await?.events;
+                if u64::try_from(events).unwrap_or(0) < min {
+                    return Ok::<_, ApiError>(None);
+                }
+                Ok(SessionIndex::preview(db, sid).await?.map(Arc::new))
+            })
+            .await?;
+        Ok(p.clone())
     }
 }
 

@@ -89,12 +89,19 @@ pub fn router(state: Arc<AppState>, token: Option<String>) -> Router {
         .layer(middleware::from_fn_with_state(token, access))
 }
 
-/// Loads every session's index in the background.
+/// Loads every session's index in the background: first the previews of the large ones (a
+/// fraction of a second each, so any session paints at once), then the indexes, one session
+/// after the other.
 pub fn warm(state: Arc<AppState>) {
     tokio::spawn(async move {
         let Ok(sessions) = query::sessions(&state.db).await else {
             return;
         };
+        for s in &sessions {
+            if let Err(e) = state.cache.preload(&state.db, s.id).await {
+                tracing::warn!("session {}: {e}", s.name);
+            }
+        }
         for s in sessions {
             let t = std::time::Instant::now();
             match state.cache.get(&state.db, s.id).await {

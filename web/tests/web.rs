@@ -625,3 +625,26 @@ async fn a_session_merged_again_is_indexed_anew() {
     let (_, after) = get_json(&app, "/api/v1/sessions/1/gantt?px=40").await;
     assert!(intervals(&after) < n, "{} !< {n}", intervals(&after));
 }
+
+/// The start-up warm-up loads the previews before it builds any index: a preloaded session
+/// answers from its preview until its index is built, then from the index.
+#[tokio::test]
+async fn preloaded_previews_answer_until_the_index_is_built() {
+    let f = fixture().await;
+    let pool = fixture::open(&f.db).await;
+    fixture::overview(&pool).await;
+    pool.close().await;
+    let (app, state) = server::app(&config(&f, None)).await.unwrap();
+    state.cache.set_preview_min_events(0);
+    state.cache.preload(&state.db, 1).await.unwrap();
+    assert!(
+        state.cache.preload(&state.db, 99).await.is_err(),
+        "unknown session"
+    );
+    let ix = state.cache.view(&state.db, 1).await.unwrap();
+    assert!(ix.preview, "answered from the preloaded preview");
+    let full = state.cache.get(&state.db, 1).await.unwrap();
+    assert!(!full.preview);
+    let (_, rows) = get_json(&app, "/api/v1/sessions/1/rows").await;
+    assert_eq!(rows["partial"], false);
+}
