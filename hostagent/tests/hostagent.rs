@@ -950,23 +950,6 @@ fn os_monitor_on_cpu_intervals_sum_to_the_measured_cpu_time() {
         }
     }
     let exec = exec1 - exec0;
-    if std::env::var_os("P5_DEBUG_SWITCHES").is_some() {
-        for e in &events {
-            if let Event::Switch {
-                t,
-                cpu,
-                prev_tid,
-                next_tid,
-                ..
-            } = *e
-            {
-                if prev_tid == pid || next_tid == pid {
-                    eprintln!("{t} cpu{cpu} {prev_tid} -> {next_tid}");
-                }
-            }
-        }
-        eprintln!("open at the end: {since:?}");
-    }
     eprintln!(
         "os monitor: {switches} switches, on-CPU {} ms; CPU time from /proc/PID/schedstat {} ms, from /proc/PID/stat {} ms",
         on_cpu / 1_000_000,
