@@ -411,10 +411,15 @@ export class Timeline {
         c.fillRect(a, y, b - a, h);
       } else if (lane.kind === 'irq') {
         c.fillStyle = cat >= SOFTIRQ_BASE ? SOFTIRQ_COLOR : IRQ_COLOR;
-        c.beginPath();
-        const r = n > 1 ? 3 : 2.2;
-        c.arc(a, y + h / 2, r, 0, Math.PI * 2);
-        c.fill();
+        if (n > 1 && b - a > 3) {
+          // A run of instants closer than a pixel column: a band over the time they span.
+          c.fillRect(a, y + h / 2 - 2, b - a, 4);
+        } else {
+          c.beginPath();
+          const r = n > 1 ? 3 : 2.2;
+          c.arc(a, y + h / 2, r, 0, Math.PI * 2);
+          c.fill();
+        }
       }
     }
   }
