@@ -96,6 +96,37 @@ struct Rows {
     series: HashMap<i64, Vec<Series>>,
 }
 
+/// The small tables of a session, read by both the index and the preview.
+struct Head {
+    session: Session,
+    hosts: Vec<Host>,
+    processes: Vec<Process>,
+    threads: Vec<Thread>,
+    sensors: Vec<Sensor>,
+    series: HashMap<i64, Vec<Series>>,
+}
+
+impl Head {
+    async fn load(db: &Db, sid: i64) -> Result<Head, ApiError> {
+        let session = query::session(db, sid).await?;
+        let (hosts, processes, threads, sensors) = tokio::try_join!(
+            query::hosts(db, sid),
+            query::processes(db, sid),
+            query::threads(db, sid),
+            query::sensors(db, sid),
+        )?;
+        let series = load_series(db, sid).await?;
+        Ok(Head {
+            session,
+            hosts,
+            processes,
+            threads,
+            sensors,
+            series,
+        })
+    }
+}
+
 /// Everything the viewer needs of one session.
 #[derive(Debug)]
 pub struct SessionIndex {
@@ -142,14 +173,14 @@ impl SessionIndex {
         sid: i64,
         snapshots: Option<&Snapshots>,
     ) -> Result<SessionIndex, ApiError> {
-        let session = query::session(db, sid).await?;
-        let (hosts, processes, threads, sensors) = tokio::try_join!(
-            query::hosts(db, sid),
-            query::processes(db, sid),
-            query::threads(db, sid),
-            query::sensors(db, sid),
-        )?;
-        let series = load_series(db, sid).await?;
+        let Head {
+            session,
+            hosts,
+            processes,
+            threads,
+            sensors,
+            series,
+        } = Head::load(db, sid).await?;
         let path = snapshots.map(|s| s.path(&session));
         let pruner = snapshots.cloned();
         if let Some(p) = &path
@@ -349,18 +380,18 @@ impl SessionIndex {
     /// when the database holds no overview for it. Reads a few thousand rows where the index
     /// reads millions: what the viewer shows while [`SessionIndex::load`] runs.
     pub async fn preview(db: &Db, sid: i64) -> Result<Option<SessionIndex>, ApiError> {
-        let session = query::session(db, sid).await?;
-        let (hosts, processes, threads, sensors, buckets) = tokio::try_join!(
-            query::hosts(db, sid),
-            query::processes(db, sid),
-            query::threads(db, sid),
-            query::sensors(db, sid),
-            query::overview(db, sid, STATES),
-        )?;
+        let buckets = query::overview(db, sid, STATES).await?;
         if buckets.is_empty() {
             return Ok(None);
         }
-        let series = load_series(db, sid).await?;
+        let Head {
+            session,
+            hosts,
+            processes,
+            threads,
+            sensors,
+            series,
+        } = Head::load(db, sid).await?;
         let sensor_index = sensor_index(&sensors);
         let mut lanes: HashMap<i64, ThreadLanes> = HashMap::new();
         let mut irqs: HashMap<i64, Lane> = HashMap::new();

@@ -80,35 +80,92 @@ impl Db {
     /// or one above the largest). `alone`: no other session is in the database, so whole
     /// tables are emptied (much faster than deleting row by row).
     pub async fn replace_session(&mut self, name: &str, alone: bool) -> Result<i64, Error> {
-        match self {
-            Db::Sqlite(c) => sqlite::replace_session(c, name, alone).await,
-            Db::Postgres(c) => postgres::replace_session(c, name, alone).await,
+        if self.backend() == Backend::Postgres {
+            // Serialize concurrent merges into one database (ids are max + 1); a no-op after
+            // `alone` in the same transaction.
+            self.execute("LOCK TABLE session IN EXCLUSIVE MODE").await?;
         }
+        let old = self
+            .fetch_id("SELECT id FROM session WHERE name = $1", Some(name))
+            .await?;
+        let Some(id) = old else {
+            let next = "SELECT COALESCE(MAX(id), 0) + 1 FROM session";
+            return Ok(self.fetch_id(next, None).await?.unwrap_or(1));
+        };
+        let empty = match self.backend() {
+            Backend::Sqlite => "DELETE FROM",
+            Backend::Postgres => "TRUNCATE",
+        };
+        for t in schema::ALL {
+            if alone {
+                self.run(format!("{empty} {}", t.name), None).await?;
+            } else {
+                let sql = format!("DELETE FROM {} WHERE session_id = $1", t.name);
+                self.run(sql, Some(id)).await?;
+            }
+        }
+        self.run("DELETE FROM session WHERE id = $1".into(), Some(id))
+            .await?;
+        Ok(id)
+    }
+
+    /// Runs a statement built from schema names, binding `id` to `$1` if given.
+    async fn run(&mut self, sql: String, id: Option<i64>) -> Result<(), Error> {
+        let q = sqlx::AssertSqlSafe(sql);
+        match self {
+            Db::Sqlite(c) => {
+                let mut q = sqlx::query(q);
+                if let Some(id) = id {
+                    q = q.bind(id);
+                }
+                q.execute(c).await?;
+            }
+            Db::Postgres(c) => {
+                let mut q = sqlx::query(q);
+                if let Some(id) = id {
+                    q = q.bind(id);
+                }
+                q.execute(c).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The first column (an integer) of the first row, if any, binding `name` to `$1` if
+    /// given.
+    async fn fetch_id(
+        &mut self,
+        sql: &'static str,
+        name: Option<&str>,
+    ) -> Result<Option<i64>, Error> {
+        use sqlx::Row;
+        Ok(match self {
+            Db::Sqlite(c) => {
+                let mut q = sqlx::query(sql);
+                if let Some(n) = name {
+                    q = q.bind(n);
+                }
+                q.fetch_optional(c).await?.map(|r| r.get(0))
+            }
+            Db::Postgres(c) => {
+                let mut q = sqlx::query(sql);
+                if let Some(n) = name {
+                    q = q.bind(n);
+                }
+                q.fetch_optional(c).await?.map(|r| r.get(0))
+            }
+        })
     }
 
     /// True if no session other than `name` is in the database (a bulk load may then drop
     /// the indexes and build them afterwards, which is much faster than maintaining them).
     pub async fn alone(&mut self, name: &str) -> Result<bool, Error> {
-        use sqlx::Row;
-        let n: i64 = match self {
-            Db::Sqlite(c) => sqlx::query("SELECT COUNT(*) FROM session WHERE name <> ?")
-                .bind(name)
-                .fetch_one(c)
-                .await?
-                .get(0),
-            Db::Postgres(c) => {
-                // Serialize concurrent merges into one database from here to the commit.
-                sqlx::query("LOCK TABLE session IN EXCLUSIVE MODE")
-                    .execute(&mut *c)
-                    .await?;
-                sqlx::query("SELECT COUNT(*) FROM session WHERE name <> $1")
-                    .bind(name)
-                    .fetch_one(c)
-                    .await?
-                    .get(0)
-            }
-        };
-        Ok(n == 0)
+        if self.backend() == Backend::Postgres {
+            // Serialize concurrent merges into one database from here to the commit.
+            self.execute("LOCK TABLE session IN EXCLUSIVE MODE").await?;
+        }
+        let others = "SELECT COUNT(*) FROM session WHERE name <> $1";
+        Ok(self.fetch_id(others, Some(name)).await? == Some(0))
     }
 
     /// Drops (`create = false`) or creates the schema's indexes.

@@ -3,7 +3,7 @@
 use crate::error::Error;
 use crate::schema::Value;
 use sqlx::postgres::PgConnectOptions;
-use sqlx::{AssertSqlSafe, ConnectOptions, PgConnection, Row};
+use sqlx::{ConnectOptions, PgConnection};
 use std::io::Write;
 use std::str::FromStr;
 
@@ -14,45 +14,6 @@ pub const BATCH_VALUES: usize = 1 << 18;
 pub async fn connect(url: &str) -> Result<PgConnection, Error> {
     let opts = PgConnectOptions::from_str(url)?;
     Ok(opts.connect().await?)
-}
-
-/// Deletes a session's rows; returns its id.
-pub async fn replace_session(c: &mut PgConnection, name: &str, alone: bool) -> Result<i64, Error> {
-    // Serialize concurrent merges into one database (ids are max + 1).
-    sqlx::query("LOCK TABLE session IN EXCLUSIVE MODE")
-        .execute(&mut *c)
-        .await?;
-    let old: Option<i64> = sqlx::query("SELECT id FROM session WHERE name = $1")
-        .bind(name)
-        .fetch_optional(&mut *c)
-        .await?
-        .map(|r| r.get(0));
-    let id = match old {
-        Some(id) => {
-            for t in crate::schema::ALL {
-                if alone {
-                    let sql = format!("TRUNCATE {}", t.name);
-                    sqlx::query(AssertSqlSafe(sql)).execute(&mut *c).await?;
-                } else {
-                    let sql = format!("DELETE FROM {} WHERE session_id = $1", t.name);
-                    sqlx::query(AssertSqlSafe(sql))
-                        .bind(id)
-                        .execute(&mut *c)
-                        .await?;
-                }
-            }
-            sqlx::query("DELETE FROM session WHERE id = $1")
-                .bind(id)
-                .execute(&mut *c)
-                .await?;
-            id
-        }
-        None => sqlx::query("SELECT COALESCE(MAX(id), 0) + 1 FROM session")
-            .fetch_one(&mut *c)
-            .await?
-            .get(0),
-    };
-    Ok(id)
 }
 
 /// Appends a value in COPY text format.

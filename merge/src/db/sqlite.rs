@@ -3,7 +3,7 @@
 use crate::error::Error;
 use crate::schema::Value;
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
-use sqlx::{AssertSqlSafe, ConnectOptions, Row, SqliteConnection};
+use sqlx::{AssertSqlSafe, ConnectOptions, SqliteConnection};
 use std::collections::HashMap;
 use std::str::FromStr;
 use std::sync::{Arc, Mutex};
@@ -20,45 +20,6 @@ pub async fn connect(url: &str) -> Result<SqliteConnection, Error> {
         .pragma("cache_size", "-65536")
         .busy_timeout(std::time::Duration::from_secs(30));
     Ok(opts.connect().await?)
-}
-
-/// Deletes a session's rows; returns its id.
-pub async fn replace_session(
-    c: &mut SqliteConnection,
-    name: &str,
-    alone: bool,
-) -> Result<i64, Error> {
-    let old: Option<i64> = sqlx::query("SELECT id FROM session WHERE name = ?")
-        .bind(name)
-        .fetch_optional(&mut *c)
-        .await?
-        .map(|r| r.get(0));
-    let id = match old {
-        Some(id) => {
-            for t in crate::schema::ALL {
-                if alone {
-                    let sql = format!("DELETE FROM {}", t.name);
-                    sqlx::query(AssertSqlSafe(sql)).execute(&mut *c).await?;
-                } else {
-                    let sql = format!("DELETE FROM {} WHERE session_id = ?", t.name);
-                    sqlx::query(AssertSqlSafe(sql))
-                        .bind(id)
-                        .execute(&mut *c)
-                        .await?;
-                }
-            }
-            sqlx::query("DELETE FROM session WHERE id = ?")
-                .bind(id)
-                .execute(&mut *c)
-                .await?;
-            id
-        }
-        None => sqlx::query("SELECT COALESCE(MAX(id), 0) + 1 FROM session")
-            .fetch_one(&mut *c)
-            .await?
-            .get(0),
-    };
-    Ok(id)
 }
 
 /// `INSERT INTO table (cols) VALUES (?, …), …` texts, cached per (table, rows) so sqlx's
