@@ -1,0 +1,13 @@
+//! `p5 analyze`: causal paths inferred from message traces alone.
+//!
+//! The papers behind it (`../shared/seeds`): Project 5's nesting and convolution algorithms,
+//! WAP5's message linking, and the flows of self-propelled instrumentation. Every analysis
+//! reads the same input — a [`trace::Trace`], a list of [`trace::Message`]s between named
+//! nodes — whichever source it came from (a merged p5 session, a Project 5 text trace, pcap
+//! captures), and every analysis writes the same pattern output.
+//!
+//! Layout: the algorithms are pure (no I/O, no clocks); readers and writers sit at the edge.
+
+pub mod trace;
+
+pub use trace::{CallId, Conn, ConnId, Kind, Message, NodeId, Nodes, Proto, Time, Trace};
