@@ -8,6 +8,8 @@
 //!
 //! Layout: the algorithms are pure (no I/O, no clocks); readers and writers sit at the edge.
 
+pub mod report;
 pub mod trace;
 
+pub use report::{Problem, ReadReport};
 pub use trace::{CallId, Conn, ConnId, Kind, Message, NodeId, Nodes, Proto, Time, Trace};
