@@ -18,9 +18,8 @@
 //! `TCP_NODELAY` plus a small `TCP_MAXSEG`), `cracker-sync`, `cracker-async`, `cracker-salt`
 //! (§4.3: the master `cpw` and four workers `cow`, one of them on a "slower host").
 
-use crate::runtime_lib;
 use anyhow::{Context as _, bail};
-use p5_logserver::{Server, ServerConfig};
+use p5_logserver::LocalServer;
 use p5_wire::event::{NET_RX_SOFTIRQ, NET_TX_SOFTIRQ, SOFTIRQ_BASE};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -224,26 +223,26 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     );
 
     eprintln!("[2/5] compiling with gcc against the p5 runtime");
-    let lib = runtime_lib::static_lib()?;
+    let lib = p5_instrument::runtime::static_lib()?;
     let include = instr.join(p5_instrument::runtime::INCLUDE_DIR);
     let exes = Exes {
         cascade: bin.join("cascade"),
         stream: bin.join("stream"),
         cpw: bin.join("cpw"),
     };
-    runtime_lib::compile_c(
+    p5_instrument::runtime::compile_c(
         &[&instr.join("cascade/cascade.c")],
         &include,
         &exes.cascade,
         &lib,
     )?;
-    runtime_lib::compile_c(
+    p5_instrument::runtime::compile_c(
         &[&instr.join("stream/stream.c")],
         &include,
         &exes.stream,
         &lib,
     )?;
-    runtime_lib::compile_c(
+    p5_instrument::runtime::compile_c(
         &[&instr.join("cracker/cracker.c")],
         &include,
         &exes.cpw,
@@ -259,17 +258,8 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
-    let config = ServerConfig {
-        listen: "127.0.0.1:0".into(),
-        store: store.clone(),
-        ..ServerConfig::default()
-    };
-    let server = rt.block_on(Server::bind(config))?;
-    let addr = server.local_addr().to_string();
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let serving = rt.spawn(server.run(async move {
-        let _ = stop_rx.await;
-    }));
+    let server = LocalServer::start(rt.handle(), &store)?;
+    let addr = server.addr().to_string();
     let sched = is_root();
     eprintln!(
         "[3/5] recording {} scenario(s) with log server {addr}{}",
@@ -335,8 +325,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
             }
         }
     }
-    let _ = stop_tx.send(());
-    let served = rt.block_on(serving).context("log server task failed")?;
+    let served = server.stop(rt.handle());
     recorded?;
     served?;
 

@@ -4,4 +4,3 @@
 pub mod agent;
 pub mod demo;
 pub mod record;
-pub mod runtime_lib;

@@ -8,7 +8,7 @@
 //! SQLite by default, and prints the summary and the next commands. The exit status is CMD's.
 
 use anyhow::Context as _;
-use p5_logserver::{Server, ServerConfig};
+use p5_logserver::LocalServer;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::Command;
@@ -74,21 +74,11 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         .context("cannot start the async runtime")?;
 
     // 1. The log server.
-    let (addr, stop_server, serving) = match &args.logserver {
-        Some(a) => (a.clone(), None, None),
+    let (addr, server) = match &args.logserver {
+        Some(a) => (a.clone(), None),
         None => {
-            let config = ServerConfig {
-                listen: "127.0.0.1:0".into(),
-                store: args.store.clone(),
-                ..ServerConfig::default()
-            };
-            let server = rt.block_on(Server::bind(config))?;
-            let addr = server.local_addr().to_string();
-            let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-            let task = rt.spawn(server.run(async move {
-                let _ = rx.await;
-            }));
-            (addr, Some(tx), Some(task))
+            let server = LocalServer::start(rt.handle(), &args.store)?;
+            (server.addr().to_string(), Some(server))
         }
     };
     eprintln!("p5 record: session {session:?}, log server {addr}");
@@ -143,9 +133,8 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     {
         eprintln!("p5 record: the host agent did not stop in time; killed it");
     }
-    if let (Some(tx), Some(task)) = (stop_server, serving) {
-        let _ = tx.send(());
-        rt.block_on(task).context("log server task failed")??;
+    if let Some(server) = server {
+        server.stop(rt.handle())?;
     }
 
     // 6. Merge.

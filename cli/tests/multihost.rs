@@ -400,10 +400,10 @@ fn three_hosts_with_skewed_drifting_clocks_merge_causally_within_bounds() {
     // Build the cascade program against the runtime's static library.
     let src = dir.path().join("hop.c");
     std::fs::write(&src, HOP_C).unwrap();
-    std::fs::write(dir.path().join("p5.h"), p5_cli::runtime_lib::HEADER).unwrap();
+    std::fs::write(dir.path().join("p5.h"), p5_instrument::runtime::HEADER).unwrap();
     let hop = dir.path().join("hop");
-    let lib = p5_cli::runtime_lib::static_lib().expect("libp5_runtime.a");
-    p5_cli::runtime_lib::compile_c(&[src.as_path()], dir.path(), &hop, &lib).expect("build hop");
+    let lib = p5_instrument::runtime::static_lib().expect("libp5_runtime.a");
+    p5_instrument::runtime::compile_c(&[src.as_path()], dir.path(), &hop, &lib).expect("build hop");
 
     let p5 = env!("CARGO_BIN_EXE_p5");
     let in_ns = |i: usize| {

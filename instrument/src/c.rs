@@ -31,7 +31,7 @@ use crate::include;
 use crate::lang::Lang;
 use crate::region;
 use crate::sensor::{Kind, Problem, Span, parse_literal};
-use crate::tree::{preorder, squash, text};
+use crate::tree::{jumps_out, preorder, squash, text};
 use crate::unit::Unit;
 use std::collections::HashSet;
 use tree_sitter::Node;
@@ -884,20 +884,10 @@ fn already_instrumented(u: &mut Unit<'_>, r: &region::Region<'_>, function: &str
 }
 
 fn returns_inside(u: &mut Unit<'_>, stmt: Node<'_>, lit: &str, _cpp: bool) {
-    let mut found = Vec::new();
-    preorder(
+    let found = jumps_out(
         stmt,
-        |n| {
-            if matches!(n.kind(), "lambda_expression" | "function_definition") {
-                return false;
-            }
-            if n.kind() == "return_statement" {
-                found.push(n);
-                return false;
-            }
-            true
-        },
-        |_| {},
+        &["return_statement"],
+        &["lambda_expression", "function_definition"],
     );
     for r in found {
         u.edits

@@ -13,7 +13,7 @@
 //! Regions: see `regions`.
 
 use crate::sensor::{Kind, Span, parse_literal};
-use crate::tree::{preorder, squash, text};
+use crate::tree::{jumps_out, preorder, squash, text};
 use crate::unit::Unit;
 use tree_sitter::Node;
 
@@ -473,23 +473,10 @@ fn regions(u: &mut Unit<'_>, block: Node<'_>, function: &str) {
             let slit = u.lit(sid);
             u.edits
                 .open(s.start_byte(), format!("p5.P5.mark({slit}); "));
-            let mut jumps = Vec::new();
-            preorder(
+            let jumps = jumps_out(
                 *s,
-                |n| {
-                    if matches!(
-                        n.kind(),
-                        "lambda_expression" | "class_body" | "method_declaration"
-                    ) {
-                        return false;
-                    }
-                    if matches!(n.kind(), "return_statement" | "throw_statement") {
-                        jumps.push(n);
-                        return false;
-                    }
-                    true
-                },
-                |_| {},
+                &["return_statement", "throw_statement"],
+                &["lambda_expression", "class_body", "method_declaration"],
             );
             for j in jumps {
                 u.edits

@@ -22,7 +22,7 @@
 //! at run time (a `socket.socket` is recorded, anything else gets its own method back).
 
 use crate::sensor::{Kind, Problem, Span, parse_literal};
-use crate::tree::{preorder, text};
+use crate::tree::{jumps_out, preorder, text};
 use crate::unit::Unit;
 use tree_sitter::Node;
 
@@ -365,23 +365,10 @@ fn regions(u: &mut Unit<'_>, block: Node<'_>, eager: &mut Vec<usize>) {
                 let slit = u.lit(sid);
                 u.edits.open(s.start_byte(), format!("p5.mark({slit}); "));
             }
-            let mut jumps = Vec::new();
-            preorder(
+            let jumps = jumps_out(
                 *s,
-                |n| {
-                    if matches!(
-                        n.kind(),
-                        "function_definition" | "class_definition" | "lambda"
-                    ) {
-                        return false;
-                    }
-                    if matches!(n.kind(), "return_statement" | "raise_statement") {
-                        jumps.push(n);
-                        return false;
-                    }
-                    true
-                },
-                |_| {},
+                &["return_statement", "raise_statement"],
+                &["function_definition", "class_definition", "lambda"],
             );
             for j in jumps {
                 u.edits.open(j.start_byte(), format!("p5.exit({lit}); "));

@@ -23,6 +23,9 @@ pub enum RuntimeError {
     /// Nothing found.
     #[error("{0}")]
     NotFound(String),
+    /// The C compiler could not be run or failed.
+    #[error("{0}")]
+    Compile(String),
     /// I/O while preparing the header.
     #[error("cannot write the p5 header to {path}: {source}")]
     Io {
@@ -120,6 +123,39 @@ pub fn static_lib() -> Result<PathBuf, RuntimeError> {
             exe_dir.display()
         ))
     })
+}
+
+/// Compiles C sources into `out` with the runtime library `lib` linked in (`$CC`, default
+/// `gcc`, with `-O2 -g`). `include_dir` must hold `p5.h`.
+pub fn compile_c(
+    sources: &[&Path],
+    include_dir: &Path,
+    out: &Path,
+    lib: &Path,
+) -> Result<(), RuntimeError> {
+    let cc = std::env::var_os("CC").unwrap_or_else(|| "gcc".into());
+    let status = Command::new(&cc)
+        .args(["-O2", "-g", "-pthread", "-Wall"])
+        .arg("-I")
+        .arg(include_dir)
+        .args(sources)
+        .arg(lib)
+        .args(LINK_FLAGS.split_whitespace())
+        .arg("-o")
+        .arg(out)
+        .status()
+        .map_err(|e| {
+            RuntimeError::Compile(format!(
+                "cannot run the C compiler {cc:?} (install gcc): {e}"
+            ))
+        })?;
+    if !status.success() {
+        return Err(RuntimeError::Compile(format!(
+            "the C compiler failed ({status}) building {}",
+            out.display()
+        )));
+    }
+    Ok(())
 }
 
 /// The runtime dependency line for an instrumented crate's `Cargo.toml`.

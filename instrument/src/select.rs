@@ -21,10 +21,16 @@
 //! `// p5:begin NAME` … `// p5:end` (`# p5:begin NAME` in Python). A region gets a `region`
 //! sensor around it and a `statement` sensor before each statement in it; regions are
 //! instrumented even inside functions the globs exclude.
+//!
+//! [`SelectionFile`] is the file's one type: `p5 web` builds it from the source panel and
+//! writes it with [`SelectionFile::to_toml`]; [`Selection::load`] reads it back.
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use std::path::Path;
+
+/// The selection file's name.
+pub const FILE_NAME: &str = "p5.select.toml";
 
 /// Errors reading a selection file.
 #[derive(Debug, thiserror::Error)]
@@ -47,23 +53,60 @@ pub enum SelectError {
     },
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// The contents of a selection file, as written (by `p5 web`) and read (by [`Selection`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-struct Raw {
-    #[serde(default)]
-    files: Vec<String>,
-    #[serde(default)]
-    exclude_files: Vec<String>,
-    #[serde(default)]
-    functions: Vec<String>,
-    #[serde(default)]
-    exclude_functions: Vec<String>,
-    #[serde(default)]
-    region: Vec<LineRegion>,
+pub struct SelectionFile {
+    /// File globs to instrument (none: every file).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub files: Vec<String>,
+    /// File globs to leave alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude_files: Vec<String>,
+    /// Function globs to instrument (none: every function).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub functions: Vec<String>,
+    /// Function globs to leave alone.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude_functions: Vec<String>,
+    /// Regions by line range (`[[region]]` tables in the file; `regions` in JSON).
+    #[serde(
+        default,
+        rename = "region",
+        alias = "regions",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub regions: Vec<LineRegion>,
+}
+
+impl SelectionFile {
+    /// Parses the TOML text; `origin` names it in errors. Line ranges are checked.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Self, SelectError> {
+        let file: SelectionFile = toml::from_str(text).map_err(|e| SelectError::Parse {
+            path: origin.to_owned(),
+            message: e.to_string(),
+        })?;
+        for r in &file.regions {
+            if r.lines[0] == 0 || r.lines[0] > r.lines[1] {
+                return Err(SelectError::Parse {
+                    path: origin.to_owned(),
+                    message: format!("region {:?}: bad line range {:?}", r.name, r.lines),
+                });
+            }
+        }
+        Ok(file)
+    }
+
+    /// The TOML text, with a header line saying who wrote it.
+    pub fn to_toml(&self, writer: &str) -> String {
+        // Strings and integer pairs always serialize: the error case cannot occur.
+        let body = toml::to_string(self).unwrap_or_default();
+        format!("# p5 instrumentation selection, written by {writer}\n{body}")
+    }
 }
 
 /// A region named by line range.
-#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LineRegion {
     /// Display name.
@@ -134,10 +177,7 @@ impl Selection {
 
     /// Compiles a selection from TOML text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Self, SelectError> {
-        let raw: Raw = toml::from_str(text).map_err(|e| SelectError::Parse {
-            path: origin.to_owned(),
-            message: e.to_string(),
-        })?;
+        let raw = SelectionFile::from_toml(text, origin)?;
         let opt = |v: &[String], p| -> Result<Option<GlobSet>, SelectError> {
             if v.is_empty() {
                 Ok(None)
@@ -145,20 +185,12 @@ impl Selection {
                 set(v, p, origin).map(Some)
             }
         };
-        for r in &raw.region {
-            if r.lines[0] == 0 || r.lines[0] > r.lines[1] {
-                return Err(SelectError::Parse {
-                    path: origin.to_owned(),
-                    message: format!("region {:?}: bad line range {:?}", r.name, r.lines),
-                });
-            }
-        }
         Ok(Selection {
             files: opt(&raw.files, true)?,
             exclude_files: set(&raw.exclude_files, true, origin)?,
             functions: opt(&raw.functions, false)?,
             exclude_functions: set(&raw.exclude_functions, false, origin)?,
-            regions: raw.region,
+            regions: raw.regions,
         })
     }
 
@@ -182,6 +214,36 @@ impl Selection {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn selection_file_round_trips_through_toml() {
+        let file = SelectionFile {
+            files: vec!["src/**".into()],
+            exclude_files: vec![],
+            functions: vec!["try_word".into(), "a\"b\\c\u{1}".into()],
+            exclude_functions: vec!["main".into()],
+            regions: vec![LineRegion {
+                name: "loop \"x\"".into(),
+                file: "src/cow.c".into(),
+                lines: [10, 20],
+            }],
+        };
+        let text = file.to_toml("a test");
+        assert!(text.starts_with("# p5 instrumentation selection, written by a test\n"));
+        assert!(text.contains("[[region]]"), "{text}");
+        assert_eq!(SelectionFile::from_toml(&text, "t").unwrap(), file);
+        let sel = Selection::parse(&text, "t").unwrap();
+        assert!(sel.function("try_word", "try_word") && !sel.function("main", "main"));
+        assert_eq!(sel.regions, file.regions);
+        // The browser's JSON spells the list `regions`.
+        let json = r#"{"functions":["f"],"regions":[{"name":"r","file":"f.c","lines":[1,2]}]}"#;
+        let from_json: SelectionFile = serde_json::from_str(json).unwrap();
+        assert_eq!(from_json.regions.len(), 1);
+        assert_eq!(
+            SelectionFile::from_toml(&from_json.to_toml("t"), "t").unwrap(),
+            from_json
+        );
+    }
 
     #[test]
     fn globs_include_and_exclude() {

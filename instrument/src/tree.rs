@@ -29,6 +29,29 @@ pub fn preorder<'t>(
     }
 }
 
+/// The statements under `root` that leave the enclosing function (nodes of a kind in `jumps`,
+/// e.g. `return_statement`), not descending into nested scopes (kinds in `scopes`: lambdas,
+/// nested functions and classes), whose jumps leave only themselves. In document order.
+pub fn jumps_out<'t>(root: Node<'t>, jumps: &[&str], scopes: &[&str]) -> Vec<Node<'t>> {
+    let mut found = Vec::new();
+    preorder(
+        root,
+        |n| {
+            let kind = n.kind();
+            if scopes.contains(&kind) {
+                return false;
+            }
+            if jumps.contains(&kind) {
+                found.push(n);
+                return false;
+            }
+            true
+        },
+        |_| {},
+    );
+    found
+}
+
 /// The text of `node` (empty if the node's range is not valid UTF-8 boundaries).
 pub fn text<'s>(node: Node<'_>, src: &'s str) -> &'s str {
     src.get(node.byte_range()).unwrap_or("")

@@ -27,6 +27,7 @@ pub mod error;
 pub mod import;
 pub mod inspect;
 pub mod layout;
+pub mod local;
 pub mod reader;
 pub mod receiver;
 pub mod recover;
@@ -37,6 +38,7 @@ pub mod store;
 
 pub use config::{ConnLimits, ServerConfig, StoreConfig};
 pub use error::Error;
+pub use local::LocalServer;
 pub use server::Server;
 
 use std::io::Write as _;

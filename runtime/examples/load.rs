@@ -68,8 +68,8 @@ fn pairs(prefix: u64, from: u64, to: u64) {
 
 fn net() -> std::io::Result<()> {
     use p5_runtime::net::UdpSocket;
-    let a = UdpSocket::bind(0x5E, "127.0.0.1:0")?;
-    let b = UdpSocket::bind(0x5E, "127.0.0.1:0")?;
+    let a = UdpSocket::p5_bind(0x5E, "127.0.0.1:0")?;
+    let b = UdpSocket::p5_bind(0x5E, "127.0.0.1:0")?;
     a.send_to(b"hello", b.local_addr()?)?;
     let mut buf = [0u8; 16];
     let (n, from) = b.recv_from(&mut buf)?;
@@ -80,8 +80,8 @@ fn net() -> std::io::Result<()> {
     // TCP: connect, accept, a request and a reply.
     use p5_runtime::net::{TcpListener, TcpStream};
     use std::io::{Read, Write};
-    let l = TcpListener::bind(0x7C, "127.0.0.1:0")?;
-    let mut c = TcpStream::connect(0x7C, l.local_addr()?)?;
+    let l = TcpListener::p5_bind(0x7C, "127.0.0.1:0")?;
+    let mut c = TcpStream::p5_connect(0x7C, l.local_addr()?)?;
     let (mut s, _) = l.accept()?;
     c.write_all(b"ping")?;
     let mut req = [0u8; 4];

@@ -5,26 +5,28 @@
 //! ```no_run
 //! use std::io::{Read, Write};
 //! const SEND: u64 = 0x51;
-//! let mut s = p5_runtime::net::TcpStream::connect(SEND, "127.0.0.1:7000")?;
+//! let mut s = p5_runtime::net::TcpStream::p5_connect(SEND, "127.0.0.1:7000")?;
 //! s.write_all(b"ping")?;                       // Send events
 //! let mut buf = [0u8; 4];
 //! s.read_exact(&mut buf)?;                     // Recv events
 //! # Ok::<(), std::io::Error>(())
 //! ```
 //!
-//! The wrappers own the std socket, so dropping one records a `Close` and forgets the
-//! descriptor's endpoints before the descriptor is closed. [`compat`] has drop-in
-//! replacements for `std::net` with std's signatures (what `p5-instrument --comm` uses).
+//! The socket types are [`compat`]'s, re-exported here: drop-in replacements for `std::net`'s
+//! with std's signatures (what `p5-instrument --comm` uses) plus `p5_` constructors that take
+//! a sensor id first. They own the std socket, so dropping one records a `Close` and forgets
+//! the descriptor's endpoints before the descriptor is closed.
 
 pub mod compat;
+
+pub use compat::{Incoming, TcpListener, TcpStream, UdpSocket};
 
 use crate::comm;
 use crate::record::RawEndpoint;
 use p5_wire::{CommOp, RuntimeKind, SensorId};
-use std::io::{self, IoSlice, Read, Write};
-use std::mem::ManuallyDrop;
-use std::net::{Shutdown, SocketAddr, ToSocketAddrs};
-use std::os::fd::{AsFd, AsRawFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
+use std::io;
+use std::net::{Shutdown, SocketAddr};
+use std::os::fd::{AsRawFd, BorrowedFd, IntoRawFd, OwnedFd, RawFd};
 
 const RUST: RuntimeKind = RuntimeKind::Rust;
 
@@ -151,284 +153,4 @@ pub fn close(sensor: SensorId, fd: OwnedFd) -> io::Result<()> {
     let r = io_result(unsafe { libc::close(raw) } as isize).map(|_| ());
     finish(t, sensor, CommOp::Close, raw, &r, |_| 0, None);
     r
-}
-
-/// A `std::net::TcpStream` whose reads and writes are recorded.
-#[derive(Debug)]
-pub struct TcpStream {
-    inner: ManuallyDrop<std::net::TcpStream>,
-    sensor: SensorId,
-}
-
-impl TcpStream {
-    /// Connects like `std::net::TcpStream::connect`, recording the connect and the socket.
-    pub fn connect(sensor: SensorId, addr: impl ToSocketAddrs) -> io::Result<Self> {
-        let mut last = io::Error::new(io::ErrorKind::InvalidInput, "no addresses to connect to");
-        for a in addr.to_socket_addrs()? {
-            let t = comm::start(RUST);
-            let r = std::net::TcpStream::connect(a);
-            let fd = r.as_ref().map_or(-1, |s| s.as_raw_fd());
-            finish(t, sensor, CommOp::Connect, fd, &r, |_| 0, Some(&a));
-            match r {
-                Ok(s) => {
-                    comm::note_socket(RUST, sensor, fd, true, &RawEndpoint::from_addr(&a));
-                    return Ok(TcpStream::from_std(sensor, s));
-                }
-                Err(e) => last = e,
-            }
-        }
-        Err(last)
-    }
-
-    /// Wraps a connected stream (its endpoints are recorded on first use).
-    pub fn from_std(sensor: SensorId, s: std::net::TcpStream) -> Self {
-        TcpStream {
-            inner: ManuallyDrop::new(s),
-            sensor,
-        }
-    }
-
-    /// The std stream.
-    pub fn get_ref(&self) -> &std::net::TcpStream {
-        &self.inner
-    }
-
-    /// Unwraps the std stream (no close is recorded).
-    pub fn into_inner(self) -> std::net::TcpStream {
-        let mut me = ManuallyDrop::new(self);
-        // SAFETY: `me` is never dropped, so the stream is taken exactly once.
-        unsafe { ManuallyDrop::take(&mut me.inner) }
-    }
-
-    /// Shuts down, recorded.
-    pub fn shutdown(&self, how: Shutdown) -> io::Result<()> {
-        shutdown(self.sensor, self.get_ref().as_fd(), how)
-    }
-}
-
-impl Read for TcpStream {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        recv(self.sensor, self.get_ref().as_fd(), buf, 0)
-    }
-}
-
-impl Write for TcpStream {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        send(self.sensor, self.get_ref().as_fd(), buf, libc::MSG_NOSIGNAL)
-    }
-
-    fn write_vectored(&mut self, bufs: &[IoSlice<'_>]) -> io::Result<usize> {
-        let t = comm::start(RUST);
-        let r = (&mut self.get_ref()).write_vectored(bufs);
-        finish(
-            t,
-            self.sensor,
-            CommOp::SendMsg,
-            self.as_raw_fd(),
-            &r,
-            |&n| n as i64,
-            None,
-        );
-        r
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        Ok(())
-    }
-}
-
-impl AsRawFd for TcpStream {
-    fn as_raw_fd(&self) -> RawFd {
-        self.get_ref().as_raw_fd()
-    }
-}
-
-impl AsFd for TcpStream {
-    fn as_fd(&self) -> BorrowedFd<'_> {
-        self.get_ref().as_fd()
-    }
-}
-
-impl Drop for TcpStream {
-    fn drop(&mut self) {
-        // SAFETY: taken once, here; `inner` is not used afterwards.
-        let s = unsafe { ManuallyDrop::take(&mut self.inner) };
-        let _ = close(self.sensor, OwnedFd::from(s));
-    }
-}
-
-/// A `std::net::TcpListener` whose accepts are recorded.
-#[derive(Debug)]
-pub struct TcpListener {
-    inner: std::net::TcpListener,
-    sensor: SensorId,
-}
-
-impl TcpListener {
-    /// Binds like `std::net::TcpListener::bind`.
-    pub fn bind(sensor: SensorId, addr: impl ToSocketAddrs) -> io::Result<Self> {
-        Ok(TcpListener {
-            inner: std::net::TcpListener::bind(addr)?,
-            sensor,
-        })
-    }
-
-    /// Wraps a std listener.
-    pub fn from_std(sensor: SensorId, l: std::net::TcpListener) -> Self {
-        TcpListener { inner: l, sensor }
-    }
-
-    /// The std listener.
-    pub fn get_ref(&self) -> &std::net::TcpListener {
-        &self.inner
-    }
-
-    /// The bound address.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.local_addr()
-    }
-
-    /// Accepts a connection, recording the accept (with the peer) and the new socket.
-    pub fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
-        let t = comm::start(RUST);
-        let r = self.inner.accept();
-        let peer = r.as_ref().ok().map(|(_, a)| *a);
-        let fd = self.inner.as_raw_fd();
-        finish(
-            t,
-            self.sensor,
-            CommOp::Accept,
-            fd,
-            &r,
-            |(s, _)| s.as_raw_fd() as i64,
-            peer.as_ref(),
-        );
-        let (s, a) = r?;
-        comm::note_socket(
-            RUST,
-            self.sensor,
-            s.as_raw_fd(),
-            true,
-            &RawEndpoint::from_addr(&a),
-        );
-        Ok((TcpStream::from_std(self.sensor, s), a))
-    }
-}
-
-/// A `std::net::UdpSocket` whose datagrams are recorded.
-#[derive(Debug)]
-pub struct UdpSocket {
-    inner: ManuallyDrop<std::net::UdpSocket>,
-    sensor: SensorId,
-}
-
-impl UdpSocket {
-    /// Binds like `std::net::UdpSocket::bind`.
-    pub fn bind(sensor: SensorId, addr: impl ToSocketAddrs) -> io::Result<Self> {
-        Ok(Self::from_std(sensor, std::net::UdpSocket::bind(addr)?))
-    }
-
-    /// Wraps a std socket.
-    pub fn from_std(sensor: SensorId, s: std::net::UdpSocket) -> Self {
-        UdpSocket {
-            inner: ManuallyDrop::new(s),
-            sensor,
-        }
-    }
-
-    /// The std socket.
-    pub fn get_ref(&self) -> &std::net::UdpSocket {
-        &self.inner
-    }
-
-    /// Sends a datagram to `addr`, recorded with `addr` as peer.
-    pub fn send_to(&self, buf: &[u8], addr: SocketAddr) -> io::Result<usize> {
-        let t = comm::start(RUST);
-        let r = self.get_ref().send_to(buf, addr);
-        finish(
-            t,
-            self.sensor,
-            CommOp::SendTo,
-            self.raw(),
-            &r,
-            |&n| n as i64,
-            Some(&addr),
-        );
-        r
-    }
-
-    /// Receives a datagram, recorded with its source as peer.
-    pub fn recv_from(&self, buf: &mut [u8]) -> io::Result<(usize, SocketAddr)> {
-        let t = comm::start(RUST);
-        let r = self.get_ref().recv_from(buf);
-        let peer = r.as_ref().ok().map(|(_, a)| *a);
-        finish(
-            t,
-            self.sensor,
-            CommOp::RecvFrom,
-            self.raw(),
-            &r,
-            |(n, _)| *n as i64,
-            peer.as_ref(),
-        );
-        r
-    }
-
-    /// Connects (sets the default peer), recorded; the socket's endpoints are recorded anew.
-    pub fn connect(&self, addr: SocketAddr) -> io::Result<()> {
-        let t = comm::start(RUST);
-        let r = self.get_ref().connect(addr);
-        finish(
-            t,
-            self.sensor,
-            CommOp::Connect,
-            self.raw(),
-            &r,
-            |_| 0,
-            Some(&addr),
-        );
-        if r.is_ok() {
-            comm::note_socket(
-                RUST,
-                self.sensor,
-                self.raw(),
-                true,
-                &RawEndpoint::from_addr(&addr),
-            );
-        }
-        r
-    }
-
-    /// Sends on a connected socket, recorded.
-    pub fn send(&self, buf: &[u8]) -> io::Result<usize> {
-        send(self.sensor, self.get_ref().as_fd(), buf, 0)
-    }
-
-    /// Receives on a connected socket, recorded.
-    pub fn recv(&self, buf: &mut [u8]) -> io::Result<usize> {
-        recv(self.sensor, self.get_ref().as_fd(), buf, 0)
-    }
-
-    /// The bound address.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.get_ref().local_addr()
-    }
-
-    fn raw(&self) -> RawFd {
-        self.get_ref().as_raw_fd()
-    }
-}
-
-impl AsRawFd for UdpSocket {
-    fn as_raw_fd(&self) -> RawFd {
-        self.raw()
-    }
-}
-
-impl Drop for UdpSocket {
-    fn drop(&mut self) {
-        // SAFETY: taken once, here; `inner` is not used afterwards.
-        let s = unsafe { ManuallyDrop::take(&mut self.inner) };
-        let _ = close(self.sensor, OwnedFd::from(s));
-    }
 }

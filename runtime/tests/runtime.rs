@@ -428,7 +428,9 @@ fn local_mode_records_every_event_in_thread_order() {
             _ => None,
         })
         .collect();
-    assert_eq!(socks.len(), 4, "each socket described once: {ev:?}");
+    // Two UDP sockets; the TCP listener (described when bound), the connecting and the
+    // accepted stream.
+    assert_eq!(socks.len(), 5, "each socket described once: {ev:?}");
     assert!(socks[..2].iter().all(|(p, _)| *p == SocketProto::Udp));
     assert!(socks[2..].iter().all(|(p, _)| *p == SocketProto::Tcp));
     let (a, b) = (socks[0].1.clone(), socks[1].1.clone());
@@ -450,17 +452,18 @@ fn local_mode_records_every_event_in_thread_order() {
     assert_eq!(comm(0x5E, CommOp::SendTo), [(5, b)]);
     assert_eq!(comm(0x5E, CommOp::RecvFrom), [(5, a)]);
     // TCP: connect, accept, a 4-byte request and reply (read_exact may take several reads).
-    let listen = socks[3].1.clone();
+    let listen = socks[2].1.clone();
+    assert_eq!(socks[4].1, listen, "the accepted stream's local end is the listener's");
     assert_eq!(comm(0x7C, CommOp::Connect), [(0, listen.clone())]);
     assert_eq!(comm(0x7C, CommOp::Accept).len(), 1);
     let sent: Vec<i64> = comm(0x7C, CommOp::Send).iter().map(|c| c.0).collect();
     assert_eq!(sent, [4, 4]);
     let received: i64 = comm(0x7C, CommOp::Recv).iter().map(|c| c.0).sum();
     assert_eq!(received, 8);
-    // Every wrapped socket is closed by drop: two UDP, two TCP streams.
+    // Every wrapped socket is closed by drop: two UDP, two TCP streams and the listener.
     assert_eq!(
         comm(0x5E, CommOp::Close).len() + comm(0x7C, CommOp::Close).len(),
-        4
+        5
     );
     assert!(ev.iter().any(|e| matches!(
         e,

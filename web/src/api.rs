@@ -401,7 +401,7 @@ async fn source(State(st): St, Path((s, sensor)): Path<(String, String)>) -> Api
 fn parse_selection(body: &str) -> Result<Selection, ApiError> {
     let sel: Selection = serde_json::from_str(body)
         .map_err(|e| ApiError::BadRequest(format!("bad selection: {e}")))?;
-    sel.validate()?;
+    selection::validate(&sel)?;
     Ok(sel)
 }
 
@@ -415,7 +415,7 @@ async fn selection_toml(body: String) -> Result<Response, ApiError> {
                 "attachment; filename=\"p5.select.toml\"",
             ),
         ],
-        sel.to_toml(),
+        sel.to_toml(selection::WRITER),
     )
         .into_response())
 }
@@ -425,7 +425,7 @@ async fn selection_save(State(st): St, body: String) -> ApiResult {
     let dir = st.select_dir.as_ref().ok_or_else(|| {
         ApiError::Conflict("saving is off: start p5 web with --select-dir DIR".into())
     })?;
-    let text = sel.to_toml();
+    let text = sel.to_toml(selection::WRITER);
     let tmp = dir.join(format!(".{}.tmp", selection::FILE_NAME));
     tokio::fs::write(&tmp, &text).await?;
     tokio::fs::rename(&tmp, dir.join(selection::FILE_NAME)).await?;

@@ -132,8 +132,21 @@ impl TcpStream {
 
     /// `connect` recorded under `sensor` (each address tried is a `Connect` event).
     pub fn p5_connect<A: ToSocketAddrs>(sensor: SensorId, addr: A) -> io::Result<TcpStream> {
-        let s = super::TcpStream::connect(sensor, addr)?;
-        Ok(Self::from_std(sensor, s.into_inner()))
+        let mut last = io::Error::new(io::ErrorKind::InvalidInput, "no addresses to connect to");
+        for a in addr.to_socket_addrs()? {
+            let t = comm::start(RUST);
+            let r = std::net::TcpStream::connect(a);
+            let fd = r.as_ref().map_or(-1, |s| s.as_raw_fd());
+            finish(t, sensor, CommOp::Connect, fd, &r, |_| 0, Some(&a));
+            match r {
+                Ok(s) => {
+                    comm::note_socket(RUST, sensor, fd, true, &RawEndpoint::from_addr(&a));
+                    return Ok(Self::from_std(sensor, s));
+                }
+                Err(e) => last = e,
+            }
+        }
+        Err(last)
     }
 
     /// `std::net::TcpStream::connect_timeout`, recorded under sensor 0.
