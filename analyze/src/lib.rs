@@ -8,8 +8,12 @@
 //!
 //! Layout: the algorithms are pure (no I/O, no clocks); readers and writers sit at the edge.
 
+pub mod error;
+pub mod hash;
 pub mod report;
+pub mod text;
 pub mod trace;
 
+pub use error::{Error, Result};
 pub use report::{Problem, ReadReport};
 pub use trace::{CallId, Conn, ConnId, Kind, Message, NodeId, Nodes, Proto, Time, Trace};
