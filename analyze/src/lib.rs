@@ -10,6 +10,8 @@
 
 pub mod error;
 pub mod hash;
+pub mod output;
+pub mod pattern;
 pub mod report;
 pub mod text;
 pub mod trace;
