@@ -13,6 +13,7 @@ pub mod hash;
 pub mod output;
 pub mod pattern;
 pub mod report;
+pub mod score;
 pub mod text;
 pub mod trace;
 
