@@ -10,6 +10,7 @@
 
 pub mod error;
 pub mod hash;
+pub mod maketrace;
 pub mod output;
 pub mod pattern;
 pub mod report;

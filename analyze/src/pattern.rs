@@ -327,8 +327,14 @@ pub struct Collector {
 impl Collector {
     /// Adds one instance: the root caller, its visits (each with a parent earlier in the list;
     /// children are ordered by their position in the list), its probability and messages.
-    /// Returns the pattern index.
-    pub fn add(&mut self, root: &str, visits: &[Visit<'_>], prob: f64, messages: Vec<u64>) -> u32 {
+    /// Returns, for each visit, its node's index in the pattern's call tree.
+    pub fn add(
+        &mut self,
+        root: &str,
+        visits: &[Visit<'_>],
+        prob: f64,
+        messages: Vec<u64>,
+    ) -> Vec<u32> {
         let mut nodes = Vec::with_capacity(visits.len() + 1);
         nodes.push(PatternNode {
             node: root.to_owned(),
@@ -402,7 +408,11 @@ impl Collector {
             t_end: end,
             messages,
         });
-        idx
+        let mut node_of = vec![0u32; visits.len()];
+        for (new, &old) in order.iter().enumerate().skip(1) {
+            node_of[old - 1] = new as u32;
+        }
+        node_of
     }
 
     /// The result: patterns sorted by count (then signature), instances renumbered.
