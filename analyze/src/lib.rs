@@ -8,9 +8,12 @@
 //!
 //! Layout: the algorithms are pure (no I/O, no clocks); readers and writers sit at the edge.
 
+pub mod clients;
 pub mod error;
+pub mod fat;
 pub mod hash;
 pub mod maketrace;
+pub mod node;
 pub mod output;
 pub mod pattern;
 pub mod report;
