@@ -8,6 +8,7 @@
 //!
 //! Layout: the algorithms are pure (no I/O, no clocks); readers and writers sit at the edge.
 
+pub mod cli;
 pub mod clients;
 pub mod error;
 pub mod fat;

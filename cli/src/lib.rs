@@ -2,6 +2,7 @@
 //! that `main.rs` stays a thin argument parser and tests can call the same code.
 
 pub mod agent;
+pub mod analyze;
 pub mod demo;
 pub mod record;
 pub mod runtime_lib;
