@@ -67,15 +67,17 @@ mod tests {
 
     #[test]
     fn pieces_in_one_direction_merge_until_the_other_side_speaks() {
-        let mut t = Trace::default();
-        t.messages = vec![
+        let mut t = Trace {
+            messages: vec![
             m(0, 1, 10, 100),
             m(0, 1, 20, 100),
             m(2, 3, 25, 7), // another flow in between does not break the run
             m(0, 1, 30, 50),
             m(1, 0, 40, 10),
             m(0, 1, 50, 1),
-        ];
+        ],
+            ..Trace::default()
+        };
         assert_eq!(coalesce(&mut t), 2);
         let got: Vec<(u64, i64, i64, u32)> = t
             .messages
@@ -95,14 +97,16 @@ mod tests {
 
     #[test]
     fn parallel_calls_with_different_ids_stay_apart() {
-        let mut t = Trace::default();
         let mut a = m(0, 1, 10, 1);
         a.kind = Kind::Call;
         a.call_id = 1;
         let mut b = a;
         b.call_id = 2;
         b.t_send = 11;
-        t.messages = vec![a, b];
+        let mut t = Trace {
+            messages: vec![a, b],
+            ..Trace::default()
+        };
         coalesce(&mut t);
         assert_eq!(t.messages.len(), 2);
     }

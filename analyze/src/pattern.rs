@@ -382,10 +382,12 @@ impl Collector {
                 start = start.min(tc);
                 end = end.max(tc);
                 let parent = v.parent as usize;
-                if parent > 0 {
-                    if let Some(pc) = visits.get(parent - 1).and_then(|p| known(p.t_call)) {
-                        acc.call_delay[new].push(tc - pc);
-                    }
+                if let Some(pc) = parent
+                    .checked_sub(1)
+                    .and_then(|p| visits.get(p))
+                    .and_then(|p| known(p.t_call))
+                {
+                    acc.call_delay[new].push(tc - pc);
                 }
                 if let Some(tr) = known(v.t_ret) {
                     acc.latency[new].push(tr - tc);

@@ -52,7 +52,7 @@ fn needed_precision(t: Time) -> u8 {
         return 0;
     }
     let mut p = 9;
-    while nanos % 10 == 0 {
+    while nanos.is_multiple_of(10) {
         nanos /= 10;
         p -= 1;
     }
