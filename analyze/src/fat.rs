@@ -69,13 +69,13 @@ mod tests {
     fn pieces_in_one_direction_merge_until_the_other_side_speaks() {
         let mut t = Trace {
             messages: vec![
-            m(0, 1, 10, 100),
-            m(0, 1, 20, 100),
-            m(2, 3, 25, 7), // another flow in between does not break the run
-            m(0, 1, 30, 50),
-            m(1, 0, 40, 10),
-            m(0, 1, 50, 1),
-        ],
+                m(0, 1, 10, 100),
+                m(0, 1, 20, 100),
+                m(2, 3, 25, 7), // another flow in between does not break the run
+                m(0, 1, 30, 50),
+                m(1, 0, 40, 10),
+                m(0, 1, 50, 1),
+            ],
             ..Trace::default()
         };
         assert_eq!(coalesce(&mut t), 2);

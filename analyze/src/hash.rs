@@ -57,7 +57,10 @@ impl Hasher for FxHasher {
 
     #[inline]
     fn finish(&self) -> u64 {
-        self.0
+        // The multiply leaves the good bits at the top, but hashbrown picks buckets with the
+        // low bits: rotate them down (as rustc-hash 2 does), or short keys that differ only
+        // in their later bytes (ids "72299", "72300") collide.
+        self.0.rotate_left(26)
     }
 }
 

@@ -39,10 +39,11 @@ mod write;
 
 pub use write::{format_time, write, write_file};
 
-use crate::hash::FxHashMap;
+use crate::hash::{FxHashMap, FxHasher};
 use crate::report::ReadReport;
 use crate::trace::{CallId, Kind, Message, NO_CALL_ID, NodeId, Time, Trace};
 use crate::{Error, Result};
+use std::hash::Hasher;
 use std::path::Path;
 
 /// How a text file was laid out, so that [`write`] can reproduce it.
@@ -191,7 +192,10 @@ struct Reader<'a> {
     file: &'a str,
     out: TextTrace,
     names: FxHashMap<Box<[u8]>, NodeId>,
-    ids: FxHashMap<Box<[u8]>, CallId>,
+    /// Call ids by the hash of their name (checked against the name: no allocation per id).
+    ids: FxHashMap<u64, CallId>,
+    /// Call ids whose name's hash was taken by another name.
+    ids_collided: FxHashMap<Box<[u8]>, CallId>,
     pending: FxHashMap<PendingKey, Queue>,
     next: Vec<u32>,
     last_time: Option<Time>,
@@ -209,6 +213,7 @@ pub fn read(bytes: &[u8], file: &str, opts: ReadOptions) -> TextTrace {
         out: TextTrace::default(),
         names: FxHashMap::default(),
         ids: FxHashMap::default(),
+        ids_collided: FxHashMap::default(),
         pending: FxHashMap::default(),
         next: Vec::new(),
         last_time: None,
@@ -216,6 +221,10 @@ pub fn read(bytes: &[u8], file: &str, opts: ReadOptions) -> TextTrace {
         precision: None,
     };
     r.out.layout.final_newline = bytes.last() == Some(&b'\n');
+    // Most traces pair about half their lines: reserve for that, and grow if not.
+    let lines = bytes.iter().filter(|&&b| b == b'\n').count();
+    r.out.trace.messages.reserve(lines / 2 + 1);
+    r.next.reserve(lines / 2 + 1);
     let body = if r.out.layout.final_newline {
         &bytes[..bytes.len() - 1]
     } else {
@@ -346,13 +355,30 @@ impl Reader<'_> {
     }
 
     fn call_id(&mut self, name: &[u8]) -> Result<CallId, &'static str> {
-        if let Some(&id) = self.ids.get(name) {
-            return Ok(id);
+        let mut h = FxHasher::default();
+        h.write(name);
+        let key = h.finish();
+        let names = &self.out.trace.call_id_names;
+        match self.ids.get(&key) {
+            Some(&id) if names[id as usize].as_bytes() == name => return Ok(id),
+            Some(_) => {
+                if let Some(&id) = self.ids_collided.get(name) {
+                    return Ok(id);
+                }
+            }
+            None => {}
         }
         let s = std::str::from_utf8(name).map_err(|_| "id is not utf-8")?;
-        let id = self.out.trace.call_id_names.len() as CallId;
+        let id = names.len() as CallId;
         self.out.trace.call_id_names.push(s.to_owned());
-        self.ids.insert(name.into(), id);
+        match self.ids.entry(key) {
+            std::collections::hash_map::Entry::Vacant(v) => {
+                v.insert(id);
+            }
+            std::collections::hash_map::Entry::Occupied(_) => {
+                self.ids_collided.insert(name.into(), id);
+            }
+        }
         Ok(id)
     }
 
