@@ -257,12 +257,13 @@ fn run_convert(a: &ConvertArgs, progress: &mut dyn FnMut(Progress)) -> Result<()
     if !t.report.counts.is_empty() {
         eprintln!("{}: {}", a.trace.display(), t.report);
     }
-    if a.aggregate_clients {
-        t.trace = aggregate_clients(&t.trace, a.fixed_port_peers).trace;
-    }
+    // Coalesce first: a flow is a pair of the original nodes, before clients merge.
     if a.coalesce {
         let merged = fat::coalesce(&mut t.trace);
         eprintln!("{merged} fat-message pieces merged");
+    }
+    if a.aggregate_clients {
+        t.trace = aggregate_clients(&t.trace, a.fixed_port_peers).trace;
     }
     if let Some(p) = a.precision {
         t.layout.precision = t.layout.precision.max(p.min(9));

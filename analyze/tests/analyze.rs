@@ -48,3 +48,196 @@ fn the_papers_worked_example_scores_exactly() {
     assert_eq!(perfect.messages.misplaced, 0);
     assert!(perfect.top_n.iter().all(|t| t.omitted == 0));
 }
+
+mod cli {
+    use clap::Parser;
+    use p5_analyze::cli::{AnalyzeArgs, run};
+    use p5_analyze::pattern::read_json;
+    use p5_analyze::score::Scores;
+    use std::path::{Path, PathBuf};
+
+    #[derive(Parser, Debug)]
+    struct Top {
+        #[command(flatten)]
+        args: AnalyzeArgs,
+    }
+
+    fn p5(words: &[&str]) -> p5_analyze::Result<()> {
+        let mut argv = vec!["analyze"];
+        argv.extend_from_slice(words);
+        let top = Top::try_parse_from(argv).expect("arguments parse");
+        run(&top.args, &mut |_| {})
+    }
+
+    fn fixture(name: &str) -> String {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("fixtures")
+            .join(name)
+            .display()
+            .to_string()
+    }
+
+    fn s(p: &Path) -> &str {
+        p.to_str().unwrap()
+    }
+
+    #[test]
+    fn maketrace_convert_and_score_from_the_command_line() {
+        let dir = tempfile::tempdir().unwrap();
+        let (trace, truth) = (dir.path().join("t.p5t"), dir.path().join("gt.json"));
+        let (copy, scores) = (dir.path().join("c.p5t"), dir.path().join("s.json"));
+        let cfg = fixture("fig18-children-d-cc.toml");
+        p5(&[
+            "maketrace",
+            &cfg,
+            "--seed",
+            "4",
+            "-o",
+            s(&trace),
+            "--truth",
+            s(&truth),
+            "--duration",
+            "20s",
+            "--record",
+            "both",
+            "--skew",
+            "C=+3ms",
+            "--capture-rate",
+            "2000",
+        ])
+        .unwrap();
+        p5(&["convert", "--trace", s(&trace), "-o", s(&copy)]).unwrap();
+        assert_eq!(
+            std::fs::read(&trace).unwrap(),
+            std::fs::read(&copy).unwrap()
+        );
+        p5(&[
+            "score",
+            "--truth",
+            s(&truth),
+            s(&truth),
+            "--json",
+            "-o",
+            s(&scores),
+            "--top",
+            "1..3",
+        ])
+        .unwrap();
+        let sc: Scores = serde_json::from_slice(&std::fs::read(&scores).unwrap()).unwrap();
+        assert_eq!(sc.patterns.false_negatives + sc.patterns.false_positives, 0);
+        assert_eq!(sc.messages.misplaced, 0);
+        assert!(sc.messages.total > 100);
+        assert_eq!(sc.top_n.len(), 9);
+        // The truth file is also a result (algorithm "truth") for the other analyses.
+        let r = read_json(&truth).unwrap();
+        assert_eq!(r.algorithm, "truth");
+        assert_eq!(r.patterns.len(), 2);
+    }
+
+    #[test]
+    fn a_missing_pattern_is_a_false_negative_at_every_level() {
+        let dir = tempfile::tempdir().unwrap();
+        let (trace, truth) = (dir.path().join("t.p5t"), dir.path().join("gt.json"));
+        let cfg = fixture("fig18-children-0-2.toml");
+        p5(&[
+            "maketrace",
+            &cfg,
+            "-o",
+            s(&trace),
+            "--truth",
+            s(&truth),
+            "--duration",
+            "10s",
+        ])
+        .unwrap();
+        let mut r = read_json(&truth).unwrap();
+        let dropped = r.patterns.remove(1);
+        r.instances.retain(|i| i.pattern == 0);
+        let inferred = dir.path().join("inf.json");
+        std::fs::write(&inferred, serde_json::to_vec(&r).unwrap()).unwrap();
+        let out = dir.path().join("s.json");
+        p5(&[
+            "score",
+            "--truth",
+            s(&truth),
+            s(&inferred),
+            "--json",
+            "-o",
+            s(&out),
+            "--top",
+            "2",
+        ])
+        .unwrap();
+        let sc: Scores = serde_json::from_slice(&std::fs::read(&out).unwrap()).unwrap();
+        assert_eq!(
+            (sc.patterns.false_negatives, sc.patterns.false_positives),
+            (1, 0)
+        );
+        assert_eq!(sc.instances.false_negatives, dropped.count);
+        assert!(sc.messages.misplaced > 0);
+        assert!(
+            sc.top_n.iter().all(|t| t.omitted == 1 && t.rate == 0.5),
+            "{:?}",
+            sc.top_n
+        );
+    }
+
+    #[test]
+    fn bad_inputs_are_errors_not_panics() {
+        let dir = tempfile::tempdir().unwrap();
+        let bad = dir.path().join("bad.toml");
+        std::fs::write(&bad, "[[tracelet]]\ntree = \"A>B(\"\n").unwrap();
+        let out = dir.path().join("o.p5t");
+        let e = p5(&["maketrace", s(&bad), "-o", s(&out)]).unwrap_err();
+        assert!(e.to_string().contains("bad.toml"), "{e}");
+        let missing = PathBuf::from("/nonexistent/x.json");
+        assert!(p5(&["score", "--truth", s(&missing), s(&missing)]).is_err());
+        let notjson = dir.path().join("n.json");
+        std::fs::write(&notjson, "{").unwrap();
+        let e = p5(&["score", "--truth", s(&notjson), s(&notjson)]).unwrap_err();
+        assert!(e.to_string().contains("not a p5 analyze result"), "{e}");
+        assert!(
+            p5(&[
+                "maketrace",
+                &fixture("fig18-children-0-2.toml"),
+                "-o",
+                s(&out),
+                "--skew",
+                "B"
+            ])
+            .is_err()
+        );
+    }
+
+    #[test]
+    fn convert_aggregates_clients_and_coalesces() {
+        let dir = tempfile::tempdir().unwrap();
+        let (inp, out) = (dir.path().join("in.p5t"), dir.path().join("out.p5t"));
+        let mut text = String::new();
+        for i in 0..40 {
+            let c = format!("10.1.0.{}:{}", i + 1, 40000 + i);
+            text.push_str(&format!("{i}.0\tMSG_SENT\t{c}\t10.0.0.1:80\n"));
+            text.push_str(&format!("{i}.1\tMSG_SENT\t{c}\t10.0.0.1:80\n"));
+            text.push_str(&format!("{i}.2\tMSG_SENT\t10.0.0.1:80\t{c}\n"));
+        }
+        std::fs::write(&inp, text).unwrap();
+        p5(&[
+            "convert",
+            "--trace",
+            s(&inp),
+            "-o",
+            s(&out),
+            "--aggregate-clients",
+            "--coalesce",
+        ])
+        .unwrap();
+        let got = std::fs::read_to_string(&out).unwrap();
+        assert_eq!(got.lines().count(), 80, "{got}");
+        assert!(
+            got.starts_with(
+                "0.0\tMSG_SENT\tCLIENT\t10.0.0.1:80\n0.2\tMSG_SENT\t10.0.0.1:80\tCLIENT\n"
+            ),
+            "{got}"
+        );
+    }
+}
