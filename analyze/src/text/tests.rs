@@ -133,6 +133,32 @@ fn a_fresh_layout_writes_the_fewest_digits_exactly() {
     );
 }
 
+/// What the fuzz target checks: what the reader keeps writes back and reads again to the
+/// same messages, without a problem.
+fn rewrite_reads_the_same(f: &[u8]) -> Result<(), TestCaseError> {
+    let t = read(f, "p", keep());
+    let mut out = Vec::new();
+    write(&t.trace, &t.layout, &mut out).unwrap();
+    let again = read(&out, "p", ReadOptions::default());
+    prop_assert!(again.report.counts.is_empty(), "{}", again.report);
+    let view = |t: &Trace| -> Vec<(Time, Time, String, String, String)> {
+        t.messages
+            .iter()
+            .map(|m| {
+                (
+                    m.t_send,
+                    m.t_recv,
+                    t.nodes.name(m.src).to_owned(),
+                    t.nodes.name(m.dst).to_owned(),
+                    format!("{:?} {}", m.kind, t.call_id_name(m.call_id)),
+                )
+            })
+            .collect()
+    };
+    prop_assert_eq!(view(&again.trace), view(&t.trace));
+    Ok(())
+}
+
 /// A valid line set: non-decreasing times at one precision.
 fn valid_file() -> impl Strategy<Value = Vec<u8>> {
     let line = (
@@ -204,9 +230,21 @@ proptest! {
 
     #[test]
     fn any_bytes_read_without_panic(f in prop::collection::vec(any::<u8>(), 0..400)) {
-        let t = read(&f, "p", keep());
-        let mut out = Vec::new();
-        write(&t.trace, &t.layout, &mut out).unwrap();
+        rewrite_reads_the_same(&f)?;
+    }
+
+    #[test]
+    fn near_valid_lines_rewrite_to_the_same_messages(
+        parts in prop::collection::vec(
+            prop::sample::select(vec![
+                "1", "2.5", "-3.25", "0", "07", "1.", "9.123456789", "\t", "\n", "\r\n",
+                "CALL_SENT", "RET_RCVD", "MSG_SENT", "CALL_RCVD", "a", "b", "id1", "timestamp", "",
+            ]),
+            0..80,
+        )
+    ) {
+        let f: String = parts.concat();
+        rewrite_reads_the_same(f.as_bytes())?;
     }
 
     #[test]
