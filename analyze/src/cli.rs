@@ -2,11 +2,13 @@
 //! [`AnalyzeArgs`] and calls [`run`] with a progress callback it draws as it likes.
 //!
 //! Subcommands: `maketrace` (ground-truth generator), `score` (accuracy against ground
-//! truth), `convert` (text trace normalisation and export). Still to come: `import`,
+//! truth), `convert` (text trace normalisation and export), `show` (a result as a table,
+//! JSON or DOT). Still to come: `import`,
 //! `nesting`, `convolution`, `linking`, `flows`.
 
 use crate::clients::{FIXED_PORT_PEERS, aggregate_clients};
 use crate::maketrace::{self, Config, Record};
+use crate::output::Format;
 use crate::pattern::read_json;
 use crate::score::{RankBy, ScoreOptions, score};
 use crate::text::{self, ReadOptions};
@@ -42,6 +44,21 @@ pub enum AnalyzeCmd {
     Score(ScoreArgs),
     /// Read a text trace and write it back normalised (optionally coalesced, aggregated).
     Convert(ConvertArgs),
+    /// Print an analysis result or ground truth (JSON) as a table, JSON or DOT.
+    Show(ShowArgs),
+}
+
+/// `p5 analyze show`.
+#[derive(Debug, clap::Args)]
+pub struct ShowArgs {
+    /// The result or ground truth (JSON).
+    pub result: PathBuf,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Only the N most frequent patterns.
+    #[arg(long)]
+    pub top: Option<usize>,
 }
 
 /// `p5 analyze maketrace`.
@@ -129,6 +146,7 @@ pub fn run(args: &AnalyzeArgs, progress: &mut dyn FnMut(Progress)) -> Result<()>
         AnalyzeCmd::Maketrace(a) => run_maketrace(a, progress),
         AnalyzeCmd::Score(a) => run_score(a),
         AnalyzeCmd::Convert(a) => run_convert(a, progress),
+        AnalyzeCmd::Show(a) => run_show(a),
     };
     progress(Progress::Done);
     r
@@ -248,6 +266,12 @@ fn run_score(a: &ScoreArgs) -> Result<()> {
         crate::score::write_table(&s, &mut out)?;
     }
     out.flush()?;
+    Ok(())
+}
+
+fn run_show(a: &ShowArgs) -> Result<()> {
+    let r = read_json(&a.result)?;
+    crate::output::write(&r, a.format, a.top, std::io::stdout().lock())?;
     Ok(())
 }
 
