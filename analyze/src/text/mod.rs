@@ -11,8 +11,9 @@
 //! * `timestamp` is decimal seconds with 0–9 fraction digits (an optional `-`); it is parsed
 //!   as integers straight to nanoseconds, never through a float, so every time is exact.
 //! * `operation` is `CALL_SENT`, `RET_SENT`, `MSG_SENT` or `CALL_RCVD`, `RET_RCVD`, `MSG_RCVD`.
-//! * `ID` is optional (a four-field line has no call id); ids are names, kept in
-//!   [`Trace::call_id_names`].
+//! * `ID` is optional (a four-field line has no call id). When every id of a file is a
+//!   canonical decimal number, the numbers are the call ids and no names are kept; else
+//!   ids are names, kept in [`Trace::call_id_names`].
 //! * Lines are in non-decreasing time order. A first line whose first field is `timestamp`
 //!   is a header and is kept.
 //!
@@ -196,6 +197,9 @@ struct Reader<'a> {
     ids: FxHashMap<u64, CallId>,
     /// Call ids whose name's hash was taken by another name.
     ids_collided: FxHashMap<Box<[u8]>, CallId>,
+    /// True while every id has been a canonical number: ids are then the numbers themselves
+    /// and no names are kept (no memory per id).
+    numeric_ids: bool,
     pending: FxHashMap<PendingKey, Queue>,
     next: Vec<u32>,
     last_time: Option<Time>,
@@ -204,6 +208,28 @@ struct Reader<'a> {
 }
 
 const NONE: u32 = u32::MAX;
+
+fn hash_bytes(b: &[u8]) -> u64 {
+    let mut h = FxHasher::default();
+    h.write(b);
+    h.finish()
+}
+
+/// The value of a call id written as a canonical decimal number (no sign, no leading zero),
+/// other than [`NO_CALL_ID`].
+fn canonical_number(b: &[u8]) -> Option<CallId> {
+    if b.is_empty() || b.len() > 20 || (b[0] == b'0' && b.len() > 1) {
+        return None;
+    }
+    let mut n: u64 = 0;
+    for &c in b {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        n = n.checked_mul(10)?.checked_add(u64::from(c - b'0'))?;
+    }
+    (n != NO_CALL_ID).then_some(n)
+}
 
 /// Reads a text trace from memory. Never fails: bad lines are skipped and counted in the
 /// returned report under `file`.
@@ -214,6 +240,7 @@ pub fn read(bytes: &[u8], file: &str, opts: ReadOptions) -> TextTrace {
         names: FxHashMap::default(),
         ids: FxHashMap::default(),
         ids_collided: FxHashMap::default(),
+        numeric_ids: true,
         pending: FxHashMap::default(),
         next: Vec::new(),
         last_time: None,
@@ -355,9 +382,13 @@ impl Reader<'_> {
     }
 
     fn call_id(&mut self, name: &[u8]) -> Result<CallId, &'static str> {
-        let mut h = FxHasher::default();
-        h.write(name);
-        let key = h.finish();
+        if self.numeric_ids {
+            if let Some(n) = canonical_number(name) {
+                return Ok(n);
+            }
+            self.name_the_ids();
+        }
+        let key = hash_bytes(name);
         let names = &self.out.trace.call_id_names;
         match self.ids.get(&key) {
             Some(&id) if names[id as usize].as_bytes() == name => return Ok(id),
@@ -369,17 +400,48 @@ impl Reader<'_> {
             None => {}
         }
         let s = std::str::from_utf8(name).map_err(|_| "id is not utf-8")?;
-        let id = names.len() as CallId;
-        self.out.trace.call_id_names.push(s.to_owned());
+        Ok(self.new_id_name(s.to_owned(), key))
+    }
+
+    /// Adds a call id name whose hash is `key`.
+    fn new_id_name(&mut self, name: String, key: u64) -> CallId {
+        let id = self.out.trace.call_id_names.len() as CallId;
         match self.ids.entry(key) {
             std::collections::hash_map::Entry::Vacant(v) => {
                 v.insert(id);
             }
             std::collections::hash_map::Entry::Occupied(_) => {
-                self.ids_collided.insert(name.into(), id);
+                self.ids_collided.insert(name.as_bytes().into(), id);
             }
         }
-        Ok(id)
+        self.out.trace.call_id_names.push(name);
+        id
+    }
+
+    /// The first id that is not a canonical number: the numbers used so far become names.
+    fn name_the_ids(&mut self) {
+        self.numeric_ids = false;
+        let mut map: FxHashMap<CallId, CallId> = FxHashMap::default();
+        for i in 0..self.out.trace.messages.len() {
+            let n = self.out.trace.messages[i].call_id;
+            if n == NO_CALL_ID {
+                continue;
+            }
+            let id = match map.get(&n) {
+                Some(&id) => id,
+                None => {
+                    let name = n.to_string();
+                    let id = self.new_id_name(name.clone(), hash_bytes(name.as_bytes()));
+                    map.insert(n, id);
+                    id
+                }
+            };
+            self.out.trace.messages[i].call_id = id;
+        }
+        self.pending = std::mem::take(&mut self.pending)
+            .into_iter()
+            .map(|((side, s, d, n), q)| ((side, s, d, map.get(&n).copied().unwrap_or(n)), q))
+            .collect();
     }
 
     fn push(&mut self, key: PendingKey, idx: u32) {

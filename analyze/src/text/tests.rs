@@ -107,6 +107,28 @@ fn bad_lines_are_counted_with_their_line_and_skipped() {
 }
 
 #[test]
+fn numeric_ids_are_the_call_ids_until_a_name_appears() {
+    let f = b"1\tCALL_SENT\ta\tb\t5\n2\tCALL_SENT\ta\tb\t6\n3\tRET_SENT\tb\ta\t5\n";
+    let t = read(f, "n", keep());
+    assert!(t.trace.call_id_names.is_empty());
+    assert_eq!(t.trace.messages[2].call_id, 5);
+    assert_eq!(round_trip(f), f.to_vec());
+    let mut g = f.to_vec();
+    g.extend_from_slice(b"4\tCALL_RCVD\ta\tb\tid9\n5\tCALL_RCVD\ta\tb\t6\n6\tRET_RCVD\tb\ta\t05\n");
+    let t = read(&g, "n", keep());
+    assert_eq!(t.trace.call_id_names, ["5", "6", "id9", "05"]);
+    let m = &t.trace.messages;
+    assert_eq!(m.len(), 5, "{m:?}");
+    assert_eq!(
+        (m[1].call_id, m[1].recv()),
+        (1, Some(5_000_000_000)),
+        "6 pairs across the switch"
+    );
+    assert_eq!(t.trace.call_id_name(m[2].call_id), "5");
+    assert_eq!(round_trip(&g), g);
+}
+
+#[test]
 fn ties_keep_their_line_order() {
     // The receive of message 1 shares a time with the send of message 2 but comes after it.
     let f = b"1\tCALL_SENT\ta\tb\tp\n5\tCALL_SENT\tb\tc\tq\n5\tCALL_RCVD\ta\tb\tp\n";
@@ -166,7 +188,7 @@ fn valid_file() -> impl Strategy<Value = Vec<u8>> {
         0usize..6,
         0usize..4,
         0usize..4,
-        prop::option::of(0usize..6),
+        prop::option::of(0usize..7),
     );
     (
         0u8..=9,
@@ -208,7 +230,9 @@ fn valid_file() -> impl Strategy<Value = Vec<u8>> {
                     names[d]
                 );
                 if let Some(id) = id {
-                    row.push_str(&format!("\tid{id}"));
+                    let ids = ["id0", "id1", "0", "17", "007", "18446744073709551615", "x"];
+                    row.push('\t');
+                    row.push_str(ids[id]);
                 }
                 rows.push(row);
             }
