@@ -183,6 +183,74 @@ mod cli {
     }
 
     #[test]
+    fn maketrace_writes_the_same_bytes_for_the_same_seed() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut files = Vec::new();
+        for (run, seed) in [(0, "11"), (1, "11"), (2, "12")] {
+            let (t, g) = (
+                dir.path().join(format!("{run}.p5t")),
+                dir.path().join(format!("{run}.json")),
+            );
+            let cfg = fixture("fig18-penalty-breaker.toml");
+            p5(&[
+                "maketrace",
+                &cfg,
+                "--seed",
+                seed,
+                "-o",
+                s(&t),
+                "--truth",
+                s(&g),
+                "--duration",
+                "10s",
+                "--capture-rate",
+                "150",
+            ])
+            .unwrap();
+            files.push((std::fs::read(&t).unwrap(), std::fs::read(&g).unwrap()));
+        }
+        assert_eq!(files[0], files[1]);
+        assert_ne!(files[0].0, files[2].0);
+    }
+
+    #[test]
+    fn every_fixture_generates_a_trace_the_reader_accepts() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_none_or(|e| e != "toml") {
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).unwrap();
+            let cfg = p5_analyze::maketrace::Config::parse(&text, &path).unwrap();
+            let g = p5_analyze::maketrace::generate(
+                &cfg,
+                &p5_analyze::maketrace::Options {
+                    duration: Some(3_000_000_000),
+                    queue: 64,
+                    ..Default::default()
+                },
+            );
+            let t = p5_analyze::text::read(&g.text(), "f", Default::default());
+            assert!(
+                t.report.counts.is_empty(),
+                "{}: {}",
+                path.display(),
+                t.report
+            );
+            assert_eq!(
+                t.trace.messages.len(),
+                g.truth.messages.len(),
+                "{}",
+                path.display()
+            );
+            n += 1;
+        }
+        assert_eq!(n, 6);
+    }
+
+    #[test]
     fn bad_inputs_are_errors_not_panics() {
         let dir = tempfile::tempdir().unwrap();
         let bad = dir.path().join("bad.toml");
