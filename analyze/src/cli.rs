@@ -211,15 +211,32 @@ fn run_maketrace(a: &MaketraceArgs, progress: &mut dyn FnMut(Progress)) -> Resul
         .map(maketrace::config::parse_duration)
         .transpose()
         .map_err(Error::Usage)?;
+    let skew: Vec<(String, i64)> = a
+        .skew
+        .iter()
+        .map(|s| parse_skew(s))
+        .collect::<Result<_>>()?;
+    let nodes = cfg.nodes();
+    if let Some((n, _)) = skew.iter().find(|(n, _)| !nodes.contains(n.as_str())) {
+        return Err(Error::Usage(format!(
+            "--skew {n}: no such node in {} (nodes: {})",
+            a.config.display(),
+            nodes.iter().copied().collect::<Vec<_>>().join(", ")
+        )));
+    }
+    if a.capture_rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
+        return Err(Error::Usage(
+            "--capture-rate must be a positive number of packets/s".into(),
+        ));
+    }
+    if duration.is_some_and(|d| d < 0) {
+        return Err(Error::Usage("--duration must not be negative".into()));
+    }
     let opts = maketrace::Options {
         seed: a.seed,
         duration,
         record: a.record,
-        skew: a
-            .skew
-            .iter()
-            .map(|s| parse_skew(s))
-            .collect::<Result<_>>()?,
+        skew,
         capture_rate: a.capture_rate,
         queue: a.loss_queue,
     };

@@ -264,17 +264,16 @@ mod cli {
         std::fs::write(&notjson, "{").unwrap();
         let e = p5(&["score", "--truth", s(&notjson), s(&notjson)]).unwrap_err();
         assert!(e.to_string().contains("not a p5 analyze result"), "{e}");
-        assert!(
-            p5(&[
-                "maketrace",
-                &fixture("fig18-children-0-2.toml"),
-                "-o",
-                s(&out),
-                "--skew",
-                "B"
-            ])
-            .is_err()
-        );
+        let cfg = fixture("fig18-children-0-2.toml");
+        assert!(p5(&["maketrace", &cfg, "-o", s(&out), "--skew", "B"]).is_err());
+        let e = p5(&["maketrace", &cfg, "-o", s(&out), "--skew", "Z=+1ms"]).unwrap_err();
+        assert!(e.to_string().contains("nodes: A, B, C"), "{e}");
+        assert!(p5(&["maketrace", &cfg, "-o", s(&out), "--capture-rate", "0"]).is_err());
+        let still = dir.path().join("still.toml");
+        let cfg = "net = \"0ms\"\n[[tracelet]]\ntree = \"A>B\"\ncall_delay = \"0ms\"\nret_delay = \"0ms\"\n";
+        std::fs::write(&still, cfg).unwrap();
+        let e = p5(&["maketrace", s(&still), "-o", s(&out)]).unwrap_err();
+        assert!(e.to_string().contains("time would stand still"), "{e}");
     }
 
     #[test]

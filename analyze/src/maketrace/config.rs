@@ -310,20 +310,47 @@ impl Config {
         if spec.tracelet.is_empty() {
             return Err("no [[tracelet]]".into());
         }
+        if duration < 0 {
+            return Err("duration is negative".into());
+        }
         let tracelets = spec
             .tracelet
             .iter()
             .enumerate()
             .map(|(i, t)| tracelet(i, t))
             .collect::<Result<Vec<_>, _>>()?;
-        Ok(Config {
+        let cfg = Config {
             duration,
             start,
             precision,
             record,
             net,
             tracelets,
-        })
+        };
+        for t in &cfg.tracelets {
+            let moves = t.think.1 > 0
+                || cfg.net.mean > 0.0
+                || t.variants
+                    .iter()
+                    .any(|v| v.steps.iter().any(|s| s.delay.mean > 0.0));
+            if !moves {
+                return Err(format!(
+                    "tracelet {:?}: no think time, delay or network delay: time would stand still",
+                    t.name
+                ));
+            }
+        }
+        Ok(cfg)
+    }
+
+    /// Every node name the tracelets use.
+    pub fn nodes(&self) -> std::collections::BTreeSet<&str> {
+        self.tracelets
+            .iter()
+            .flat_map(|t| &t.variants)
+            .flat_map(|v| &v.steps)
+            .flat_map(|s| [s.src.as_str(), s.dst.as_str()])
+            .collect()
     }
 }
 
@@ -361,6 +388,9 @@ fn tracelet(i: usize, t: &TraceletSpec) -> Result<Tracelet, String> {
         .map(|v| variant(v, &delays))
         .collect::<Result<Vec<_>, _>>()
         .map_err(ctx)?;
+    if variants.iter().all(|v| v.weight == 0.0) {
+        return Err(ctx("every variant has weight 0".into()));
+    }
     Ok(Tracelet {
         name,
         parallel: t.parallel.unwrap_or(1).max(1),

@@ -215,7 +215,9 @@ fn simulate(
                         call_id,
                     });
                 }
-                at = arrival + think(rng);
+                // At least 1 ns per run, so that time always moves (Config checks that some
+                // delay has a positive mean; this bounds the unlucky all-zero draws).
+                at = (arrival + think(rng)).max(at + 1);
             }
         }
     }
