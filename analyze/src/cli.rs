@@ -38,9 +38,9 @@ pub struct AnalyzeArgs {
 /// The subcommands of `p5 analyze`.
 #[derive(Debug, clap::Subcommand)]
 pub enum AnalyzeCmd {
-    /// Generate a Project 5 text trace and its ground truth from tracelets ([P5] §7.1.1).
+    /// Generate a Project 5 text trace and its ground truth from tracelets (Project 5 paper §7.1.1).
     Maketrace(MaketraceArgs),
-    /// Score an analysis result against ground truth ([P5] §7.5.1).
+    /// Score an analysis result against ground truth (Project 5 paper §7.5.1).
     Score(ScoreArgs),
     /// Read a text trace and write it back normalised (optionally coalesced, aggregated).
     Convert(ConvertArgs),

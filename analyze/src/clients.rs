@@ -1,4 +1,4 @@
-//! Client aggregation ([WAP5] §2.5.1): many clients on ephemeral ports become one `CLIENT`,
+//! Client aggregation (\[WAP5\] §2.5.1): many clients on ephemeral ports become one `CLIENT`,
 //! so that otherwise identical paths from different clients aggregate into one pattern.
 //!
 //! * An endpoint (IP address and port) is *fixed* when it talks to at least `min_peers`

@@ -1,4 +1,4 @@
-//! Fat-message coalescing ([WAP5] §2.3): a large transfer written with several `write()`s
+//! Fat-message coalescing (\[WAP5\] §2.3): a large transfer written with several `write()`s
 //! is several messages; adjacent messages of one flow in one direction, with no message the
 //! other way in between, are merged into one before causal analysis.
 //!

@@ -2,11 +2,11 @@
 //!
 //! * `table`: one line per pattern (rank, count, expectation, max probability, mean and p90
 //!   latency, signature), then its call tree indented, each node with its mean latency and
-//!   call delay, as [P5] Fig. 8 labels them.
+//!   call delay, as \[P5\] Fig. 8 labels them.
 //! * `json`: the [`AnalysisResult`] itself, `{"algorithm", "params", "patterns": [{"signature",
 //!   "count", …}], "instances": […]}`; [`crate::pattern::read_json`] reads it back.
 //! * `dot`: one Graphviz cluster per pattern; nodes are labelled with name and mean latency,
-//!   edges with mean call delay, the first edge also with the count ([P5] Fig. 8).
+//!   edges with mean call delay, the first edge also with the count (\[P5\] Fig. 8).
 
 use crate::pattern::{AnalysisResult, Pattern, Stats};
 use std::io::{self, Write};

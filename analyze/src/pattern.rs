@@ -10,7 +10,7 @@
 //! A pattern's call tree is a preorder list of [`PatternNode`]s: node 0 is the root caller,
 //! and every other node is one call (a callee visit) with its parent's index. Per node:
 //! `latency` = return time − call time (including callees) and `call_delay` = call time −
-//! the parent's call time ([P5] §5.1.1.4); both on the trace's times.
+//! the parent's call time (\[P5\] §5.1.1.4); both on the trace's times.
 //!
 //! [`Collector`] builds an [`AnalysisResult`] from instances; `output` writes it as a table,
 //! JSON or DOT, and [`read_json`] reads the JSON back (`score` reads results).

@@ -1,4 +1,4 @@
-//! Accuracy of an analysis against ground truth ([P5] §7.5.1; analysis.md §3).
+//! Accuracy of an analysis against ground truth (\[P5\] §7.5.1; analysis.md §3).
 //!
 //! Patterns are compared by signature.
 //!

@@ -114,7 +114,7 @@ pub struct NodeSpec {
     /// Delay before the node returns.
     pub ret_delay: Option<DelaySpec>,
     /// Extra delay before each of the node's calls but the first (a `tree`'s serial calls):
-    /// [P5] §7.2's "200 msec. delay inserted at node WS2, between the serial calls".
+    /// \[P5\] §7.2's "200 msec. delay inserted at node WS2, between the serial calls".
     pub gap: Option<String>,
 }
 
@@ -194,7 +194,7 @@ pub struct ConfigSpec {
 /// Which ends of a message are written.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Record {
-    /// `*_SENT` lines, stamped by the sender's clock (a sniffer at the sender; [P5]).
+    /// `*_SENT` lines, stamped by the sender's clock (a sniffer at the sender; \[P5\]).
     #[default]
     Send,
     /// `*_RCVD` lines, stamped by the receiver's clock.

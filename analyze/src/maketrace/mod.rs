@@ -1,4 +1,4 @@
-//! `p5 analyze maketrace`: the tracelet-based trace generator with ground truth ([P5]
+//! `p5 analyze maketrace`: the tracelet-based trace generator with ground truth (\[P5\]
 //! §7.1.1, §7.5.5, §7.5.6; analysis.md §3).
 //!
 //! A configuration ([`config`]) lists tracelets — message templates with Gaussian delays —
@@ -8,7 +8,7 @@
 //! 1. stamps each message's written ends (`record`: send, receive or both) with the stamping
 //!    node's clock: true time + its `--skew`, truncated to the written precision;
 //! 2. passes the written lines, in true time order, through a sniffer with a peak capture
-//!    rate and a finite queue (64 packets, [P5] §7.5.5) that drops what would overflow it;
+//!    rate and a finite queue (64 packets, \[P5\] §7.5.5) that drops what would overflow it;
 //! 3. writes the surviving lines in the text format ([`crate::text`]) with a unique call id
 //!    per call/return pair (and per free-form message);
 //! 4. writes the ground truth: an [`AnalysisResult`] (algorithm `truth`) whose instances name

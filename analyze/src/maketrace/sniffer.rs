@@ -1,4 +1,4 @@
-//! A packet sniffer with a peak capture rate and a finite queue ([P5] §7.5.5): each packet
+//! A packet sniffer with a peak capture rate and a finite queue (\[P5\] §7.5.5): each packet
 //! takes 1/rate to capture; a packet that arrives while `queue` packets are waiting or
 //! being captured is dropped. Losses therefore come in bursts, as a real sniffer's do.
 

@@ -1,4 +1,4 @@
-//! The Project 5 text trace format ([P5] §6.5; analysis.md §4(d)).
+//! The Project 5 text trace format (\[P5\] §6.5; analysis.md §4(d)).
 //!
 //! One event per line, five tab-separated fields:
 //!
@@ -31,7 +31,7 @@
 //! accepted line's, is skipped and counted in the [`ReadReport`] with its line number.
 //!
 //! **Round trip.** [`read`] returns a [`Layout`] — header, per-file fraction digits, line
-//! endings and (optionally) the original order of the lines — with which [`write`]
+//! endings and (optionally) the original order of the lines — with which [`write()`]
 //! reproduces any valid file byte for byte. A *valid* file here is one that [`read`] reports
 //! no problem for, with canonical timestamps (no leading zeros or `+`, no `-0`) and the same
 //! number of fraction digits on every line (else the most digits seen are written everywhere).
@@ -47,7 +47,7 @@ use crate::{Error, Result};
 use std::hash::Hasher;
 use std::path::Path;
 
-/// How a text file was laid out, so that [`write`] can reproduce it.
+/// How a text file was laid out, so that [`write()`] can reproduce it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Layout {
     /// The header line (without its line ending), if the file had one.
@@ -61,7 +61,7 @@ pub struct Layout {
     /// The last line ends with a line ending.
     pub final_newline: bool,
     /// The lines in file order: `message index << 1 | is_receive`. Empty unless asked for
-    /// with [`ReadOptions::keep_order`]; [`write`] uses it only when it fits the trace.
+    /// with [`ReadOptions::keep_order`]; [`write()`] uses it only when it fits the trace.
     pub order: Vec<u64>,
 }
 

@@ -154,7 +154,7 @@ pub fn write<W: Write>(trace: &Trace, layout: &Layout, mut w: W) -> io::Result<(
     w.flush()
 }
 
-/// Writes `trace` to the file `path` (see [`write`]).
+/// Writes `trace` to the file `path` (see [`write()`]).
 pub fn write_file(trace: &Trace, layout: &Layout, path: &Path) -> Result<()> {
     let f = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
     write(trace, layout, io::BufWriter::new(f)).map_err(|e| Error::io(path, e))
