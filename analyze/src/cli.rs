@@ -138,6 +138,9 @@ pub struct ConvertArgs {
     /// Minimum fraction digits of the written times.
     #[arg(long)]
     pub precision: Option<u8>,
+    /// Add clock skew to a node's stamps, e.g. WS2=+30ms (repeatable; "skewer", P5 §7.5.6).
+    #[arg(long, value_name = "NODE=±MS")]
+    pub skew: Vec<String>,
 }
 
 /// Runs `p5 analyze …`.
@@ -305,6 +308,22 @@ fn run_convert(a: &ConvertArgs, progress: &mut dyn FnMut(Progress)) -> Result<()
     }
     if a.aggregate_clients {
         t.trace = aggregate_clients(&t.trace, a.fixed_port_peers).trace;
+    }
+    if !a.skew.is_empty() {
+        let mut offsets = Vec::new();
+        for s in &a.skew {
+            let (node, ns) = parse_skew(s)?;
+            let id = t.trace.nodes.get(&node).ok_or_else(|| {
+                Error::Usage(format!(
+                    "--skew {node}: no such node in {}",
+                    a.trace.display()
+                ))
+            })?;
+            offsets.push((id, ns));
+        }
+        crate::skew::apply(&mut t.trace, &offsets);
+        // The lines' order changes with their times: write them in time order.
+        t.layout.order.clear();
     }
     if let Some(p) = a.precision {
         t.layout.precision = t.layout.precision.max(p.min(9));

@@ -19,6 +19,7 @@ pub mod output;
 pub mod pattern;
 pub mod report;
 pub mod score;
+pub mod skew;
 pub mod text;
 pub mod trace;
 

@@ -277,6 +277,54 @@ mod cli {
     }
 
     #[test]
+    fn convert_skews_a_node_and_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let (inp, fast, back) = (
+            dir.path().join("in.p5t"),
+            dir.path().join("f.p5t"),
+            dir.path().join("b.p5t"),
+        );
+        std::fs::write(&inp, "1.000\tCALL_SENT\ta\tb\t1\n1.010\tCALL_SENT\tb\tc\t2\n1.020\tRET_SENT\tc\tb\t2\n1.030\tRET_SENT\tb\ta\t1\n").unwrap();
+        p5(&[
+            "convert",
+            "--trace",
+            s(&inp),
+            "-o",
+            s(&fast),
+            "--skew",
+            "b=+15",
+        ])
+        .unwrap();
+        assert_eq!(
+            std::fs::read_to_string(&fast).unwrap(),
+            "1.000\tCALL_SENT\ta\tb\t1\n1.020\tRET_SENT\tc\tb\t2\n1.025\tCALL_SENT\tb\tc\t2\n1.045\tRET_SENT\tb\ta\t1\n"
+        );
+        p5(&[
+            "convert",
+            "--trace",
+            s(&fast),
+            "-o",
+            s(&back),
+            "--skew",
+            "b=-15",
+        ])
+        .unwrap();
+        assert_eq!(std::fs::read(&back).unwrap(), std::fs::read(&inp).unwrap());
+        assert!(
+            p5(&[
+                "convert",
+                "--trace",
+                s(&inp),
+                "-o",
+                s(&back),
+                "--skew",
+                "q=1"
+            ])
+            .is_err()
+        );
+    }
+
+    #[test]
     fn convert_aggregates_clients_and_coalesces() {
         let dir = tempfile::tempdir().unwrap();
         let (inp, out) = (dir.path().join("in.p5t"), dir.path().join("out.p5t"));
