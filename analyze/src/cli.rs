@@ -243,8 +243,11 @@ fn run_maketrace(a: &MaketraceArgs, progress: &mut dyn FnMut(Progress)) -> Resul
         capture_rate: a.capture_rate,
         queue: a.loss_queue,
     };
-    progress(Progress::Phase("generating", None));
-    let g = maketrace::generate(&cfg, &opts);
+    let clients = cfg.tracelets.iter().map(|t| u64::from(t.parallel)).sum();
+    progress(Progress::Phase("simulating clients", Some(clients)));
+    let g = maketrace::generate_with_progress(&cfg, &opts, &mut |done, _| {
+        progress(Progress::At(done));
+    });
     progress(Progress::Phase("writing", None));
     text::write_file(&g.trace, &g.layout, &a.output)?;
     if let Some(t) = &a.truth {

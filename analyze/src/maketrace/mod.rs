@@ -158,11 +158,14 @@ fn simulate(
     opts: &Options,
     rng: &mut ChaCha8Rng,
     nodes: &mut crate::Nodes,
+    progress: &mut dyn FnMut(u64, u64),
 ) -> (Vec<Gen>, Vec<Run>) {
     let duration = opts.duration.unwrap_or(cfg.duration);
     let end = cfg.start.saturating_add(duration);
     let (mut msgs, mut runs) = (Vec::new(), Vec::new());
     let mut next_id: CallId = 0;
+    let clients: u64 = cfg.tracelets.iter().map(|t| u64::from(t.parallel)).sum();
+    let mut done = 0;
     for (ti, t) in cfg.tracelets.iter().enumerate() {
         let total_w: f64 = t.variants.iter().map(|v| v.weight).sum();
         let ids: Vec<Vec<(NodeId, NodeId)>> = t
@@ -219,6 +222,8 @@ fn simulate(
                 // delay has a positive mean; this bounds the unlucky all-zero draws).
                 at = (arrival + think(rng)).max(at + 1);
             }
+            done += 1;
+            progress(done, clients);
         }
     }
     (msgs, runs)
@@ -226,9 +231,18 @@ fn simulate(
 
 /// Generates a trace and its ground truth from `cfg`.
 pub fn generate(cfg: &Config, opts: &Options) -> Generated {
+    generate_with_progress(cfg, opts, &mut |_, _| {})
+}
+
+/// [`generate`], reporting (clients simulated, clients) as it goes.
+pub fn generate_with_progress(
+    cfg: &Config,
+    opts: &Options,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Generated {
     let mut rng = ChaCha8Rng::seed_from_u64(opts.seed);
     let mut trace = Trace::default();
-    let (msgs, runs) = simulate(cfg, opts, &mut rng, &mut trace.nodes);
+    let (msgs, runs) = simulate(cfg, opts, &mut rng, &mut trace.nodes, progress);
     let record = opts.record.unwrap_or(cfg.record);
     let skew: HashMap<NodeId, Time> = opts
         .skew

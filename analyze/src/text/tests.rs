@@ -129,6 +129,36 @@ fn numeric_ids_are_the_call_ids_until_a_name_appears() {
 }
 
 #[test]
+fn a_message_costs_at_most_64_bytes_with_numeric_ids() {
+    // The memory budget, for the two shapes: one line or two lines per message.
+    for both in [false, true] {
+        let mut f = String::new();
+        for i in 0..10_000u64 {
+            f.push_str(&format!(
+                "{i}.000001\tCALL_SENT\tclient{}\tserver\t{i}\n",
+                i % 7
+            ));
+            if both {
+                f.push_str(&format!(
+                    "{i}.000002\tCALL_RCVD\tclient{}\tserver\t{i}\n",
+                    i % 7
+                ));
+            }
+        }
+        let t = read(f.as_bytes(), "m", ReadOptions::default());
+        let m = &t.trace.messages;
+        assert_eq!(m.len(), 10_000);
+        let bytes = m.capacity() * std::mem::size_of::<Message>()
+            + t.trace.call_id_names.capacity() * std::mem::size_of::<String>();
+        assert!(
+            bytes / m.len() <= 64,
+            "{both}: {} bytes per message",
+            bytes / m.len()
+        );
+    }
+}
+
+#[test]
 fn ties_keep_their_line_order() {
     // The receive of message 1 shares a time with the send of message 2 but comes after it.
     let f = b"1\tCALL_SENT\ta\tb\tp\n5\tCALL_SENT\tb\tc\tq\n5\tCALL_RCVD\ta\tb\tp\n";
