@@ -8,8 +8,21 @@
 //!
 //! Layout: the algorithms are pure (no I/O, no clocks); readers and writers sit at the edge.
 
+pub mod cli;
+pub mod clients;
+pub mod error;
+pub mod fat;
+pub mod hash;
+pub mod maketrace;
+pub mod node;
+pub mod output;
+pub mod pattern;
 pub mod report;
+pub mod score;
+pub mod skew;
+pub mod text;
 pub mod trace;
 
+pub use error::{Error, Result};
 pub use report::{Problem, ReadReport};
 pub use trace::{CallId, Conn, ConnId, Kind, Message, NodeId, Nodes, Proto, Time, Trace};

@@ -2,5 +2,6 @@
 //! that `main.rs` stays a thin argument parser and tests can call the same code.
 
 pub mod agent;
+pub mod analyze;
 pub mod demo;
 pub mod record;

@@ -34,6 +34,9 @@ enum Cmd {
     /// Serve the trace viewer (Gantt, messages, scheduling, host load, statistics,
     /// click-back to source) for a merged database.
     Web(p5_web::WebArgs),
+    /// Causal paths from message traces: the ground-truth generator (maketrace), accuracy
+    /// scores (score) and text trace conversion (convert).
+    Analyze(p5_analyze::cli::AnalyzeArgs),
     /// Summarize a session store (sessions, processes, streams, events per sensor, offsets).
     Inspect {
         /// Store directory.
@@ -74,6 +77,7 @@ fn main() -> ExitCode {
         Cmd::Logserver(cli) => p5_logserver::cli::run(cli),
         Cmd::Merge(args) => p5_merge::run(&args),
         Cmd::Web(args) => p5_web::run(&args),
+        Cmd::Analyze(args) => p5_cli::analyze::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,216 @@
+//! Client aggregation (\[WAP5\] §2.5.1): many clients on ephemeral ports become one `CLIENT`,
+//! so that otherwise identical paths from different clients aggregate into one pattern.
+//!
+//! * An endpoint (IP address and port) is *fixed* when it talks to at least `min_peers`
+//!   distinct peer endpoints (WAP5 gives no number; analysis.md §1.3 sets 32), else
+//!   *ephemeral*.
+//! * A node that ever uses a fixed endpoint is a *server*, else a *client*.
+//! * Clients are renamed `CLIENT`. When nodes are endpoints (named `ip:port`), a node is
+//!   its IP address: a server's fixed endpoints keep their names and its ephemeral ones
+//!   become `ip:*`.
+//!
+//! A message's endpoints come from its connection ([`crate::trace::Conn`]'s endpoints, by
+//! direction) or else from its node names when they parse as socket addresses. Nodes with
+//! no known endpoint keep their names.
+
+use crate::trace::{Conn, NO_CONN, NodeId, Nodes, Trace};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::net::{IpAddr, SocketAddr};
+
+/// The name aggregated clients get.
+pub const CLIENT: &str = "CLIENT";
+
+/// The default number of distinct peers that makes an endpoint fixed (ours).
+pub const FIXED_PORT_PEERS: usize = 32;
+
+/// The result of [`aggregate_clients`].
+#[derive(Debug, Clone, Default)]
+pub struct Aggregated {
+    /// The trace with renamed nodes.
+    pub trace: Trace,
+    /// The fixed endpoints.
+    pub fixed: BTreeSet<SocketAddr>,
+    /// Nodes of the input that became `CLIENT`.
+    pub clients: usize,
+}
+
+/// The endpoints (sender's, receiver's) of message `m`, if known.
+fn endpoints(trace: &Trace, src: NodeId, conn: u32) -> Option<(SocketAddr, SocketAddr)> {
+    if conn != NO_CONN {
+        let c: &Conn = trace.conns.get(conn as usize)?;
+        let (i, a) = (c.initiator_ep?, c.acceptor_ep?);
+        return Some(if src == c.initiator { (i, a) } else { (a, i) });
+    }
+    None
+}
+
+fn parse_ep(nodes: &Nodes, id: NodeId) -> Option<SocketAddr> {
+    nodes.name(id).parse().ok()
+}
+
+/// Renames client nodes to `CLIENT` (see the module documentation).
+pub fn aggregate_clients(trace: &Trace, min_peers: usize) -> Aggregated {
+    let n = trace.nodes.len();
+    // Every endpoint each node used, and every endpoint's peers.
+    let mut used: Vec<HashSet<SocketAddr>> = vec![HashSet::new(); n];
+    let mut peers: HashMap<SocketAddr, HashSet<SocketAddr>> = HashMap::new();
+    let mut note = |a: (NodeId, SocketAddr), b: (NodeId, SocketAddr)| {
+        if let Some(u) = used.get_mut(a.0 as usize) {
+            u.insert(a.1);
+        }
+        if let Some(u) = used.get_mut(b.0 as usize) {
+            u.insert(b.1);
+        }
+        peers.entry(a.1).or_default().insert(b.1);
+        peers.entry(b.1).or_default().insert(a.1);
+    };
+    for c in &trace.conns {
+        if let (Some(i), Some(a)) = (c.initiator_ep, c.acceptor_ep) {
+            note((c.initiator, i), (c.acceptor, a));
+        }
+    }
+    for m in &trace.messages {
+        let eps = endpoints(trace, m.src, m.conn).or_else(|| {
+            Some((
+                parse_ep(&trace.nodes, m.src)?,
+                parse_ep(&trace.nodes, m.dst)?,
+            ))
+        });
+        if let Some((s, d)) = eps {
+            note((m.src, s), (m.dst, d));
+        }
+    }
+    let fixed: BTreeSet<SocketAddr> = peers
+        .iter()
+        .filter(|(_, p)| p.len() >= min_peers)
+        .map(|(e, _)| *e)
+        .collect();
+    // Endpoint-named nodes are grouped by IP address.
+    let server_ips: HashSet<IpAddr> = fixed.iter().map(SocketAddr::ip).collect();
+    let mut out = Aggregated {
+        fixed,
+        ..Aggregated::default()
+    };
+    let mut map: Vec<NodeId> = Vec::with_capacity(n);
+    for (id, name) in trace.nodes.names().enumerate() {
+        let new_name = match name.parse::<SocketAddr>() {
+            Ok(ep) if !server_ips.contains(&ep.ip()) => CLIENT.to_owned(),
+            Ok(ep) if out.fixed.contains(&ep) => name.to_owned(),
+            Ok(ep) => format!("{}:*", fmt_ip(ep.ip())),
+            Err(_) if used[id].is_empty() => name.to_owned(),
+            Err(_) if used[id].iter().any(|e| out.fixed.contains(e)) => name.to_owned(),
+            Err(_) => CLIENT.to_owned(),
+        };
+        out.clients += usize::from(new_name == CLIENT);
+        map.push(out.trace.nodes.intern(&new_name));
+    }
+    let remap = |id: NodeId| map.get(id as usize).copied().unwrap_or(id);
+    out.trace.messages = trace
+        .messages
+        .iter()
+        .map(|m| {
+            let mut m = *m;
+            m.src = remap(m.src);
+            m.dst = remap(m.dst);
+            m
+        })
+        .collect();
+    out.trace.conns = trace
+        .conns
+        .iter()
+        .map(|c| Conn {
+            initiator: remap(c.initiator),
+            acceptor: remap(c.acceptor),
+            ..c.clone()
+        })
+        .collect();
+    out.trace.call_id_names = trace.call_id_names.clone();
+    out
+}
+
+fn fmt_ip(ip: IpAddr) -> String {
+    match ip {
+        IpAddr::V4(v4) => v4.to_string(),
+        IpAddr::V6(v6) => format!("[{v6}]"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{Kind, Message, Proto};
+
+    fn msg(t: &mut Trace, a: &str, b: &str, at: i64) {
+        let (s, d) = (t.nodes.intern(a), t.nodes.intern(b));
+        let mut m = Message::new(s, d);
+        m.t_send = at;
+        m.kind = Kind::Call;
+        t.messages.push(m);
+    }
+
+    #[test]
+    fn a_thousand_ephemeral_clients_become_one() {
+        let mut t = Trace::default();
+        for i in 0..1000 {
+            let client = format!("10.1.{}.{}:{}", i / 250, i % 250 + 1, 40000 + i);
+            msg(&mut t, &client, "10.0.0.1:80", i);
+            msg(&mut t, "10.0.0.1:80", &client, i + 1);
+        }
+        // The server calls a database from an ephemeral port.
+        msg(&mut t, "10.0.0.1:51000", "10.0.0.2:5432", 5000);
+        let a = aggregate_clients(&t, FIXED_PORT_PEERS);
+        assert_eq!(
+            a.fixed.iter().map(|e| e.to_string()).collect::<Vec<_>>(),
+            ["10.0.0.1:80"]
+        );
+        assert_eq!(a.clients, 1001, "the database talks to one peer only");
+        let names: Vec<&str> = a.trace.nodes.names().collect();
+        assert_eq!(names, ["CLIENT", "10.0.0.1:80", "10.0.0.1:*"]);
+        assert_eq!(a.trace.messages.len(), 2001);
+    }
+
+    #[test]
+    fn nodes_with_connections_are_servers_if_they_use_a_fixed_port() {
+        let mut t = Trace::default();
+        let web = t.nodes.intern("web@h1");
+        let db = t.nodes.intern("db@h2");
+        let other = t.nodes.intern("cron@h3");
+        for i in 0..40u16 {
+            let c = t.nodes.intern(&format!("curl{i}@c"));
+            t.conns.push(Conn {
+                proto: Proto::Tcp,
+                initiator: c,
+                acceptor: web,
+                initiator_ep: format!("10.9.0.{}:{}", i + 1, 30000 + i).parse().ok(),
+                acceptor_ep: "10.0.0.1:80".parse().ok(),
+                conn_ref: u64::from(i),
+            });
+            let mut m = Message::new(c, web);
+            m.conn = u32::from(i);
+            t.messages.push(m);
+        }
+        t.conns.push(Conn {
+            proto: Proto::Tcp,
+            initiator: web,
+            acceptor: db,
+            initiator_ep: "10.0.0.1:50000".parse().ok(),
+            acceptor_ep: "10.0.0.2:5432".parse().ok(),
+            conn_ref: 99,
+        });
+        let a = aggregate_clients(&t, 32);
+        let name = |id: NodeId| {
+            a.trace
+                .nodes
+                .name(a.trace.messages[id as usize].src)
+                .to_owned()
+        };
+        assert_eq!(name(0), CLIENT);
+        assert_eq!(a.trace.nodes.name(a.trace.messages[0].dst), "web@h1");
+        assert!(
+            a.trace.nodes.get("db@h2").is_none(),
+            "db talks to one peer: a client"
+        );
+        assert!(a.trace.nodes.get("cron@h3").is_some(), "no endpoints: kept");
+        let _ = other;
+    }
+}

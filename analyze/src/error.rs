@@ -1,0 +1,56 @@
+//! The library's error type. Bad *records* inside an input are not errors — readers skip
+//! them and count them in a [`crate::ReadReport`]; an [`Error`] is what stops a command: a
+//! file that cannot be opened, a configuration that does not parse, a result file that is
+//! not JSON.
+
+use std::path::PathBuf;
+
+/// What stopped an analysis command.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading or writing a file failed.
+    #[error("{}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: std::io::Error,
+    },
+    /// Writing to standard output or another stream failed.
+    #[error("writing output: {0}")]
+    Write(#[from] std::io::Error),
+    /// A JSON file (a result, a ground truth) did not parse.
+    #[error("{}: not a p5 analyze result: {source}", path.display())]
+    Json {
+        /// The file.
+        path: PathBuf,
+        /// The cause.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// A generator configuration is not valid.
+    #[error("{}: {message}", path.display())]
+    Config {
+        /// The configuration file (empty for an inline configuration).
+        path: PathBuf,
+        /// What is wrong.
+        message: String,
+    },
+    /// A command-line value is not valid.
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl Error {
+    /// An I/O error on `path`.
+    pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        Error::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}
+
+/// The library's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;

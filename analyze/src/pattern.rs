@@ -1,0 +1,583 @@
+//! The pattern output every analysis shares (analysis.md §6; issue 15 item 6).
+//!
+//! An analysis finds *instances* (one causal path each: which messages, when, how probable)
+//! and aggregates them by their *signature* into [`Pattern`]s with latency statistics per
+//! node. The signature is the root caller, `>`, then the callee's call tree with children in
+//! call order: `CLIENT>WS1(AUTH(DB),AP2(DB,DB))`. A root that calls several callees in turn
+//! lists them with commas: `A>B,C(D)` (ours). A node name containing `\ ( ) , >` escapes it
+//! with a backslash.
+//!
+//! A pattern's call tree is a preorder list of [`PatternNode`]s: node 0 is the root caller,
+//! and every other node is one call (a callee visit) with its parent's index. Per node:
+//! `latency` = return time − call time (including callees) and `call_delay` = call time −
+//! the parent's call time (\[P5\] §5.1.1.4); both on the trace's times.
+//!
+//! [`Collector`] builds an [`AnalysisResult`] from instances; `output` writes it as a table,
+//! JSON or DOT, and [`read_json`] reads the JSON back (`score` reads results).
+
+use crate::trace::{NO_TIME, Time};
+use crate::{Error, Result};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::Path;
+
+pub use crate::output::{Format, write, write_dot, write_json, write_table};
+
+/// Distribution of a duration over a pattern's instances, in nanoseconds.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Stats {
+    /// Samples.
+    pub n: u64,
+    /// Mean.
+    pub mean_ns: f64,
+    /// Median.
+    pub p50_ns: i64,
+    /// 90th percentile.
+    pub p90_ns: i64,
+    /// Smallest.
+    pub min_ns: i64,
+    /// Largest.
+    pub max_ns: i64,
+}
+
+impl Stats {
+    /// Statistics of `samples` (sorted in place); `None` when there are none.
+    pub fn of(samples: &mut [i64]) -> Option<Stats> {
+        if samples.is_empty() {
+            return None;
+        }
+        samples.sort_unstable();
+        let n = samples.len();
+        let sum: i128 = samples.iter().map(|&s| i128::from(s)).sum();
+        Some(Stats {
+            n: n as u64,
+            mean_ns: sum as f64 / n as f64,
+            p50_ns: samples[(n - 1) / 2],
+            p90_ns: samples[(n - 1) * 9 / 10],
+            min_ns: samples[0],
+            max_ns: samples[n - 1],
+        })
+    }
+}
+
+/// Whether a pattern node's timings were observed or inferred for a node without a trace.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum NodeKind {
+    /// A traced node.
+    #[default]
+    Node,
+    /// A node seen only through its peers' messages (WAP5 §5.1).
+    Untraced,
+}
+
+/// One node of a pattern's call tree.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PatternNode {
+    /// Parent's index in [`Pattern::nodes`] (`None` for the root caller, node 0).
+    pub parent: Option<u32>,
+    /// Position among its parent's children (call order), from 0.
+    pub ord: u32,
+    /// Node name.
+    pub node: String,
+    /// Traced or not.
+    pub kind: NodeKind,
+    /// Call time − parent's call time.
+    pub call_delay: Option<Stats>,
+    /// Return time − call time, including callees.
+    pub latency: Option<Stats>,
+    /// Receive − send of the call message, where both are known.
+    pub net_delay: Option<Stats>,
+}
+
+/// A causal path pattern: the instances with one signature.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Pattern {
+    /// The signature, e.g. `CLIENT>WS1(AUTH(DB),AP2(DB,DB))`.
+    pub signature: String,
+    /// The root caller.
+    pub root_node: String,
+    /// Instances.
+    pub count: u64,
+    /// Σ probability of the instances (= count when every instance is certain).
+    pub expectation: f64,
+    /// The most probable instance's probability.
+    pub max_prob: f64,
+    /// End-to-end latency: last return − first call.
+    pub latency: Option<Stats>,
+    /// The call tree in preorder; node 0 is the root caller.
+    pub nodes: Vec<PatternNode>,
+}
+
+/// One causal path instance.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Instance {
+    /// Index of its pattern in [`AnalysisResult::patterns`].
+    pub pattern: u32,
+    /// Probability (1 for algorithms that are certain).
+    pub prob: f64,
+    /// First call time.
+    pub t_start: Time,
+    /// Last return (or call) time.
+    pub t_end: Time,
+    /// `msg_ref`s of its messages, in path order.
+    pub messages: Vec<u64>,
+}
+
+/// What an analysis found.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct AnalysisResult {
+    /// `nesting`, `convolution`, `linking`, `truth`, …
+    pub algorithm: String,
+    /// The parameters it ran with.
+    pub params: serde_json::Value,
+    /// Patterns, most frequent first.
+    pub patterns: Vec<Pattern>,
+    /// Instances.
+    pub instances: Vec<Instance>,
+}
+
+/// Reads a result (or a ground truth, which is a result with more fields) from JSON.
+pub fn read_json(path: &Path) -> Result<AnalysisResult> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    serde_json::from_slice(&bytes).map_err(|source| Error::Json {
+        path: path.into(),
+        source,
+    })
+}
+
+/// A call tree: a node and its callees in call order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CallTree {
+    /// Node name.
+    pub name: String,
+    /// Callees, in call order.
+    pub children: Vec<CallTree>,
+}
+
+fn escape(name: &str, out: &mut String) {
+    for c in name.chars() {
+        if matches!(c, '\\' | '(' | ')' | ',' | '>') {
+            out.push('\\');
+        }
+        out.push(c);
+    }
+}
+
+fn write_tree(t: &CallTree, out: &mut String) {
+    escape(&t.name, out);
+    if !t.children.is_empty() {
+        out.push('(');
+        for (i, c) in t.children.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            write_tree(c, out);
+        }
+        out.push(')');
+    }
+}
+
+/// The signature of a path: `root>callee(…)` (several top-level callees separated by `,`).
+pub fn signature(root: &str, callees: &[CallTree]) -> String {
+    let mut s = String::new();
+    escape(root, &mut s);
+    s.push('>');
+    for (i, c) in callees.iter().enumerate() {
+        if i > 0 {
+            s.push(',');
+        }
+        write_tree(c, &mut s);
+    }
+    s
+}
+
+/// The signature of a preorder node list (node 0 the root caller).
+pub fn signature_of_nodes(nodes: &[PatternNode]) -> String {
+    let Some(root) = nodes.first() else {
+        return String::new();
+    };
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    for (i, n) in nodes.iter().enumerate().skip(1) {
+        if let Some(p) = n.parent.map(|p| p as usize).filter(|&p| p < i) {
+            children[p].push(i);
+        }
+    }
+    fn build(i: usize, nodes: &[PatternNode], children: &[Vec<usize>]) -> CallTree {
+        CallTree {
+            name: nodes[i].node.clone(),
+            children: children[i]
+                .iter()
+                .map(|&c| build(c, nodes, children))
+                .collect(),
+        }
+    }
+    let callees: Vec<CallTree> = children[0]
+        .iter()
+        .map(|&c| build(c, nodes, &children))
+        .collect();
+    signature(&root.node, &callees)
+}
+
+/// Parses a signature into its root caller and callee trees.
+pub fn parse_signature(sig: &str) -> Result<(String, Vec<CallTree>), String> {
+    let chars: Vec<char> = sig.chars().collect();
+    let mut pos = 0;
+    let root = name(&chars, &mut pos);
+    if chars.get(pos) != Some(&'>') {
+        return Err(format!("signature {sig:?}: no '>' after the root caller"));
+    }
+    pos += 1;
+    let mut callees = vec![tree(&chars, &mut pos, 0)?];
+    while chars.get(pos) == Some(&',') {
+        pos += 1;
+        callees.push(tree(&chars, &mut pos, 0)?);
+    }
+    if pos != chars.len() {
+        return Err(format!("signature {sig:?}: unexpected {:?}", chars[pos]));
+    }
+    Ok((root, callees))
+}
+
+fn name(chars: &[char], pos: &mut usize) -> String {
+    let mut s = String::new();
+    while let Some(&c) = chars.get(*pos) {
+        match c {
+            '\\' if *pos + 1 < chars.len() => {
+                s.push(chars[*pos + 1]);
+                *pos += 2;
+            }
+            '(' | ')' | ',' | '>' => break,
+            _ => {
+                s.push(c);
+                *pos += 1;
+            }
+        }
+    }
+    s
+}
+
+fn tree(chars: &[char], pos: &mut usize, depth: usize) -> Result<CallTree, String> {
+    if depth > 256 {
+        return Err("signature nests too deeply".into());
+    }
+    let n = name(chars, pos);
+    if n.is_empty() {
+        return Err(format!("empty node name at {}", *pos));
+    }
+    let mut t = CallTree {
+        name: n,
+        children: Vec::new(),
+    };
+    if chars.get(*pos) == Some(&'(') {
+        *pos += 1;
+        loop {
+            t.children.push(tree(chars, pos, depth + 1)?);
+            match chars.get(*pos) {
+                Some(',') => *pos += 1,
+                Some(')') => {
+                    *pos += 1;
+                    break;
+                }
+                _ => return Err(format!("unclosed '(' at {}", *pos)),
+            }
+        }
+    }
+    Ok(t)
+}
+
+/// One call of an instance, for [`Collector::add`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Visit<'a> {
+    /// The caller: 0 is the root caller, `k` is the `k-1`-th visit of the same list.
+    pub parent: u32,
+    /// The callee's name.
+    pub node: &'a str,
+    /// When the call was made ([`NO_TIME`] if unknown).
+    pub t_call: Time,
+    /// When the return came back ([`NO_TIME`] if unknown or none).
+    pub t_ret: Time,
+    /// When the call arrived ([`NO_TIME`] if unknown).
+    pub t_call_recv: Time,
+}
+
+/// Per-pattern accumulator of [`Collector`].
+#[derive(Debug, Default)]
+struct Acc {
+    pattern: Pattern,
+    total: Vec<i64>,
+    call_delay: Vec<Vec<i64>>,
+    latency: Vec<Vec<i64>>,
+    net: Vec<Vec<i64>>,
+}
+
+/// Aggregates instances into patterns by signature.
+#[derive(Debug, Default)]
+pub struct Collector {
+    by_sig: HashMap<String, u32>,
+    acc: Vec<Acc>,
+    instances: Vec<Instance>,
+}
+
+impl Collector {
+    /// Adds one instance: the root caller, its visits (each with a parent earlier in the list;
+    /// children are ordered by their position in the list), its probability and messages.
+    /// Returns, for each visit, its node's index in the pattern's call tree.
+    pub fn add(
+        &mut self,
+        root: &str,
+        visits: &[Visit<'_>],
+        prob: f64,
+        messages: Vec<u64>,
+    ) -> Vec<u32> {
+        let mut nodes = Vec::with_capacity(visits.len() + 1);
+        nodes.push(PatternNode {
+            node: root.to_owned(),
+            ..PatternNode::default()
+        });
+        let mut kids = vec![0u32; visits.len() + 1];
+        for (i, v) in visits.iter().enumerate() {
+            let parent = (v.parent as usize).min(i);
+            nodes.push(PatternNode {
+                parent: Some(parent as u32),
+                ord: kids[parent],
+                node: v.node.to_owned(),
+                ..PatternNode::default()
+            });
+            kids[parent] += 1;
+        }
+        let (nodes, order) = preorder(nodes);
+        let sig = signature_of_nodes(&nodes);
+        let next = self.acc.len() as u32;
+        let idx = *self.by_sig.entry(sig.clone()).or_insert(next);
+        if idx == next {
+            let n = nodes.len();
+            self.acc.push(Acc {
+                pattern: Pattern {
+                    signature: sig,
+                    root_node: root.to_owned(),
+                    nodes,
+                    ..Pattern::default()
+                },
+                call_delay: vec![Vec::new(); n],
+                latency: vec![Vec::new(); n],
+                net: vec![Vec::new(); n],
+                ..Acc::default()
+            });
+        }
+        let acc = &mut self.acc[idx as usize];
+        acc.pattern.count += 1;
+        acc.pattern.expectation += prob;
+        acc.pattern.max_prob = acc.pattern.max_prob.max(prob);
+        let (mut start, mut end) = (Time::MAX, Time::MIN);
+        for (new, &old) in order.iter().enumerate().skip(1) {
+            let v = &visits[old - 1];
+            let known = |t: Time| (t != NO_TIME).then_some(t);
+            if let Some(tc) = known(v.t_call) {
+                start = start.min(tc);
+                end = end.max(tc);
+                let parent = v.parent as usize;
+                if let Some(pc) = parent
+                    .checked_sub(1)
+                    .and_then(|p| visits.get(p))
+                    .and_then(|p| known(p.t_call))
+                {
+                    acc.call_delay[new].push(tc - pc);
+                }
+                if let Some(tr) = known(v.t_ret) {
+                    acc.latency[new].push(tr - tc);
+                    end = end.max(tr);
+                }
+                if let Some(rc) = known(v.t_call_recv) {
+                    acc.net[new].push(rc - tc);
+                }
+            }
+        }
+        if start <= end {
+            acc.total.push(end - start);
+        } else {
+            (start, end) = (NO_TIME, NO_TIME);
+        }
+        self.instances.push(Instance {
+            pattern: idx,
+            prob,
+            t_start: start,
+            t_end: end,
+            messages,
+        });
+        let mut node_of = vec![0u32; visits.len()];
+        for (new, &old) in order.iter().enumerate().skip(1) {
+            node_of[old - 1] = new as u32;
+        }
+        node_of
+    }
+
+    /// The result: patterns sorted by count (then signature), instances renumbered.
+    pub fn finish(self, algorithm: &str, params: serde_json::Value) -> AnalysisResult {
+        let mut pats: Vec<(u32, Pattern)> = Vec::with_capacity(self.acc.len());
+        for (i, mut a) in self.acc.into_iter().enumerate() {
+            a.pattern.latency = Stats::of(&mut a.total);
+            for (j, n) in a.pattern.nodes.iter_mut().enumerate() {
+                n.call_delay = Stats::of(&mut a.call_delay[j]);
+                n.latency = Stats::of(&mut a.latency[j]);
+                n.net_delay = Stats::of(&mut a.net[j]);
+            }
+            pats.push((i as u32, a.pattern));
+        }
+        pats.sort_by(|a, b| {
+            b.1.count
+                .cmp(&a.1.count)
+                .then_with(|| a.1.signature.cmp(&b.1.signature))
+        });
+        let mut rank = vec![0u32; pats.len()];
+        for (r, (old, _)) in pats.iter().enumerate() {
+            rank[*old as usize] = r as u32;
+        }
+        let mut instances = self.instances;
+        for inst in &mut instances {
+            inst.pattern = rank[inst.pattern as usize];
+        }
+        AnalysisResult {
+            algorithm: algorithm.to_owned(),
+            params,
+            patterns: pats.into_iter().map(|p| p.1).collect(),
+            instances,
+        }
+    }
+}
+
+/// Puts nodes (parents before children, siblings by `ord`) into depth-first preorder;
+/// returns them and, for each new index, the old one.
+fn preorder(nodes: Vec<PatternNode>) -> (Vec<PatternNode>, Vec<usize>) {
+    let mut children: Vec<Vec<usize>> = vec![Vec::new(); nodes.len()];
+    for (i, n) in nodes.iter().enumerate().skip(1) {
+        children[n.parent.unwrap_or(0) as usize].push(i);
+    }
+    let mut order = Vec::with_capacity(nodes.len());
+    let mut stack = vec![0usize];
+    while let Some(i) = stack.pop() {
+        order.push(i);
+        stack.extend(children[i].iter().rev());
+    }
+    let mut new_index = vec![0u32; nodes.len()];
+    for (new, &old) in order.iter().enumerate() {
+        new_index[old] = new as u32;
+    }
+    let out = order
+        .iter()
+        .map(|&old| {
+            let mut n = nodes[old].clone();
+            n.parent = n.parent.map(|p| new_index[p as usize]);
+            n
+        })
+        .collect();
+    (out, order)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn v(parent: u32, node: &str, t_call: Time, t_ret: Time) -> Visit<'_> {
+        Visit {
+            parent,
+            node,
+            t_call,
+            t_ret,
+            t_call_recv: NO_TIME,
+        }
+    }
+
+    #[test]
+    fn signatures_print_and_parse() {
+        let sig = "CLIENT>WS1(AUTH(DB),AP2(DB,DB))";
+        let (root, callees) = parse_signature(sig).unwrap();
+        assert_eq!(root, "CLIENT");
+        assert_eq!(callees[0].children.len(), 2);
+        assert_eq!(signature(&root, &callees), sig);
+        let odd = signature(
+            "a>b",
+            &[CallTree {
+                name: "f(x),y".into(),
+                children: vec![],
+            }],
+        );
+        assert_eq!(odd, r"a\>b>f\(x\)\,y");
+        let (r, c) = parse_signature(&odd).unwrap();
+        assert_eq!((r.as_str(), c[0].name.as_str()), ("a>b", "f(x),y"));
+        assert!(parse_signature("A").is_err());
+        assert!(parse_signature("A>B(C").is_err());
+        assert!(parse_signature("A>B)").is_err());
+        assert_eq!(parse_signature("A>B,C(D)").unwrap().1.len(), 2);
+    }
+
+    #[test]
+    fn collector_aggregates_by_signature_with_node_stats() {
+        let mut c = Collector::default();
+        // CLIENT calls WS1 at 0, WS1 calls AUTH at 10 (back at 20) and DB at 30 (back at 40).
+        for k in 0..3 {
+            let b = k * 1000;
+            let visits = [
+                v(0, "WS1", b, b + 50),
+                v(1, "AUTH", b + 10, b + 20),
+                v(1, "DB", b + 30 + k, b + 40),
+            ];
+            c.add("CLIENT", &visits, 1.0, vec![k as u64]);
+        }
+        c.add("CLIENT", &[v(0, "WS1", 5000, 5001)], 0.5, vec![9]);
+        let r = c.finish("test", serde_json::Value::Null);
+        assert_eq!(r.patterns[0].signature, "CLIENT>WS1(AUTH,DB)");
+        assert_eq!(r.patterns[0].count, 3);
+        assert_eq!(r.patterns[1].signature, "CLIENT>WS1");
+        assert_eq!(r.patterns[1].max_prob, 0.5);
+        let db = &r.patterns[0].nodes[3];
+        assert_eq!((db.node.as_str(), db.parent, db.ord), ("DB", Some(1), 1));
+        let d = db.call_delay.as_ref().unwrap();
+        assert_eq!((d.n, d.min_ns, d.max_ns, d.mean_ns), (3, 30, 32, 31.0));
+        assert_eq!(r.patterns[0].latency.as_ref().unwrap().p50_ns, 50);
+        assert_eq!(r.instances[3].pattern, 1);
+        assert_eq!((r.instances[1].t_start, r.instances[1].t_end), (1000, 1050));
+    }
+
+    #[test]
+    fn visits_out_of_preorder_get_the_same_signature() {
+        let mut c = Collector::default();
+        // A>B(C(D),E) listed as B, C, E, D.
+        let visits = [
+            v(0, "B", 0, 100),
+            v(1, "C", 1, 10),
+            v(1, "E", 20, 30),
+            v(2, "D", 2, 3),
+        ];
+        c.add("A", &visits, 1.0, vec![]);
+        let r = c.finish("t", serde_json::Value::Null);
+        assert_eq!(r.patterns[0].signature, "A>B(C(D),E)");
+        let names: Vec<&str> = r.patterns[0]
+            .nodes
+            .iter()
+            .map(|n| n.node.as_str())
+            .collect();
+        assert_eq!(names, ["A", "B", "C", "D", "E"]);
+        assert_eq!(
+            r.patterns[0].nodes[4].latency.as_ref().unwrap().mean_ns,
+            10.0
+        );
+    }
+
+    #[test]
+    fn json_round_trips_and_minimal_json_reads() {
+        let mut c = Collector::default();
+        c.add("A", &[v(0, "B", 0, 5)], 1.0, vec![1, 2]);
+        let r = c.finish("t", serde_json::json!({"x": 2}));
+        let s = serde_json::to_string(&r).unwrap();
+        assert_eq!(serde_json::from_str::<AnalysisResult>(&s).unwrap(), r);
+        let min: AnalysisResult =
+            serde_json::from_str(r#"{"patterns": [{"signature": "A>B", "count": 3}]}"#).unwrap();
+        assert_eq!(min.patterns[0].count, 3);
+    }
+}
