@@ -8,6 +8,7 @@
 //!
 //! Layout: the algorithms are pure (no I/O, no clocks); readers and writers sit at the edge.
 
+pub mod pcap;
 pub mod report;
 pub mod trace;
 
