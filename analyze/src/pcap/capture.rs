@@ -1,7 +1,7 @@
 //! One capture file, read as a stream of [`Segment`]s.
 //!
-//! pcap-parser's streaming reader holds a bounded buffer (1 MiB, grown up to 64 MiB for a
-//! block that does not fit), never the whole file. Both formats are read:
+//! pcap-parser's streaming reader holds a bounded buffer (256 KiB, grown for a block that
+//! does not fit up to 16 MiB; a longer claimed length is garbage), never the whole file. Both formats are read:
 //!
 //! - **pcap**: microsecond or nanosecond timestamps by the file's magic number; one link type.
 //! - **pcapng**: any number of sections and interfaces, each interface with its own link
@@ -24,8 +24,9 @@ use pcap_parser::traits::PcapReaderIterator;
 use pcap_parser::{PcapBlockOwned, PcapError as ParseError};
 use std::io::Read;
 
-const START_BUFFER: usize = 1 << 20;
-const MAX_BUFFER: usize = 64 << 20;
+const START_BUFFER: usize = 256 << 10;
+/// The largest block read (a claimed length beyond it is garbage: snap lengths are ≤ 256 KiB).
+const MAX_BLOCK: usize = 16 << 20;
 
 /// An interface of a pcapng section.
 #[derive(Debug, Clone, Copy)]
@@ -143,23 +144,45 @@ impl<'r> Capture<'r> {
                     let detail = format!("{} bytes left at the end", self.parser.data().len());
                     self.stop(report, "truncated packet", detail);
                 }
-                Step::Grow => {
-                    if self.buffer >= MAX_BUFFER || !self.parser.grow(self.buffer * 2) {
-                        let detail = format!("a block larger than {} MiB", MAX_BUFFER >> 20);
-                        self.stop(report, "unreadable capture", detail);
-                    } else {
-                        self.buffer *= 2;
-                    }
-                }
+                Step::Grow => self.grow(report),
                 Step::Bad(detail) => self.stop(report, "unreadable capture", detail),
             }
         }
         None
     }
 
+    /// Makes room for a block that does not fit the buffer, unless its length is garbage.
+    fn grow(&mut self, report: &mut ReadReport) {
+        // The block's length field: a pcap record's captured length, a pcapng block's total
+        // length. Either byte order: a true length is small in its own.
+        let at = if self.st.legacy.is_some() { 8 } else { 4 };
+        let claimed = self.parser.data().get(at..at + 4).map_or(0, |b| {
+            let b = [b[0], b[1], b[2], b[3]];
+            u32::from_le_bytes(b).min(u32::from_be_bytes(b)) as usize
+        });
+        let want = (claimed + 64).next_power_of_two().max(self.buffer * 2);
+        if claimed > MAX_BLOCK || !self.parser.grow(want) {
+            let detail = format!("a block of {claimed} bytes");
+            self.stop(report, "unreadable capture", detail);
+        } else {
+            self.buffer = want;
+        }
+    }
+
     fn stop(&mut self, report: &mut ReadReport, kind: &'static str, detail: String) {
         report.problem(&self.st.name, self.st.number + 1, kind, detail);
         self.done = true;
+    }
+}
+
+/// Timestamp units per second of an `if_tsresol` byte: 10^r, or 2^(r & 0x7f) when the top bit
+/// is set; 0 when it does not fit 64 bits. (pcap-parser 0.17's `ts_resolution` refuses every
+/// power-of-two resolution: it checks the byte against 63 before removing the top bit.)
+fn resolution(r: u8) -> u64 {
+    if r & 0x80 == 0 {
+        10u64.checked_pow(u32::from(r)).unwrap_or(0)
+    } else {
+        1u64.checked_shl(u32::from(r & 0x7f)).unwrap_or(0)
     }
 }
 
@@ -191,7 +214,7 @@ impl State {
             PcapBlockOwned::NG(Block::InterfaceDescription(idb)) => {
                 self.ifaces.push(Iface {
                     linktype: idb.linktype.0,
-                    resol: idb.ts_resolution().unwrap_or(0),
+                    resol: resolution(idb.if_tsresol),
                     offset_s: idb.if_tsoffset,
                 });
                 None

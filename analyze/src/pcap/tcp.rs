@@ -31,9 +31,10 @@
 //! (counted as a gap, the span not added).
 //!
 //! **Close and reuse.** RST, or FIN from both sides, closes a connection. The closed state is
-//! kept a while (trailing ACKs and retransmitted FINs attach to it); a new SYN with another
-//! initial sequence number on the same 4-tuple, or new data beyond the closed sequence space,
-//! starts a new connection.
+//! kept a while (trailing ACKs, retransmitted FINs and stray data attach to it and are
+//! dropped); only a new SYN with another initial sequence number on the same 4-tuple starts a
+//! new connection (port reuse). A SYN with another initial sequence number on a connection
+//! still open also starts a new one: its close was not captured.
 
 use super::packet::{FIN, RST, SYN, Segment};
 use crate::trace::{CallId, ConnId, Kind, Message, NO_CALL_ID, NodeId, Time};
@@ -239,7 +240,7 @@ impl TcpConn {
     }
 
     /// True if `seg` starts a new connection on this 4-tuple: a SYN with another initial
-    /// sequence number, or, once closed, a SYN or data beyond the closed sequence space.
+    /// sequence number (or, once closed, any SYN from a side whose SYN was not seen).
     pub fn is_reuse(&self, seg: &Segment) -> bool {
         let dir = self.dir(seg);
         let side = &self.sides[dir];
@@ -247,13 +248,7 @@ impl TcpConn {
         if is_syn && side.isn.is_some_and(|isn| isn != seg.seq) {
             return true;
         }
-        if !self.closed {
-            return false;
-        }
-        if is_syn {
-            return side.isn.is_none();
-        }
-        seg.len > 0 && (!side.started || side.abs(seg.seq) >= side.high)
+        self.closed && is_syn && side.isn.is_none()
     }
 
     /// Takes `seg` (of this connection); returns the message its payload belongs to, if any.
