@@ -452,7 +452,7 @@ fn syn_with_data_and_rst_mid_run() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(400))]
+    #![proptest_config(ProptestConfig::with_cases(256))]
 
     /// Random bytes after a valid header, and random mutations of a valid capture, never panic.
     #[test]

@@ -160,8 +160,10 @@ impl<'r> Capture<'r> {
             let b = [b[0], b[1], b[2], b[3]];
             u32::from_le_bytes(b).min(u32::from_be_bytes(b)) as usize
         });
-        let want = (claimed + 64).next_power_of_two().max(self.buffer * 2);
-        if claimed > MAX_BLOCK || !self.parser.grow(want) {
+        // Room for the claimed block; a buffer already that large means the claim was not
+        // what the parser wanted.
+        let want = (claimed + 64).next_power_of_two();
+        if claimed > MAX_BLOCK || want <= self.buffer || !self.parser.grow(want) {
             let detail = format!("a block of {claimed} bytes");
             self.stop(report, "unreadable capture", detail);
         } else {

@@ -120,7 +120,7 @@ impl Flows {
     /// Takes the next segment in time order; returns the message it belongs to, if any.
     pub fn segment(&mut self, seg: &Segment) -> Option<usize> {
         self.packets += 1;
-        if self.packets % SWEEP_EVERY == 0 {
+        if self.packets.is_multiple_of(SWEEP_EVERY) {
             self.sweep(seg.ts);
         }
         match seg.proto {

@@ -120,7 +120,18 @@ fn has_tcpdump() -> bool {
 fn start_tcpdump(file: &std::path::Path) -> Child {
     let filter = "tcp and (host 127.0.0.2 or host 127.0.0.3 or host 127.0.0.4)";
     let mut child = Command::new("tcpdump")
-        .args(["-i", "lo", "-n", "-U", "-s", "0", "-w"])
+        .args([
+            "-i",
+            "lo",
+            "-n",
+            "-U",
+            "--immediate-mode",
+            "-B",
+            "16384",
+            "-s",
+            "0",
+            "-w",
+        ])
         .arg(file)
         .arg(filter)
         .stdout(Stdio::null())
@@ -134,6 +145,7 @@ fn start_tcpdump(file: &std::path::Path) -> Child {
             if line.contains("listening on") {
                 let _ = tx.send(());
             }
+            println!("tcpdump: {line}");
         }
     });
     if rx.recv_timeout(Duration::from_secs(20)).is_err() {
@@ -167,6 +179,8 @@ fn run_system() {
     for i in 0..REQUESTS {
         request(&mut w, "/", format!("request {i}").as_bytes()).unwrap();
         read_http(&mut r).expect("a reply");
+        // A think time, so the sniffer keeps up (it drops packets of a tight loop).
+        thread::sleep(Duration::from_millis(2));
     }
     drop(w);
     drop(r);
@@ -221,6 +235,9 @@ fn tcpdump_capture_of_a_three_tier_http_system() {
     let dump = start_tcpdump(&file);
     run_system();
     stop_tcpdump(dump);
+    if let Some(keep) = std::env::var_os("P5_KEEP_PCAP") {
+        std::fs::copy(&file, keep).unwrap();
+    }
 
     let opts = PcapOptions {
         node: NodeNaming::Host,
