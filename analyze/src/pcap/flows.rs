@@ -266,3 +266,53 @@ impl Flows {
         trace
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pcap::packet::{ACK, FIN};
+
+    fn seg(ts: Time, src: &str, dst: &str, seq: u32, flags: u8, len: u32) -> Segment {
+        Segment {
+            ts,
+            file: 0,
+            number: 1,
+            proto: Proto::Tcp,
+            src: src.parse().unwrap(),
+            dst: dst.parse().unwrap(),
+            seq,
+            ack: 0,
+            flags,
+            len,
+            digest: 0,
+        }
+    }
+
+    #[test]
+    fn closed_connections_are_forgotten_and_open_ones_kept() {
+        let mut f = Flows::new(NodeNaming::Endpoint);
+        let server = "10.0.0.1:80";
+        let mut t = 0;
+        // 20,000 short connections, one second apart: SYN, request, reply, FIN, FIN.
+        for i in 0..20_000u32 {
+            let client = format!("10.0.{}.{}:{}", i / 250 % 250, i % 250, 1024 + i % 60_000);
+            for s in [
+                seg(t, &client, server, 0, SYN, 0),
+                seg(t, &client, server, 1, ACK, 10),
+                seg(t, server, &client, 0, ACK, 10),
+                seg(t, &client, server, 11, FIN | ACK, 0),
+                seg(t, server, &client, 10, FIN | ACK, 0),
+            ] {
+                f.segment(&s);
+            }
+            t += 1_000_000_000;
+        }
+        // The sweep at packet 65,536 (connection 13,107) kept the last 30 s (30 connections);
+        // 6,893 came after it.
+        assert_eq!(f.held(), 20_000 - 13_107 + 30);
+        let mut report = ReadReport::default();
+        let trace = f.finish(&mut report);
+        assert_eq!(trace.messages.len(), 40_000);
+        assert_eq!(trace.conns.len(), 20_000);
+    }
+}
