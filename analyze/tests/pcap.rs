@@ -451,6 +451,47 @@ fn syn_with_data_and_rst_mid_run() {
     assert_eq!(trace.conns.len(), 1, "data after a reset opens nothing");
 }
 
+#[test]
+fn pcapng_interfaces_each_with_its_link_type() {
+    // `tcpdump -i any` style: one interface per link type; packets alternate between them.
+    let c = one_rpc("10.0.0.1:40000", "10.0.0.2:80");
+    let mut w = Writer::pcapng(1, None, None);
+    w.interface(276);
+    for (i, (t, p)) in c.pkts.iter().enumerate() {
+        let (if_id, linktype) = if i % 2 == 0 { (0, 1) } else { (1, 276) };
+        w.packet_on(if_id, *t, &frame(linktype, p, false));
+    }
+    w.packet_on(5, T0, &frame(1, &c.pkts[0].1, false));
+    w.simple_packet(&frame(1, &c.pkts[0].1, false));
+    let (trace, report) = read(&w.buf);
+    assert_eq!(
+        summary(&trace).iter().map(|s| s.4).collect::<Vec<_>>(),
+        [300, 2000]
+    );
+    assert_eq!(report.records, c.pkts.len() as u64 + 2);
+    assert_eq!(report.count("unknown interface"), 1, "{report}");
+    assert_eq!(report.count("packet without timestamp"), 1);
+    assert_eq!(report.first[0].position, c.pkts.len() as u64 + 1);
+}
+
+#[test]
+fn fragments_and_other_protocols_are_counted() {
+    let (a, b) = ("10.0.0.1:1".parse().unwrap(), "10.0.0.2:2".parse().unwrap());
+    let mut frag = udp_ip(a, b, &[0; 40]);
+    frag[6] |= 0x20; // more fragments
+    let mut icmp = udp_ip(a, b, &[0; 8]);
+    icmp[9] = 1; // protocol ICMP
+    let mut w = Writer::pcap(101, false);
+    w.packet(T0, &frag);
+    w.packet(T0 + 1, &icmp);
+    w.packet(T0 + 2, &udp_ip(a, b, b"whole"));
+    let (trace, report) = read(&w.buf);
+    assert_eq!(report.count("ip fragments"), 1, "{report}");
+    assert_eq!(report.count("other ip protocols"), 1);
+    assert_eq!(trace.messages.len(), 1);
+    assert!(report.first.is_empty());
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(256))]
 

@@ -83,6 +83,39 @@ impl Writer {
         w
     }
 
+    /// pcapng: adds an interface of `linktype` with microsecond timestamps (the writer keeps
+    /// the first interface's resolution for every packet, so only use it with the default).
+    pub fn interface(&mut self, linktype: u16) {
+        let mut idb = Vec::new();
+        idb.extend(linktype.to_le_bytes());
+        idb.extend(0u16.to_le_bytes());
+        idb.extend(262_144u32.to_le_bytes());
+        self.block(1, &idb);
+    }
+
+    /// pcapng: a packet on interface `if_id` (µs timestamps).
+    pub fn packet_on(&mut self, if_id: u32, ts_ns: i64, frame: &[u8]) {
+        let units = (ts_ns / 1000) as u64;
+        let mut epb = Vec::new();
+        epb.extend(if_id.to_le_bytes());
+        epb.extend(((units >> 32) as u32).to_le_bytes());
+        epb.extend((units as u32).to_le_bytes());
+        epb.extend((frame.len() as u32).to_le_bytes());
+        epb.extend((frame.len() as u32).to_le_bytes());
+        epb.extend(frame);
+        epb.extend(std::iter::repeat_n(0u8, (4 - frame.len() % 4) % 4));
+        self.block(6, &epb);
+    }
+
+    /// pcapng: a simple packet block (no timestamp).
+    pub fn simple_packet(&mut self, frame: &[u8]) {
+        let mut spb = Vec::new();
+        spb.extend((frame.len() as u32).to_le_bytes());
+        spb.extend(frame);
+        spb.extend(std::iter::repeat_n(0u8, (4 - frame.len() % 4) % 4));
+        self.block(3, &spb);
+    }
+
     fn block(&mut self, ty: u32, body: &[u8]) {
         let pad = (4 - body.len() % 4) % 4;
         let len = (12 + body.len() + pad) as u32;
