@@ -144,6 +144,12 @@ fn keep_alive_three_rpcs_give_three_call_pairs_with_unique_ids() {
     let mut a = Conv::new("10.0.0.1:40000", "10.0.0.2:80", [7, 9], T0);
     a.handshake();
     a.rpcs(3, 200, 700);
+    // Idle: the client probes with the byte before its next sequence number, twice.
+    for _ in 0..2 {
+        let probe = a.seq[0] - 1;
+        a.raw(0, probe, ACK, b"x");
+        a.ack(1);
+    }
     a.close();
     let mut b = Conv::new("10.0.0.1:40001", "10.0.0.3:80", [7, 9], T0 + 5);
     b.handshake();
@@ -154,7 +160,9 @@ fn keep_alive_three_rpcs_give_three_call_pairs_with_unique_ids() {
     for (t, p) in all {
         w.packet(*t, &frame(1, p, false));
     }
-    let (trace, _) = read(&w.buf);
+    let (trace, report) = read(&w.buf);
+    assert_eq!(report.count("keep-alive probes"), 2, "{report}");
+    assert_eq!(report.count("retransmitted segments"), 0, "{report}");
     assert_eq!(trace.messages.len(), 12);
     let mut ids = std::collections::BTreeMap::new();
     for m in &trace.messages {

@@ -251,6 +251,7 @@ impl Flows {
             ("retransmitted segments", st.retransmitted),
             ("capture gaps", st.gaps),
             ("out-of-order segments", st.reordered),
+            ("keep-alive probes", st.probes),
         ] {
             if n > 0 {
                 report.note(kind, n);

@@ -23,7 +23,9 @@
 //!
 //! **Sequence numbers.** Each direction keeps the highest sequence number seen (as a 64-bit
 //! position, so wrap-around is harmless) and the holes below it. A segment entirely below the
-//! highest and in no hole is a retransmission: counted, its bytes not added again. A segment
+//! highest and in no hole is a retransmission: counted, its bytes not added again (one
+//! byte just below the highest is a keep-alive probe: counted apart, and it does not extend the
+//! run's receive time as a retransmission inside the open run does). A segment
 //! that fills a hole is out of order: counted, nothing added (the hole's bytes were counted when
 //! it opened). A segment beyond the highest opens a hole; holes still open when the run ends
 //! are capture gaps. A message's `bytes` is the sequence span its run advanced, so a capture
@@ -55,6 +57,8 @@ pub struct TcpStats {
     pub gaps: u64,
     /// Segments that filled a hole.
     pub reordered: u64,
+    /// Keep-alive probes (one old byte, just below the highest sequence number).
+    pub probes: u64,
 }
 
 /// Where messages go: the trace's message list and the trace-wide call-id counter.
@@ -96,6 +100,8 @@ enum Accept {
     New(u32),
     /// Already seen.
     Old,
+    /// A keep-alive probe: the one byte just below the highest sequence number.
+    Probe,
     /// Filled a hole.
     Filled,
 }
@@ -123,6 +129,8 @@ impl Side {
         if e <= self.high {
             return if self.fill(s, e) {
                 Accept::Filled
+            } else if len == 1 && e == self.high {
+                Accept::Probe
             } else {
                 Accept::Old
             };
@@ -282,6 +290,10 @@ impl TcpConn {
     fn payload(&mut self, dir: usize, seq: u32, seg: &Segment, sink: &mut Sink) -> Option<usize> {
         let in_run = self.run.filter(|r| r.dir == dir).map(|r| r.msg);
         match self.sides[dir].accept(seq, seg.len, &mut sink.stats) {
+            Accept::Probe => {
+                sink.stats.probes += 1;
+                None
+            }
             Accept::Old => {
                 sink.stats.retransmitted += 1;
                 if let Some(m) = in_run {
@@ -367,6 +379,10 @@ mod tests {
         s.syn(u32::MAX - 5); // wraps during the test
         assert_eq!(s.accept(u32::MAX - 4, 10, &mut st), Accept::New(10));
         assert_eq!(s.accept(u32::MAX - 4, 10, &mut st), Accept::Old);
+        assert_eq!(
+            s.accept(u32::MAX.wrapping_add(5), 1, &mut st),
+            Accept::Probe
+        );
         // 10 bytes missing, then 10 more: the run spans 20.
         assert_eq!(s.accept(15, 10, &mut st), Accept::New(20));
         assert_eq!(s.accept(5, 5, &mut st), Accept::Filled);
