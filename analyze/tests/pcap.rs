@@ -501,7 +501,10 @@ fn fragments_and_other_protocols_are_counted() {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig::with_cases(256))]
+    // P5_PCAP_CASES=20000 for a longer run (release: `cargo test --release`).
+    #![proptest_config(ProptestConfig::with_cases(
+        std::env::var("P5_PCAP_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(256)
+    ))]
 
     /// Random bytes after a valid header, and random mutations of a valid capture, never panic.
     #[test]

@@ -16,6 +16,10 @@
 //!   the connection's initiator, its reply the following run back; call ids pair them;
 //!   retransmissions, reordering and capture gaps are handled by sequence range.
 //!
+//! References back to the input: a message's `msg_ref` is the packet number (1-based) of its
+//! run's first packet, plus the capture's index × 2⁴⁰ when several captures were read; a
+//! connection's `conn_ref` is its 1-based number in order of appearance.
+//!
 //! Bad input is never a panic: everything skipped is counted in the [`ReadReport`] with its
 //! file and packet number. Only an input that cannot be opened or is not a capture at all is an
 //! error. Memory is the flow table (per-connection state) and the messages produced.
