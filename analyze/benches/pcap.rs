@@ -1,6 +1,7 @@
 //! pcap reading throughput (budget: ≥ 1 M packets/s) on a generated capture of ≥ 1 M packets of
 //! keep-alive RPC traffic (64 connections, round robin; each RPC a request, a reply and an ACK),
-//! against a baseline of only iterating pcap-parser's blocks over the same bytes.
+//! against a baseline of only iterating pcap-parser's blocks over the same bytes; and the same
+//! capture read as two sniffers' files (the merge and duplicate removal).
 //!
 //! Run: `cargo bench -p p5-analyze --bench pcap`. Criterion's `thrpt` line is packets/s (the
 //! middle value is the median).
@@ -10,7 +11,7 @@ mod forge;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use forge::{Conv, Writer, frame};
-use p5_analyze::pcap::{self, PcapOptions};
+use p5_analyze::pcap::{self, CaptureStream, PcapOptions};
 use std::hint::black_box;
 
 const CONNS: usize = 64;
@@ -88,6 +89,27 @@ fn bench(c: &mut Criterion) {
             black_box(t.messages.len())
         })
     });
+    // Two sniffers that saw the same traffic: twice the packets, every second one a duplicate.
+    g.throughput(Throughput::Elements(2 * packets as u64));
+    g.bench_function(
+        "p5 pcap::read_streams, two captures (duplicates removed)",
+        |b| {
+            b.iter(|| {
+                let streams = ["a", "b"]
+                    .iter()
+                    .enumerate()
+                    .map(|(i, name)| CaptureStream {
+                        name: (*name).to_owned(),
+                        reader: &bytes[..],
+                        offset_ns: i as i64 * 20_000,
+                    })
+                    .collect();
+                let (t, r) = pcap::read_streams(streams, &PcapOptions::default()).unwrap();
+                assert_eq!(r.count("duplicate packets") as usize, packets);
+                black_box(t.messages.len())
+            })
+        },
+    );
     g.finish();
 }
 

@@ -16,10 +16,11 @@
 //!
 //! **Times.** A one-point capture sees each packet once, somewhere between the two ends. The
 //! run's `t_send` is the first sighting of its first packet, its `t_recv` the last sighting of
-//! its last packet (retransmissions inside the open run included): with one sniffer near the
-//! sender that brackets the message as the receiver saw it arrive, and when two sniffers saw
-//! the same packet (see `merge`), the earliest sighting becomes the send side and the latest
-//! the receive side.
+//! its last packet (retransmissions inside the open run included). With one sniffer the two
+//! bracket the message's passage past the sniffer (they are equal for a one-packet message);
+//! the network delay on either side of the sniffer is not seen. When two sniffers saw the same
+//! packet (see `merge`), the earliest sighting becomes the send side and the latest the
+//! receive side.
 //!
 //! **Sequence numbers.** Each direction keeps the highest sequence number seen (as a 64-bit
 //! position, so wrap-around is harmless) and the holes below it. A segment entirely below the
