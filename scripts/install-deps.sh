@@ -15,6 +15,8 @@ command -v tc >/dev/null 2>&1 || missing+=(iproute2)
 command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
 # The multi-host test injects clock offsets and drift with libfaketime.
 command -v faketime >/dev/null 2>&1 || missing+=(faketime)
+# The pcap reader's tests capture loopback traffic with tcpdump (they skip without it or root).
+command -v tcpdump >/dev/null 2>&1 || missing+=(tcpdump)
 if ((${#missing[@]})); then
     sudo=""
     [ "$(id -u)" = 0 ] || sudo="sudo"

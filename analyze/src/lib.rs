@@ -17,6 +17,7 @@ pub mod maketrace;
 pub mod node;
 pub mod output;
 pub mod pattern;
+pub mod pcap;
 pub mod report;
 pub mod score;
 pub mod skew;

@@ -453,7 +453,10 @@ fn local_mode_records_every_event_in_thread_order() {
     assert_eq!(comm(0x5E, CommOp::RecvFrom), [(5, a)]);
     // TCP: connect, accept, a 4-byte request and reply (read_exact may take several reads).
     let listen = socks[2].1.clone();
-    assert_eq!(socks[4].1, listen, "the accepted stream's local end is the listener's");
+    assert_eq!(
+        socks[4].1, listen,
+        "the accepted stream's local end is the listener's"
+    );
     assert_eq!(comm(0x7C, CommOp::Connect), [(0, listen.clone())]);
     assert_eq!(comm(0x7C, CommOp::Accept).len(), 1);
     let sent: Vec<i64> = comm(0x7C, CommOp::Send).iter().map(|c| c.0).collect();
