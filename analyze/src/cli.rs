@@ -7,11 +7,12 @@
 //! `nesting`, `convolution`, `linking`, `flows`.
 
 use crate::clients::{FIXED_PORT_PEERS, aggregate_clients};
+use crate::input::InputArgs;
 use crate::maketrace::{self, Config, Record};
 use crate::output::Format;
 use crate::pattern::read_json;
 use crate::score::{RankBy, ScoreOptions, score};
-use crate::text::{self, ReadOptions};
+use crate::text;
 use crate::{Error, Result, fat};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -120,9 +121,9 @@ pub struct ScoreArgs {
 /// `p5 analyze convert`.
 #[derive(Debug, clap::Args)]
 pub struct ConvertArgs {
-    /// Project 5 text trace to read.
-    #[arg(long)]
-    pub trace: PathBuf,
+    /// What to read.
+    #[command(flatten)]
+    pub input: InputArgs,
     /// Text trace to write (`-` for standard output).
     #[arg(short, long)]
     pub output: PathBuf,
@@ -300,9 +301,9 @@ fn run_show(a: &ShowArgs) -> Result<()> {
 
 fn run_convert(a: &ConvertArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
     progress(Progress::Phase("reading", None));
-    let mut t = text::read_file(&a.trace, ReadOptions { keep_order: true })?;
+    let mut t = a.input.read(true)?;
     if !t.report.counts.is_empty() {
-        eprintln!("{}: {}", a.trace.display(), t.report);
+        eprintln!("{}: {}", t.name, t.report);
     }
     // Coalesce first: a flow is a pair of the original nodes, before clients merge.
     if a.coalesce {
@@ -317,10 +318,7 @@ fn run_convert(a: &ConvertArgs, progress: &mut dyn FnMut(Progress)) -> Result<()
         for s in &a.skew {
             let (node, ns) = parse_skew(s)?;
             let id = t.trace.nodes.get(&node).ok_or_else(|| {
-                Error::Usage(format!(
-                    "--skew {node}: no such node in {}",
-                    a.trace.display()
-                ))
+                Error::Usage(format!("--skew {node}: no such node in {}", t.name))
             })?;
             offsets.push((id, ns));
         }

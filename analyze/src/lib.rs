@@ -13,6 +13,7 @@ pub mod clients;
 pub mod error;
 pub mod fat;
 pub mod hash;
+pub mod input;
 pub mod maketrace;
 pub mod node;
 pub mod output;

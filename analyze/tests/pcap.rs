@@ -535,3 +535,64 @@ proptest! {
         let _ = pcap::read_one("h", &h[..], &PcapOptions::default());
     }
 }
+
+/// `p5 analyze convert --pcap` writes a capture as a Project 5 text trace: one CALL and one
+/// RET line per RPC (both ends of each: `*_SENT` and `*_RCVD`), nodes named by `--node`, a
+/// second capture's `@+OFFSET` applied, and `--node program` refused.
+#[test]
+fn convert_writes_a_capture_as_a_text_trace() {
+    use clap::Parser;
+    #[derive(Parser, Debug)]
+    struct Top {
+        #[command(flatten)]
+        args: p5_analyze::cli::AnalyzeArgs,
+    }
+    let p5 = |words: &[&str]| {
+        let mut argv = vec!["analyze"];
+        argv.extend_from_slice(words);
+        let top = Top::try_parse_from(argv).expect("arguments parse");
+        p5_analyze::cli::run(&top.args, &mut |_| {})
+    };
+    let mut a = Conv::new("10.0.0.1:40000", "10.0.0.2:80", [7, 9], T0);
+    a.handshake();
+    a.rpcs(3, 200, 700);
+    a.close();
+    let dir = tempfile::tempdir().unwrap();
+    let cap = dir.path().join("a.pcap");
+    std::fs::write(&cap, a.pcap(1, true)).unwrap();
+    let out = dir.path().join("a.p5t");
+    let (cap_s, out_s) = (cap.to_str().unwrap(), out.to_str().unwrap());
+    p5(&["convert", "--pcap", cap_s, "-o", out_s]).unwrap();
+    let text = std::fs::read_to_string(&out).unwrap();
+    let count = |op: &str| {
+        text.lines()
+            .filter(|l| l.split('\t').nth(1) == Some(op))
+            .count()
+    };
+    assert_eq!((count("CALL_SENT"), count("RET_SENT")), (3, 3), "{text}");
+    assert!(
+        text.lines()
+            .all(|l| l.contains("10.0.0.1\t10.0.0.2") || l.contains("10.0.0.2\t10.0.0.1")),
+        "{text}"
+    );
+    // Endpoints, and a clock offset on the capture.
+    let shifted = format!("{cap_s}@+1s");
+    p5(&[
+        "convert", "--pcap", &shifted, "--node", "endpoint", "-o", out_s,
+    ])
+    .unwrap();
+    let text2 = std::fs::read_to_string(&out).unwrap();
+    assert!(text2.contains("10.0.0.1:40000\t10.0.0.2:80"), "{text2}");
+    let first = |t: &str| -> String { t.lines().next().unwrap().split('.').next().unwrap().into() };
+    let (s1, s2): (i64, i64) = (
+        first(&text).parse().unwrap(),
+        first(&text2).parse().unwrap(),
+    );
+    assert_eq!(
+        s2 - s1,
+        1,
+        "a one-second offset moves every time by one second"
+    );
+    let err = p5(&["convert", "--pcap", cap_s, "--node", "program", "-o", out_s]).unwrap_err();
+    assert!(err.to_string().contains("hosts and endpoints"), "{err}");
+}
