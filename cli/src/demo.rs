@@ -21,6 +21,7 @@
 use crate::runtime_lib;
 use anyhow::{Context as _, bail};
 use p5_logserver::{Server, ServerConfig};
+use p5_tracedb::domain::Runtime;
 use p5_wire::event::{NET_RX_SOFTIRQ, NET_TX_SOFTIRQ, SOFTIRQ_BASE};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -417,14 +418,14 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
             "serving the viewer on http://{listen}/  (Ctrl-C to stop)"
         ));
     }
-    p5_web::run(&p5_web::WebArgs {
+    Ok(p5_web::run(&p5_web::WebArgs {
         db,
         listen,
         token: None,
         select_dir: Some(instr),
         cache_dir: None,
         no_cache: true,
-    })
+    })?)
 }
 
 /// The built programs.
@@ -618,14 +619,7 @@ fn is_root() -> bool {
 
 // ---- findings: the numbers behind the paper's figures, from the merged database ----
 
-const STATES: &[&str] = &[
-    "calculating",
-    "sending",
-    "receiving",
-    "connecting",
-    "accepting",
-    "closing",
-];
+const STATES: &[&str] = p5_tracedb::domain::ThreadState::NAMES;
 
 /// One application thread's time per state.
 #[derive(Debug, Clone, Default)]
@@ -701,16 +695,12 @@ pub struct Finding {
 
 /// Reads the findings of every session from the merged database.
 pub async fn findings(db_url: &str) -> anyhow::Result<Vec<Finding>> {
-    use p5_web::query as q;
-    let db = q::Db::open(db_url)
-        .await
-        .context("cannot open the database")?;
+    use p5_tracedb::read as q;
+    let db = q::Reader::open(&p5_tracedb::DbUrl::parse(db_url)?).await?;
     let mut out = Vec::new();
-    let sessions = q::sessions(&db)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    let sessions = q::sessions(&db).await?;
     for s in sessions {
-        let e = |e: p5_web::error::ApiError| anyhow::anyhow!("session {}: {e:?}", s.name);
+        let e = |e: p5_tracedb::Error| anyhow::anyhow!("session {}: {e}", s.name);
         let procs = q::processes(&db, s.id).await.map_err(e)?;
         let threads = q::threads(&db, s.id).await.map_err(e)?;
         let states = q::states(&db, s.id, STATES).await.map_err(e)?;
@@ -719,7 +709,7 @@ pub async fn findings(db_url: &str) -> anyhow::Result<Vec<Finding>> {
         let intervals = q::intervals(&db, s.id).await.map_err(e)?;
         let app: Vec<&q::Process> = procs
             .iter()
-            .filter(|p| !matches!(p.runtime.as_str(), "host-agent" | "os-monitor"))
+            .filter(|p| Runtime::parse(&p.runtime).is_none_or(Runtime::is_program))
             .collect();
         let mut programs: Vec<String> = app.iter().map(|p| p.program.clone()).collect();
         programs.sort();
@@ -753,7 +743,11 @@ pub async fn findings(db_url: &str) -> anyhow::Result<Vec<Finding>> {
             let name = STATES.get(r.state as usize).copied().unwrap_or("other");
             *entry.ns.entry(name).or_insert(0) += (r.t_end - r.t_start).max(0);
         }
-        let mut lat: Vec<i64> = msgs.iter().map(|m| m.5 - m.3).filter(|d| *d >= 0).collect();
+        let mut lat: Vec<i64> = msgs
+            .iter()
+            .map(|m| m.latency_ns())
+            .filter(|d| *d >= 0)
+            .collect();
         lat.sort_unstable();
         let latency_ns = (!lat.is_empty()).then(|| {
             let pick = |p: f64| lat[((lat.len() - 1) as f64 * p).round() as usize];

@@ -3,5 +3,6 @@
 
 pub mod agent;
 pub mod demo;
+pub mod merge;
 pub mod record;
 pub mod runtime_lib;

@@ -72,8 +72,8 @@ fn main() -> ExitCode {
         Cmd::Demo(args) => p5_cli::demo::run(&args),
         Cmd::Inspect { dir, json } => p5_logserver::cli::inspect(&dir, json),
         Cmd::Logserver(cli) => p5_logserver::cli::run(cli),
-        Cmd::Merge(args) => p5_merge::run(&args),
-        Cmd::Web(args) => p5_web::run(&args),
+        Cmd::Merge(args) => p5_cli::merge::run(&args),
+        Cmd::Web(args) => p5_web::run(&args).map_err(anyhow::Error::from),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -12,13 +12,13 @@
 //! session's time base). Records with `t_s = 0` (imported spool files) give no samples.
 
 use crate::error::Error;
-use crate::matching::{Call, SocketDesc};
+use crate::matching::{Call, Role, SocketDesc};
 use p5_logserver::reader::{Fault, SessionDir, SessionRecords};
 use p5_wire::data::{ClockSamples, EventsFrame, Name, Names, StreamClose, StreamOpen};
 use p5_wire::frame::FrameType;
 use p5_wire::hello::Identity;
 use p5_wire::store::{SampleSource, SegmentHeader, StoreRecord};
-use p5_wire::{Event, StreamKind};
+use p5_wire::{CommOp, Event, StreamKind};
 use std::collections::{BTreeSet, HashMap};
 
 /// A process (one `Hello`), or a placeholder for data whose handshake was lost.
@@ -130,6 +130,10 @@ pub struct Scan {
     pub faults: Vec<Fault>,
     /// Bytes of all segments (for progress).
     pub bytes: u64,
+    /// (process, fd) → the last description of that descriptor (index into `sockets`).
+    last_desc: HashMap<(usize, i64), usize>,
+    /// (process, fd) → a `connect`/`accept` whose description has not come yet.
+    pending_role: HashMap<(usize, i64), Role>,
 }
 
 /// Converts a record's `t_s` to the session base.
@@ -278,6 +282,28 @@ impl Scan {
         }
     }
 
+    /// A `connect` (on `fd`) or `accept` (whose result is the new descriptor) started at `t`:
+    /// the role of that descriptor's description. Runtimes describe the socket just before
+    /// (C ABI `connect`) or just after (`accept`, the Rust wrappers) recording the call, in
+    /// the same stream: the role goes to a description made since the call started, else
+    /// to the next one.
+    fn role(&mut self, p: usize, op: CommOp, fd: i64, t: i64, result: i64) {
+        const EINPROGRESS: i64 = 115;
+        let (role, fd) = match op {
+            CommOp::Connect if result == 0 || result == -EINPROGRESS => (Role::Connect, fd),
+            CommOp::Accept if result >= 0 => (Role::Accept, result),
+            _ => return,
+        };
+        if let Some(&d) = self.last_desc.get(&(p, fd))
+            && self.sockets[d].t >= t
+            && self.sockets[d].role.is_none()
+        {
+            self.sockets[d].role = Some(role);
+            return;
+        }
+        self.pending_role.insert((p, fd), role);
+    }
+
     fn events(&mut self, p: usize, body: &[u8]) {
         let Ok(frame) = EventsFrame::parse(body) else {
             self.bad_frames += 1;
@@ -322,7 +348,9 @@ impl Scan {
                     ..
                 } => {
                     self.sensors.insert(sensor);
-                    if op.is_send() || op.is_recv() {
+                    if matches!(op, CommOp::Connect | CommOp::Accept) {
+                        self.role(p, op, fd, t, result);
+                    } else if op.is_send() || op.is_recv() {
                         self.calls.push(Call {
                             process: p,
                             thread: s,
@@ -345,6 +373,8 @@ impl Scan {
                     ..
                 } => {
                     self.sensors.insert(sensor);
+                    let role = self.pending_role.remove(&(p, fd));
+                    self.last_desc.insert((p, fd), self.sockets.len());
                     self.sockets.push(SocketDesc {
                         process: p,
                         t,
@@ -352,6 +382,8 @@ impl Scan {
                         proto,
                         local,
                         peer,
+                        thread: s,
+                        role,
                     });
                 }
                 _ => {}
