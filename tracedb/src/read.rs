@@ -13,9 +13,9 @@ use crate::error::Error;
 use crate::url::DbUrl;
 use futures_util::TryStreamExt;
 use serde::Serialize;
-use sqlx::Row;
 use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use sqlx::{ConnectOptions, Connection as _, Row};
 use std::str::FromStr;
 
 /// An open trace database, for reading.
@@ -60,6 +60,9 @@ impl Reader {
         let db = match url {
             DbUrl::Postgres(u) => {
                 let opts = PgConnectOptions::from_str(u)?;
+                // One connection first: a pool reports only "timed out" for a refusal.
+                let probe = within(url, opts.connect()).await?;
+                let _ = probe.close().await;
                 let pool = PgPoolOptions::new()
                     .max_connections(8)
                     .acquire_timeout(CONNECT_TIMEOUT);
@@ -69,6 +72,8 @@ impl Reader {
                 let opts = SqliteConnectOptions::from_str(u)?
                     .read_only(true)
                     .create_if_missing(false);
+                let probe = within(url, opts.connect()).await?;
+                let _ = probe.close().await;
                 let pool = SqlitePoolOptions::new()
                     .max_connections(8)
                     .acquire_timeout(CONNECT_TIMEOUT);

@@ -279,10 +279,7 @@ async fn generate(path: &Path, events: i64) {
     let _ = std::fs::remove_file(&tmp);
     let pool = fixture::create(&tmp).await;
     // Bulk load: a large page cache, and the indexes built once at the end.
-    let indexes: Vec<&str> = fixture::SCHEMA
-        .lines()
-        .filter(|l| l.starts_with("CREATE INDEX "))
-        .collect();
+    let indexes: Vec<&str> = fixture::sqlite_indexes();
     let mut setup = String::from("PRAGMA cache_size = -262144;");
     for l in &indexes {
         let name = l.split_whitespace().nth(2).expect("index name");
