@@ -18,6 +18,10 @@ pub(crate) async fn within<T>(
 ) -> Result<T, Error> {
     match tokio::time::timeout(CONNECT_TIMEOUT, fut).await {
         Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) if root_cause(&e).contains("not a database") => Err(Error::NotP5 {
+            url: url.to_string(),
+            why: root_cause(&e),
+        }),
         Ok(Err(e)) => Err(Error::Connect {
             url: url.to_string(),
             reason: root_cause(&e),

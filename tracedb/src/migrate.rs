@@ -125,7 +125,7 @@ mod tests {
             assert_eq!((a.0, a.1), (b.0, b.1));
         }
         let (s, p) = (indexes(Backend::Sqlite), indexes(Backend::Postgres));
-        assert_eq!(s.len(), 18, "{s:?}");
+        assert_eq!(s.len(), 17, "{s:?}");
         assert_eq!(
             s.iter().map(|x| x.0).collect::<Vec<_>>(),
             p.iter().map(|x| x.0).collect::<Vec<_>>()
