@@ -79,7 +79,7 @@ pub fn orient(m: &Matches, sockets: &[SocketDesc], starts: &[Option<i64>]) -> Or
 /// The initiator's side of one connection (`first`: the side that sent first).
 fn initiator(c: &Connection, sockets: &[SocketDesc], first: Option<u8>) -> (u8, InitiatorFrom) {
     let role = |side: usize| c.descs[side].and_then(|d| sockets[d].role);
-    if !c.proto.is_stream_like() {
+    if !p5_tracedb::domain::Protocol::from(c.proto).is_stream() {
         return (first.unwrap_or(0), InitiatorFrom::FirstSend);
     }
     for side in 0..2u8 {
@@ -107,17 +107,6 @@ fn ephemeral_side(ends: &[String; 2]) -> u8 {
         return u8::from(b > a);
     }
     u8::from(ends[0] != "unix:" && ends[1] == "unix:")
-}
-
-/// Stream protocols (TCP, unix stream).
-trait StreamLike {
-    fn is_stream_like(self) -> bool;
-}
-
-impl StreamLike for p5_wire::SocketProto {
-    fn is_stream_like(self) -> bool {
-        p5_tracedb::domain::Protocol::from(self).is_stream()
-    }
 }
 
 #[cfg(test)]

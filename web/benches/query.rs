@@ -48,7 +48,9 @@ async fn main() {
 
     // The preview alone (no index build competing for the cores and the database).
     {
-        let db = p5_web::query::Db::open(&cfg.db).await.expect("open");
+        let db = p5_tracedb::Reader::open(&p5_tracedb::DbUrl::parse(&cfg.db).expect("url"))
+            .await
+            .expect("open");
         let t = Instant::now();
         let p = p5_web::index::SessionIndex::preview(&db, 1)
             .await
@@ -63,7 +65,7 @@ async fn main() {
         });
         println!("preview alone: {:.2?} ({n} overview buckets)", t.elapsed());
         let t = Instant::now();
-        let _ = p5_web::query::overview(&db, 1, p5_web::index::STATES).await;
+        let _ = p5_tracedb::read::overview(&db, 1, p5_web::index::STATES).await;
         println!("  of which the overview query: {:.2?}", t.elapsed());
     }
     // Cold start: a server that never indexed this session paints from the merge's overview
@@ -73,7 +75,7 @@ async fn main() {
     let t = Instant::now();
     let head = ["rows", "sensors"].map(|r| format!("/api/v1/sessions/1/{r}"));
     let (rows_t, _) = paint(&app, &head).await;
-    let sess = p5_web::query::session(&state.db, 1).await.expect("session");
+    let sess = p5_web::index::session(&state.db, 1).await.expect("session");
     let (a, b) = (sess.t_min.unwrap_or(0), sess.t_max.unwrap_or(1));
     let uris = [
         format!("/api/v1/sessions/1/gantt?t0={a}&t1={b}&px=1600"),
@@ -100,13 +102,13 @@ async fn main() {
     // Where the index build goes: each big table's scan through sqlx, one at a time.
     let db = &state.db;
     let t = Instant::now();
-    let n = p5_web::query::intervals(db, 1)
+    let n = p5_tracedb::read::intervals(db, 1)
         .await
         .expect("intervals")
         .len();
     let ti = t.elapsed();
     let t = Instant::now();
-    let m = p5_web::query::states(db, 1, p5_web::index::STATES)
+    let m = p5_tracedb::read::states(db, 1, p5_web::index::STATES)
         .await
         .expect("states")
         .len();
