@@ -298,24 +298,7 @@ async fn generate(path: &Path, events: i64) {
     insert(
         &pool,
         "session",
-        &[
-            "id",
-            "name",
-            "store",
-            "merged_at_wall_ns",
-            "base_run_id",
-            "base_mono_ns",
-            "base_wall_ns",
-            "t_min",
-            "t_max",
-            "events",
-            "processes",
-            "threads",
-            "messages",
-            "matched",
-            "violations",
-            "diagnostics",
-        ],
+        &p5_tracedb::schema::SESSION.names(),
         &[vec![
             V::I(1),
             s("bench"),
@@ -339,13 +322,7 @@ async fn generate(path: &Path, events: i64) {
     let hosts: Vec<Vec<V>> = (1..=HOSTS)
         .map(|h| vec![V::I(1), V::I(h), s("b"), s("m"), s(&format!("node{h}"))])
         .collect();
-    insert(
-        &pool,
-        "host",
-        &["session_id", "id", "boot_id", "machine_id", "hostname"],
-        &hosts,
-    )
-    .await;
+    insert(&pool, "host", &p5_tracedb::schema::HOST.names(), &hosts).await;
     let mut procs = Vec::new();
     let mut threads = Vec::new();
     for p in 1..=THREADS {
@@ -383,41 +360,14 @@ async fn generate(path: &Path, events: i64) {
     insert(
         &pool,
         "process",
-        &[
-            "session_id",
-            "id",
-            "host_id",
-            "uid",
-            "pid",
-            "ppid",
-            "program",
-            "argv",
-            "runtime",
-            "clock",
-            "start_wall_ns",
-            "start_mono_ns",
-            "t_start",
-            "t_end",
-        ],
+        &p5_tracedb::schema::PROCESS.names(),
         &procs,
     )
     .await;
     insert(
         &pool,
         "thread",
-        &[
-            "session_id",
-            "id",
-            "process_id",
-            "stream",
-            "kind",
-            "tid",
-            "name",
-            "t_start",
-            "t_end",
-            "events",
-            "dropped",
-        ],
+        &p5_tracedb::schema::THREAD.names(),
         &threads,
     )
     .await;
@@ -446,21 +396,7 @@ async fn generate(path: &Path, events: i64) {
     insert(
         &pool,
         "sensor",
-        &[
-            "session_id",
-            "id",
-            "hex",
-            "kind",
-            "language",
-            "file",
-            "source_file_id",
-            "function",
-            "name",
-            "line",
-            "col",
-            "end_line",
-            "end_col",
-        ],
+        &p5_tracedb::schema::SENSOR.names(),
         &sensors,
     )
     .await;
@@ -569,22 +505,7 @@ async fn generate(path: &Path, events: i64) {
                 &iv,
             )
             .await;
-            insert(
-                &pool,
-                "state",
-                &[
-                    "session_id",
-                    "thread_id",
-                    "t_start",
-                    "t_end",
-                    "state",
-                    "op",
-                    "fd",
-                    "result",
-                ],
-                &st,
-            )
-            .await;
+            insert(&pool, "state", &p5_tracedb::schema::STATE.names(), &st).await;
             insert(
                 &pool,
                 "message",
@@ -609,22 +530,7 @@ async fn generate(path: &Path, events: i64) {
                 &msg,
             )
             .await;
-            insert(
-                &pool,
-                "sched",
-                &[
-                    "session_id",
-                    "host_id",
-                    "cpu",
-                    "tid",
-                    "thread_id",
-                    "t_start",
-                    "t_end",
-                    "end_state",
-                ],
-                &sch,
-            )
-            .await;
+            insert(&pool, "sched", &p5_tracedb::schema::SCHED.names(), &sch).await;
             k0 = k1;
         }
     }
@@ -670,42 +576,18 @@ async fn generate(path: &Path, events: i64) {
             k += 1;
         }
     }
-    insert(
-        &pool,
-        "irq",
-        &[
-            "session_id",
-            "host_id",
-            "cpu",
-            "irq",
-            "t",
-            "duration",
-            "handled",
-        ],
-        &irq,
-    )
-    .await;
+    insert(&pool, "irq", &p5_tracedb::schema::IRQ.names(), &irq).await;
     insert(
         &pool,
         "metric",
-        &[
-            "session_id",
-            "id",
-            "process_id",
-            "host_id",
-            "kind",
-            "key",
-            "name",
-            "unit",
-            "scale_exp",
-        ],
+        &p5_tracedb::schema::METRIC.names(),
         &metric,
     )
     .await;
     insert(
         &pool,
         "metric_sample",
-        &["session_id", "metric_id", "thread_id", "t", "value"],
+        &p5_tracedb::schema::METRIC_SAMPLE.names(),
         &samples,
     )
     .await;
