@@ -21,7 +21,7 @@
 use crate::runtime_lib;
 use anyhow::{Context as _, bail};
 use p5_logserver::{Server, ServerConfig};
-use p5_tracedb::domain::Runtime;
+use p5_tracedb::domain::{Runtime, ThreadState};
 use p5_wire::event::{NET_RX_SOFTIRQ, NET_TX_SOFTIRQ, SOFTIRQ_BASE};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -646,8 +646,16 @@ impl ThreadStates {
     /// was, leaving out sends (on a loaded machine a send that wakes the peer often loses the
     /// CPU inside the call, which stretches it from microseconds to a time slice).
     pub fn busy(&self) -> f64 {
-        let c = self.ns.get("calculating").copied().unwrap_or(0);
-        let r = self.ns.get("receiving").copied().unwrap_or(0);
+        let c = self
+            .ns
+            .get(ThreadState::Calculating.name())
+            .copied()
+            .unwrap_or(0);
+        let r = self
+            .ns
+            .get(ThreadState::Receiving.name())
+            .copied()
+            .unwrap_or(0);
         if c + r <= 0 {
             return 0.0;
         }
@@ -857,9 +865,9 @@ fn render_finding(o: &mut String, f: &Finding, note: &str) {
                     "  {:<8} pid {:<7} calculating {:>5.1} %  sending {:>5.1} %  receiving {:>5.1} %",
                     t.role,
                     t.pid,
-                    100.0 * t.share("calculating"),
-                    100.0 * t.share("sending"),
-                    100.0 * t.share("receiving")
+                    100.0 * t.share(ThreadState::Calculating.name()),
+                    100.0 * t.share(ThreadState::Sending.name()),
+                    100.0 * t.share(ThreadState::Receiving.name())
                 );
             }
             for func in [
@@ -891,9 +899,9 @@ fn render_finding(o: &mut String, f: &Finding, note: &str) {
                     t.pid,
                     t.role,
                     100.0 * t.busy(),
-                    100.0 * t.share("calculating"),
-                    100.0 * t.share("receiving"),
-                    100.0 * t.share("sending")
+                    100.0 * t.share(ThreadState::Calculating.name()),
+                    100.0 * t.share(ThreadState::Receiving.name()),
+                    100.0 * t.share(ThreadState::Sending.name())
                 );
             }
             let mean = |v: &dyn Fn(&ThreadStates) -> f64| {
@@ -903,16 +911,16 @@ fn render_finding(o: &mut String, f: &Finding, note: &str) {
                 o,
                 "    mean                    busy {:>5.1} %   calculating {:>5.1} %  waiting (receiving) {:>5.1} %",
                 100.0 * mean(&|t| t.busy()),
-                100.0 * mean(&|t| t.share("calculating")),
-                100.0 * mean(&|t| t.share("receiving"))
+                100.0 * mean(&|t| t.share(ThreadState::Calculating.name())),
+                100.0 * mean(&|t| t.share(ThreadState::Receiving.name()))
             );
             for cpw in busy("cpw") {
                 let _ = writeln!(
                     o,
                     "  cpw thread {:<4} calculating {:>5.1} %, receiving {:>5.1} %",
                     cpw.thread,
-                    100.0 * cpw.share("calculating"),
-                    100.0 * cpw.share("receiving")
+                    100.0 * cpw.share(ThreadState::Calculating.name()),
+                    100.0 * cpw.share(ThreadState::Receiving.name())
                 );
             }
             let salt = f.functions.get("set_salt").copied().unwrap_or_default();
