@@ -70,14 +70,14 @@ fn main() -> ExitCode {
             None => p5_hostagent::cli::run(cli.agent),
         },
         Cmd::Demo(args) => p5_cli::demo::run(&args),
-        Cmd::Inspect { dir, json } => p5_logserver::cli::inspect(&dir, json),
-        Cmd::Logserver(cli) => p5_logserver::cli::run(cli),
+        Cmd::Inspect { dir, json } => p5_logserver::cli::inspect(&dir, json).map_err(Into::into),
+        Cmd::Logserver(cli) => p5_logserver::cli::run(cli).map_err(Into::into),
         Cmd::Merge(args) => p5_cli::merge::run(&args),
         Cmd::Web(args) => p5_web::run(&args).map_err(anyhow::Error::from),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) if p5_logserver::cli::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) if p5_logserver::cli::is_broken_pipe(e.as_ref()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("p5: {e:#}");
             ExitCode::FAILURE
