@@ -65,9 +65,9 @@ fn main() -> ExitCode {
         },
         Cmd::Hostagent(cli) => match cli.command {
             Some(p5_hostagent::cli::Command::Ctl { agent, json, words }) => {
-                p5_hostagent::cli::run_ctl(&agent, json, &words)
+                p5_hostagent::cli::run_ctl(&agent, json, &words).map_err(Into::into)
             }
-            None => p5_hostagent::cli::run(cli.agent),
+            None => p5_hostagent::cli::run(cli.agent).map_err(Into::into),
         },
         Cmd::Demo(args) => p5_cli::demo::run(&args),
         Cmd::Inspect { dir, json } => p5_logserver::cli::inspect(&dir, json).map_err(Into::into),
