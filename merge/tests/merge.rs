@@ -1068,6 +1068,24 @@ fn real_processes_recorded_by_a_log_server_merge() {
             results.push(got);
             let states = query_csv(&url, "SELECT state, COUNT(*) AS n FROM state WHERE state IN ('sending', 'receiving') GROUP BY state ORDER BY state").await;
             assert!(states.contains("receiving,") && states.contains("sending,"), "{states}");
+            // The runtime recorded the client's connect: it is the initiator; requests are
+            // calls (two writes each), replies returns.
+            let conns = query_csv(
+                &url,
+                "SELECT proto, initiator_from, call_messages, call_bytes, return_messages, \
+                 return_bytes, CASE WHEN initiator_process_id <> acceptor_process_id THEN 1 \
+                 ELSE 0 END AS two_processes FROM connection",
+            )
+            .await;
+            let want = format!(
+                "proto,initiator_from,call_messages,call_bytes,return_messages,return_bytes,\
+                 two_processes\ntcp,connect,{},{},{},{},1\n",
+                2 * N,
+                100 * N,
+                N,
+                300 * N
+            );
+            assert_eq!(conns, want, "{url}");
         }
         assert_eq!(results[0], results[1]);
         assert_eq!(results[0], format!("n,v,senders\n{},0,2\n", 3 * N));
