@@ -1,12 +1,12 @@
 //! Merging one session: scan, synchronize clocks, match messages, then stream the rows.
 //!
-//! Order of work, one function per phase: [`crate::load::scan`] (first pass, [`scan`]) →
+//! Order of work, one function per phase: [`crate::load::scan`] (first pass, `scan`) →
 //! matching ([`crate::matching`]) and the clock domains, fits, refinement and tightening with
-//! the matched messages ([`crate::domain`], [`crate::clock`]) ([`synchronize`]) → the session's
-//! old rows are deleted ([`prepare`]) → the small tables ([`crate::inventory`]) → messages and
+//! the matched messages ([`crate::domain`], [`crate::clock`]) (`synchronize`) → the session's
+//! old rows are deleted (`prepare`) → the small tables ([`crate::inventory`]) → messages and
 //! connections ([`crate::messages`]) → [`crate::replay`] (second pass: intervals, states,
 //! marks, metric samples, scheduling intervals, IRQs, the overview) → diagnostics and the
-//! session row ([`finish`]). Everything goes into one transaction. When the session is alone
+//! session row (`session_row`). Everything goes into one transaction. When the session is alone
 //! in the database its tables are emptied and the indexes dropped during the load and built
 //! afterwards (a bulk load; much faster than maintaining them row by row). Rows are written
 //! as `p5_tracedb::schema` structs through a `p5_tracedb::Writer`.

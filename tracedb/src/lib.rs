@@ -4,7 +4,7 @@
 //!   PostgreSQL, and a typed row struct per table; [`migrate`]: the migrations of both
 //!   backends (documented column by column in `docs/schema.md`);
 //! - [`DbUrl`]: the one parser of `--db` values; [`connect`]: failing fast and clearly;
-//! - [`write`]: open (create, migrate), replace a session, bulk writes of typed rows
+//! - [`write`](mod@write): open (create, migrate), replace a session, bulk writes of typed rows
 //!   (multi-row `VALUES` into SQLite, `COPY` into PostgreSQL) — what merge writes through, and
 //!   [`analysis`] for what `p5 analyze` writes;
 //! - [`read`]: typed read queries — what the viewer, the demo and the analysis read through;
