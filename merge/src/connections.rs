@@ -112,6 +112,90 @@ fn ephemeral_side(ends: &[String; 2]) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::matching::Message;
+    use p5_wire::{Endpoint, SocketProto};
+
+    fn desc(process: usize, role: Option<Role>) -> SocketDesc {
+        SocketDesc {
+            process,
+            t: 0,
+            fd: 3,
+            proto: SocketProto::Tcp,
+            local: Endpoint::None,
+            peer: Endpoint::None,
+            thread: process,
+            role,
+        }
+    }
+
+    fn msg(conn: u32, side: u8) -> Message {
+        Message {
+            send: Some(0),
+            recv_first: None,
+            recv_last: None,
+            recv_calls: 0,
+            bytes: 1,
+            proto: SocketProto::Tcp,
+            conn,
+            side,
+        }
+    }
+
+    fn conn(proto: SocketProto, a: &str, b: &str, descs: [Option<usize>; 2]) -> Connection {
+        Connection {
+            proto,
+            ends: [a.to_owned(), b.to_owned()],
+            descs,
+        }
+    }
+
+    #[test]
+    fn roles_decide_then_ports_and_datagrams_go_by_first_send() {
+        let sockets = vec![desc(0, None), desc(1, Some(Role::Accept)), desc(2, None)];
+        let m = Matches {
+            messages: vec![
+                msg(0, 0),
+                msg(0, 1),
+                msg(0, 0),
+                msg(1, 0),
+                msg(2, 0),
+                msg(2, 1),
+            ],
+            connections: vec![
+                // Side 1 accepted: side 0 initiated although its port is lower.
+                conn(
+                    SocketProto::Tcp,
+                    "10.0.0.1:80",
+                    "10.0.0.2:9",
+                    [Some(0), Some(1)],
+                ),
+                // No roles: the higher port initiated.
+                conn(
+                    SocketProto::Tcp,
+                    "10.0.0.1:80",
+                    "10.0.0.2:50000",
+                    [Some(2), None],
+                ),
+                // Datagrams: side 1 sent first.
+                conn(SocketProto::Udp, "*:5000", "*:6000", [None, None]),
+            ],
+            ..Matches::default()
+        };
+        // Message 2 starts before message 0: it is call 0.
+        let starts = [Some(50), Some(60), Some(10), Some(5), Some(90), Some(80)];
+        let o = orient(&m, &sockets, &starts);
+        assert_eq!(
+            o.initiator,
+            vec![
+                (0, InitiatorFrom::Accept),
+                (1, InitiatorFrom::Port),
+                (1, InitiatorFrom::FirstSend)
+            ]
+        );
+        use Direction::{Call, Return};
+        assert_eq!(o.direction, vec![Call, Return, Call, Return, Return, Call]);
+        assert_eq!(o.ordinal, vec![1, 0, 0, 0, 0, 0]);
+    }
 
     #[test]
     fn the_ephemeral_port_is_the_initiator() {

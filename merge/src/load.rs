@@ -282,6 +282,13 @@ impl Scan {
         }
     }
 
+    /// A socket description; it takes the role of a `connect`/`accept` recorded before it.
+    fn describe(&mut self, mut d: SocketDesc) {
+        d.role = self.pending_role.remove(&(d.process, d.fd));
+        self.last_desc.insert((d.process, d.fd), self.sockets.len());
+        self.sockets.push(d);
+    }
+
     /// A `connect` (on `fd`) or `accept` (whose result is the new descriptor) started at `t`:
     /// the role of that descriptor's description. Runtimes describe the socket just before
     /// (C ABI `connect`) or just after (`accept`, the Rust wrappers) recording the call, in
@@ -373,9 +380,7 @@ impl Scan {
                     ..
                 } => {
                     self.sensors.insert(sensor);
-                    let role = self.pending_role.remove(&(p, fd));
-                    self.last_desc.insert((p, fd), self.sockets.len());
-                    self.sockets.push(SocketDesc {
+                    self.describe(SocketDesc {
                         process: p,
                         t,
                         fd,
@@ -383,7 +388,7 @@ impl Scan {
                         local,
                         peer,
                         thread: s,
-                        role,
+                        role: None,
                     });
                 }
                 _ => {}
@@ -540,5 +545,50 @@ impl<'s> Replay<'s> {
             .stream_index
             .get(&(process, frame.header.stream))?;
         Some((process, stream))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use p5_wire::{Endpoint, SocketProto};
+
+    fn describe(scan: &mut Scan, p: usize, fd: i64, t: i64) {
+        scan.describe(SocketDesc {
+            process: p,
+            t,
+            fd,
+            proto: SocketProto::Tcp,
+            local: Endpoint::None,
+            peer: Endpoint::None,
+            thread: 0,
+            role: None,
+        });
+    }
+
+    #[test]
+    fn connect_and_accept_give_the_description_its_role_in_either_order() {
+        let mut scan = Scan::default();
+        // C ABI connect: the description (after the call) is recorded before the call.
+        describe(&mut scan, 0, 3, 20);
+        scan.role(0, CommOp::Connect, 3, 10, -115);
+        // Rust accept: the call (returning descriptor 7) first, then the description.
+        scan.role(1, CommOp::Accept, 4, 30, 7);
+        describe(&mut scan, 1, 7, 40);
+        // A failed connect gives no role; an older description is not taken.
+        scan.role(0, CommOp::Connect, 5, 50, -111);
+        describe(&mut scan, 0, 5, 60);
+        scan.role(0, CommOp::Connect, 3, 70, 0);
+        describe(&mut scan, 0, 3, 80);
+        let roles: Vec<_> = scan.sockets.iter().map(|d| d.role).collect();
+        assert_eq!(
+            roles,
+            vec![
+                Some(Role::Connect),
+                Some(Role::Accept),
+                None,
+                Some(Role::Connect)
+            ]
+        );
     }
 }
