@@ -1424,6 +1424,20 @@ fn re_merging_clears_the_analysis_of_that_session() {
                 db.write_analysis(run_row, results).await.unwrap();
             }
             db.close().await.unwrap();
+            let reader = p5_tracedb::Reader::open(&p5_tracedb::DbUrl::parse(&url).unwrap())
+                .await
+                .unwrap();
+            let runs = p5_tracedb::read::analysis_runs(&reader, 1).await.unwrap();
+            assert_eq!(runs.len(), 1, "{url}");
+            let pats = p5_tracedb::read::path_patterns(&reader, 1, runs[0].id)
+                .await
+                .unwrap();
+            assert_eq!((pats.len(), pats[0].max_prob), (1, Some(0.5)), "{url}");
+            let nodes = p5_tracedb::read::path_nodes(&reader, 1, runs[0].id, 1)
+                .await
+                .unwrap();
+            assert_eq!(nodes[0].latency_mean_ns, Some(10), "{url}");
+            reader.close().await;
             let count = "SELECT session_id, COUNT(*) AS n FROM path_instance_message \
                          GROUP BY session_id ORDER BY session_id";
             assert_eq!(

@@ -29,6 +29,16 @@ pub enum Error {
     /// Applying the migrations failed.
     #[error("applying the schema: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),
+    /// A stored value this version does not know (e.g. a `path_node.kind`).
+    #[error("{table}.{column} holds {value:?}, which this version of p5 does not know")]
+    Invalid {
+        /// Table.
+        table: &'static str,
+        /// Column.
+        column: &'static str,
+        /// The value.
+        value: String,
+    },
     /// The database task is gone.
     #[error("the database writer stopped")]
     WriterStopped,

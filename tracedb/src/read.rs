@@ -8,8 +8,9 @@
 //! SQLite file is opened read-only; opening refuses a database that is not a p5 one.
 
 use crate::connect::{CONNECT_TIMEOUT, Catalogue, not_a_database, within};
-use crate::domain::{Direction, InitiatorFrom, Protocol};
+use crate::domain::{Direction, InitiatorFrom, NodeKind, Protocol, Visit};
 use crate::error::Error;
+use crate::schema;
 use crate::url::DbUrl;
 use futures_util::TryStreamExt;
 use serde::Serialize;
@@ -614,6 +615,91 @@ pub async fn message_roles(db: &Reader, sid: i64) -> Result<Vec<MessageRole>, Er
         .collect())
 }
 
+/// The analysis runs of a session, by id (empty before migration 0004).
+pub async fn analysis_runs(db: &Reader, sid: i64) -> Result<Vec<schema::AnalysisRun>, Error> {
+    const Q: &str = "SELECT session_id, id, algorithm, params_json, source, \
+         session_merged_at_wall_ns, created_at_wall_ns, messages FROM analysis_run \
+         WHERE session_id = $1 ORDER BY id";
+    Ok(fetch!(db, Q, [sid], |r| schema::AnalysisRun {
+        session_id: r.i(0)?,
+        id: r.i(1)?,
+        algorithm: r.s(2)?,
+        params_json: r.s(3)?,
+        source: r.s(4)?,
+        session_merged_at_wall_ns: r.i(5)?,
+        created_at_wall_ns: r.i(6)?,
+        messages: r.i(7)?,
+    }))
+}
+
+/// The patterns of a run, by rank.
+pub async fn path_patterns(
+    db: &Reader,
+    sid: i64,
+    run: i64,
+) -> Result<Vec<schema::PathPattern>, Error> {
+    const Q: &str = "SELECT session_id, run_id, id, signature, root_node, instances, expected, \
+         max_prob, mean_total_ns, p50_total_ns, p90_total_ns, rank FROM path_pattern \
+         WHERE session_id = $1 AND run_id = $2 ORDER BY rank, id";
+    Ok(fetch!(db, Q, [sid, run], |r| schema::PathPattern {
+        session_id: r.i(0)?,
+        run_id: r.i(1)?,
+        id: r.i(2)?,
+        signature: r.s(3)?,
+        root_node: r.s(4)?,
+        instances: r.i(5)?,
+        expected: r.of(6)?,
+        max_prob: r.of(7)?,
+        mean_total_ns: r.i(8)?,
+        p50_total_ns: r.i(9)?,
+        p90_total_ns: r.i(10)?,
+        rank: r.i(11)?,
+    }))
+}
+
+/// The nodes of a pattern's tree, by id (parents before children).
+pub async fn path_nodes(
+    db: &Reader,
+    sid: i64,
+    run: i64,
+    pattern: i64,
+) -> Result<Vec<schema::PathNode>, Error> {
+    const Q: &str = "SELECT session_id, run_id, pattern_id, id, parent_id, ord, node, kind, \
+         visit, call_delay_mean_ns, latency_mean_ns, net_delay_mean_ns, samples FROM path_node \
+         WHERE session_id = $1 AND run_id = $2 AND pattern_id = $3 ORDER BY id";
+    let rows = fetch!(db, Q, [sid, run, pattern], |r| (
+        schema::PathNode {
+            session_id: r.i(0)?,
+            run_id: r.i(1)?,
+            pattern_id: r.i(2)?,
+            id: r.i(3)?,
+            parent_id: r.oi(4)?,
+            ord: r.i(5)?,
+            node: r.s(6)?,
+            kind: NodeKind::Node,
+            visit: Visit::Call,
+            call_delay_mean_ns: r.oi(9)?,
+            latency_mean_ns: r.oi(10)?,
+            net_delay_mean_ns: r.oi(11)?,
+            samples: r.i(12)?,
+        },
+        r.s(7)?,
+        r.s(8)?
+    ));
+    let invalid = |column, value: String| Error::Invalid {
+        table: "path_node",
+        column,
+        value,
+    };
+    rows.into_iter()
+        .map(|(mut n, kind, visit)| {
+            n.kind = NodeKind::parse(&kind).ok_or_else(|| invalid("kind", kind))?;
+            n.visit = Visit::parse(&visit).ok_or_else(|| invalid("visit", visit))?;
+            Ok(n)
+        })
+        .collect()
+}
+
 /// A bucket of the session overview (merge's `overview` table): a group of spans of one lane.
 #[derive(Debug, Clone, Copy)]
 pub struct OverviewRow {
@@ -706,6 +792,7 @@ trait RowExt {
     fn oi(&self, i: usize) -> Result<Option<i64>, sqlx::Error>;
     fn s(&self, i: usize) -> Result<String, sqlx::Error>;
     fn os(&self, i: usize) -> Result<Option<String>, sqlx::Error>;
+    fn of(&self, i: usize) -> Result<Option<f64>, sqlx::Error>;
     /// Position of a text column's value in `names` (`names.len()` if absent), without
     /// allocating.
     fn cat(&self, i: usize, names: &[&str]) -> Result<u32, sqlx::Error>;
@@ -724,6 +811,9 @@ macro_rules! row_ext {
                 self.try_get(i)
             }
             fn os(&self, i: usize) -> Result<Option<String>, sqlx::Error> {
+                self.try_get(i)
+            }
+            fn of(&self, i: usize) -> Result<Option<f64>, sqlx::Error> {
                 self.try_get(i)
             }
             fn cat(&self, i: usize, names: &[&str]) -> Result<u32, sqlx::Error> {
