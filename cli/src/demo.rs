@@ -20,6 +20,7 @@
 
 use anyhow::{Context as _, bail};
 use p5_logserver::LocalServer;
+use p5_tracedb::domain::{Runtime, ThreadState};
 use p5_wire::event::{NET_RX_SOFTIRQ, NET_TX_SOFTIRQ, SOFTIRQ_BASE};
 use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
@@ -406,14 +407,14 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
             "serving the viewer on http://{listen}/  (Ctrl-C to stop)"
         ));
     }
-    p5_web::run(&p5_web::WebArgs {
+    Ok(p5_web::run(&p5_web::WebArgs {
         db,
         listen,
         token: None,
         select_dir: Some(instr),
         cache_dir: None,
         no_cache: true,
-    })
+    })?)
 }
 
 /// The built programs.
@@ -607,14 +608,7 @@ fn is_root() -> bool {
 
 // ---- findings: the numbers behind the paper's figures, from the merged database ----
 
-const STATES: &[&str] = &[
-    "calculating",
-    "sending",
-    "receiving",
-    "connecting",
-    "accepting",
-    "closing",
-];
+const STATES: &[&str] = p5_tracedb::domain::ThreadState::NAMES;
 
 /// One application thread's time per state.
 #[derive(Debug, Clone, Default)]
@@ -641,8 +635,16 @@ impl ThreadStates {
     /// was, leaving out sends (on a loaded machine a send that wakes the peer often loses the
     /// CPU inside the call, which stretches it from microseconds to a time slice).
     pub fn busy(&self) -> f64 {
-        let c = self.ns.get("calculating").copied().unwrap_or(0);
-        let r = self.ns.get("receiving").copied().unwrap_or(0);
+        let c = self
+            .ns
+            .get(ThreadState::Calculating.name())
+            .copied()
+            .unwrap_or(0);
+        let r = self
+            .ns
+            .get(ThreadState::Receiving.name())
+            .copied()
+            .unwrap_or(0);
         if c + r <= 0 {
             return 0.0;
         }
@@ -690,16 +692,12 @@ pub struct Finding {
 
 /// Reads the findings of every session from the merged database.
 pub async fn findings(db_url: &str) -> anyhow::Result<Vec<Finding>> {
-    use p5_web::query as q;
-    let db = q::Db::open(db_url)
-        .await
-        .context("cannot open the database")?;
+    use p5_tracedb::read as q;
+    let db = q::Reader::open(&p5_tracedb::DbUrl::parse(db_url)?).await?;
     let mut out = Vec::new();
-    let sessions = q::sessions(&db)
-        .await
-        .map_err(|e| anyhow::anyhow!("{e:?}"))?;
+    let sessions = q::sessions(&db).await?;
     for s in sessions {
-        let e = |e: p5_web::error::ApiError| anyhow::anyhow!("session {}: {e:?}", s.name);
+        let e = |e: p5_tracedb::Error| anyhow::anyhow!("session {}: {e}", s.name);
         let procs = q::processes(&db, s.id).await.map_err(e)?;
         let threads = q::threads(&db, s.id).await.map_err(e)?;
         let states = q::states(&db, s.id, STATES).await.map_err(e)?;
@@ -708,7 +706,7 @@ pub async fn findings(db_url: &str) -> anyhow::Result<Vec<Finding>> {
         let intervals = q::intervals(&db, s.id).await.map_err(e)?;
         let app: Vec<&q::Process> = procs
             .iter()
-            .filter(|p| !matches!(p.runtime.as_str(), "host-agent" | "os-monitor"))
+            .filter(|p| Runtime::parse(&p.runtime).is_none_or(Runtime::is_program))
             .collect();
         let mut programs: Vec<String> = app.iter().map(|p| p.program.clone()).collect();
         programs.sort();
@@ -742,7 +740,11 @@ pub async fn findings(db_url: &str) -> anyhow::Result<Vec<Finding>> {
             let name = STATES.get(r.state as usize).copied().unwrap_or("other");
             *entry.ns.entry(name).or_insert(0) += (r.t_end - r.t_start).max(0);
         }
-        let mut lat: Vec<i64> = msgs.iter().map(|m| m.5 - m.3).filter(|d| *d >= 0).collect();
+        let mut lat: Vec<i64> = msgs
+            .iter()
+            .map(|m| m.latency_ns())
+            .filter(|d| *d >= 0)
+            .collect();
         lat.sort_unstable();
         let latency_ns = (!lat.is_empty()).then(|| {
             let pick = |p: f64| lat[((lat.len() - 1) as f64 * p).round() as usize];
@@ -852,9 +854,9 @@ fn render_finding(o: &mut String, f: &Finding, note: &str) {
                     "  {:<8} pid {:<7} calculating {:>5.1} %  sending {:>5.1} %  receiving {:>5.1} %",
                     t.role,
                     t.pid,
-                    100.0 * t.share("calculating"),
-                    100.0 * t.share("sending"),
-                    100.0 * t.share("receiving")
+                    100.0 * t.share(ThreadState::Calculating.name()),
+                    100.0 * t.share(ThreadState::Sending.name()),
+                    100.0 * t.share(ThreadState::Receiving.name())
                 );
             }
             for func in [
@@ -886,9 +888,9 @@ fn render_finding(o: &mut String, f: &Finding, note: &str) {
                     t.pid,
                     t.role,
                     100.0 * t.busy(),
-                    100.0 * t.share("calculating"),
-                    100.0 * t.share("receiving"),
-                    100.0 * t.share("sending")
+                    100.0 * t.share(ThreadState::Calculating.name()),
+                    100.0 * t.share(ThreadState::Receiving.name()),
+                    100.0 * t.share(ThreadState::Sending.name())
                 );
             }
             let mean = |v: &dyn Fn(&ThreadStates) -> f64| {
@@ -898,16 +900,16 @@ fn render_finding(o: &mut String, f: &Finding, note: &str) {
                 o,
                 "    mean                    busy {:>5.1} %   calculating {:>5.1} %  waiting (receiving) {:>5.1} %",
                 100.0 * mean(&|t| t.busy()),
-                100.0 * mean(&|t| t.share("calculating")),
-                100.0 * mean(&|t| t.share("receiving"))
+                100.0 * mean(&|t| t.share(ThreadState::Calculating.name())),
+                100.0 * mean(&|t| t.share(ThreadState::Receiving.name()))
             );
             for cpw in busy("cpw") {
                 let _ = writeln!(
                     o,
                     "  cpw thread {:<4} calculating {:>5.1} %, receiving {:>5.1} %",
                     cpw.thread,
-                    100.0 * cpw.share("calculating"),
-                    100.0 * cpw.share("receiving")
+                    100.0 * cpw.share(ThreadState::Calculating.name()),
+                    100.0 * cpw.share(ThreadState::Receiving.name())
                 );
             }
             let salt = f.functions.get("set_salt").copied().unwrap_or_default();

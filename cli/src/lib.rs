@@ -4,4 +4,5 @@
 pub mod agent;
 pub mod analyze;
 pub mod demo;
+pub mod merge;
 pub mod record;

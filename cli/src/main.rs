@@ -68,20 +68,20 @@ fn main() -> ExitCode {
         },
         Cmd::Hostagent(cli) => match cli.command {
             Some(p5_hostagent::cli::Command::Ctl { agent, json, words }) => {
-                p5_hostagent::cli::run_ctl(&agent, json, &words)
+                p5_hostagent::cli::run_ctl(&agent, json, &words).map_err(Into::into)
             }
-            None => p5_hostagent::cli::run(cli.agent),
+            None => p5_hostagent::cli::run(cli.agent).map_err(Into::into),
         },
         Cmd::Demo(args) => p5_cli::demo::run(&args),
-        Cmd::Inspect { dir, json } => p5_logserver::cli::inspect(&dir, json),
-        Cmd::Logserver(cli) => p5_logserver::cli::run(cli),
-        Cmd::Merge(args) => p5_merge::run(&args),
-        Cmd::Web(args) => p5_web::run(&args),
+        Cmd::Inspect { dir, json } => p5_logserver::cli::inspect(&dir, json).map_err(Into::into),
+        Cmd::Logserver(cli) => p5_logserver::cli::run(cli).map_err(Into::into),
+        Cmd::Merge(args) => p5_cli::merge::run(&args),
+        Cmd::Web(args) => p5_web::run(&args).map_err(anyhow::Error::from),
         Cmd::Analyze(args) => p5_cli::analyze::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) if p5_logserver::cli::is_broken_pipe(&e) => ExitCode::SUCCESS,
+        Err(e) if p5_logserver::cli::is_broken_pipe(e.as_ref()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("p5: {e:#}");
             ExitCode::FAILURE

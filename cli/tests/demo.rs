@@ -3,7 +3,7 @@
 //! paper's qualitative findings checked in the merged SQLite database. Small sizes
 //! (`--quick`); no assertion on absolute speeds.
 
-use p5_web::query as q;
+use p5_tracedb::read as q;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -41,17 +41,13 @@ struct Facts {
     net_rx: usize,
 }
 
-const STATES: &[&str] = &[
-    "calculating",
-    "sending",
-    "receiving",
-    "connecting",
-    "accepting",
-    "closing",
-];
+const STATES: &[&str] = p5_tracedb::domain::ThreadState::NAMES;
 
 async fn read_facts(url: &str) -> BTreeMap<String, Facts> {
-    let db = q::Db::open(url).await.expect("open the merged database");
+    let url = p5_tracedb::DbUrl::parse(url).expect("database url");
+    let db = q::Reader::open(&url)
+        .await
+        .expect("open the merged database");
     let mut out = BTreeMap::new();
     for s in q::sessions(&db).await.unwrap() {
         let procs = q::processes(&db, s.id).await.unwrap();
@@ -119,7 +115,7 @@ async fn read_facts(url: &str) -> BTreeMap<String, Facts> {
                 f.located_sensors += 1;
             }
         }
-        f.latencies = msgs.iter().map(|m| m.5 - m.3).collect();
+        f.latencies = msgs.iter().map(|m| m.latency_ns()).collect();
         f.latencies.sort_unstable();
         out.insert(s.name.clone(), f);
     }

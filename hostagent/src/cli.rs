@@ -9,7 +9,6 @@ use crate::outbox::Outbox;
 use crate::sample::{ProcessFilter, ProcessFinder, Sampler};
 use crate::settings::{Settings, split_patterns};
 use crate::{identity, signal, spool};
-use anyhow::{Context as _, bail};
 use clap::{Args, Parser, Subcommand};
 use std::io::Write as _;
 use std::net::TcpListener;
@@ -110,8 +109,46 @@ pub struct AgentArgs {
     pub spool_max_mib: u64,
 }
 
-/// Runs `ctl`; returns the process exit code.
-pub fn run_ctl(agent: &str, json: bool, words: &[String]) -> anyhow::Result<()> {
+/// A failed command. The message says what failed; the cause is the `source`.
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// A control request or reply.
+    #[error(transparent)]
+    Ctl(#[from] ctl::CtlError),
+    /// Bad settings.
+    #[error(transparent)]
+    Settings(#[from] crate::settings::SettingsError),
+    /// Agents of the tree did not answer a control request.
+    #[error("{0} agent(s) did not answer")]
+    Unanswered(usize),
+    /// The `--listen` address.
+    #[error("cannot listen on {addr}")]
+    Listen {
+        /// The address.
+        addr: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// `--sched --only-listed` without processes.
+    #[error("--sched with --only-listed needs monitored processes (--pid or --process)")]
+    SchedWithoutProcesses,
+    /// The system sampler.
+    #[error("cannot start the system sampler")]
+    Sampler(#[source] sysinfo::Error),
+    /// The uplink thread panicked.
+    #[error("the uplink thread panicked")]
+    UplinkPanicked,
+    /// Writing JSON output failed.
+    #[error("cannot write JSON")]
+    Json(#[from] serde_json::Error),
+    /// Output or starting a thread failed.
+    #[error("i/o")]
+    Io(#[from] std::io::Error),
+}
+
+/// Runs `ctl`.
+pub fn run_ctl(agent: &str, json: bool, words: &[String]) -> Result<(), CliError> {
     let req = ctl::parse_command(words)?;
     let rep = ctl::send(agent, &req)?;
     let mut out = std::io::stdout().lock();
@@ -121,13 +158,13 @@ pub fn run_ctl(agent: &str, json: bool, words: &[String]) -> anyhow::Result<()> 
         write!(out, "{}", ctl::render(&rep))?;
     }
     if !rep.unanswered.is_empty() {
-        bail!("{} agent(s) did not answer", rep.unanswered.len());
+        return Err(CliError::Unanswered(rep.unanswered.len()));
     }
     Ok(())
 }
 
 /// Runs an agent until SIGINT/SIGTERM.
-pub fn run(a: AgentArgs) -> anyhow::Result<()> {
+pub fn run(a: AgentArgs) -> Result<(), CliError> {
     let interval = ctl::parse_interval(&a.interval)?;
     let settings = Settings {
         interval_ms: interval,
@@ -161,7 +198,10 @@ pub fn run(a: AgentArgs) -> anyhow::Result<()> {
         clock, id, upstream, is_agent, settings, outbox, hello,
     ));
     if let Some(l) = &a.listen {
-        let listener = TcpListener::bind(l).with_context(|| format!("cannot listen on {l}"))?;
+        let listener = TcpListener::bind(l).map_err(|source| CliError::Listen {
+            addr: l.to_string(),
+            source,
+        })?;
         let addr = listener.local_addr()?;
         let mut out = std::io::stdout().lock();
         writeln!(out, "listening on {addr}")?;
@@ -182,7 +222,7 @@ pub fn run(a: AgentArgs) -> anyhow::Result<()> {
     };
     let (osmon_rx, osmon_thread) = if a.sched {
         if filter.is_empty() {
-            bail!("--sched with --only-listed needs monitored processes (--pid or --process)");
+            return Err(CliError::SchedWithoutProcesses);
         }
         let (tx, rx) = std::sync::mpsc::channel();
         let cfg = OsmonConfig {
@@ -206,7 +246,7 @@ pub fn run(a: AgentArgs) -> anyhow::Result<()> {
     } else {
         (None, None)
     };
-    let sampler = Sampler::new(filter).context("cannot start the system sampler")?;
+    let sampler = Sampler::new(filter).map_err(CliError::Sampler)?;
     tracing::info!(upstream = %shared.upstream, "host agent started");
     let stop_osmon = || {
         shared.stop.store(true, Ordering::Release);
@@ -219,7 +259,7 @@ pub fn run(a: AgentArgs) -> anyhow::Result<()> {
     };
     agent::sampling_loop(stop_osmon, &shared, sampler, osmon_rx);
     if uplink.join().is_err() {
-        bail!("the uplink thread panicked");
+        return Err(CliError::UplinkPanicked);
     }
     Ok(())
 }

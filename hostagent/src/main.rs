@@ -21,7 +21,13 @@ fn main() -> std::process::ExitCode {
     match res {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("hostagent: {e:#}");
+            let mut line = e.to_string();
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                line.push_str(&format!(": {c}"));
+                cause = c.source();
+            }
+            eprintln!("hostagent: {line}");
             std::process::ExitCode::FAILURE
         }
     }

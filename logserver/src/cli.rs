@@ -2,7 +2,6 @@
 //! offers the same options (`p5 logserver ...`) without copying them.
 
 use crate::config::{self, ConnLimits, ServerConfig, StoreConfig};
-use anyhow::Context as _;
 use clap::{Args, Parser, Subcommand};
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -84,8 +83,50 @@ pub enum Command {
     },
 }
 
+/// A failed command. The message says what failed; the cause is the `source` (so a binary's
+/// `{:#}` prints the whole chain once).
+#[derive(Debug, thiserror::Error)]
+pub enum CliError {
+    /// The server stopped on an error.
+    #[error("log server on store {} failed", store.display())]
+    Serve {
+        /// The store.
+        store: PathBuf,
+        /// Why.
+        #[source]
+        source: crate::Error,
+    },
+    /// A store could not be inspected.
+    #[error("cannot inspect {}", dir.display())]
+    Inspect {
+        /// The store.
+        dir: PathBuf,
+        /// Why.
+        #[source]
+        source: crate::Error,
+    },
+    /// Spool files could not be imported.
+    #[error("cannot import into {}", store.display())]
+    Import {
+        /// The store.
+        store: PathBuf,
+        /// Why.
+        #[source]
+        source: crate::Error,
+    },
+    /// Some files of an import failed (each is reported in the output).
+    #[error("some files could not be imported")]
+    ImportFailed,
+    /// Writing JSON output failed.
+    #[error("cannot write JSON")]
+    Json(#[source] serde_json::Error),
+    /// Writing output failed.
+    #[error("cannot write output")]
+    Output(#[from] std::io::Error),
+}
+
 /// Runs what the command line asks for.
-pub fn run(cli: Cli) -> anyhow::Result<()> {
+pub fn run(cli: Cli) -> Result<(), CliError> {
     match cli.command {
         None => serve(cli.serve),
         Some(Command::Inspect { dir, json }) => inspect(&dir, json),
@@ -93,19 +134,27 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
-/// True if the error is a closed pipe (`p5-logserver inspect STORE | head` is not an error).
-pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| {
-        c.downcast_ref::<std::io::Error>()
+/// True if the error (or any of its causes) is a closed pipe (`p5-logserver inspect STORE |
+/// head` is not an error).
+pub fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut cur = Some(e);
+    while let Some(c) = cur {
+        let pipe = c
+            .downcast_ref::<std::io::Error>()
             .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
             || c.downcast_ref::<serde_json::Error>()
                 .and_then(|j| j.io_error_kind())
-                .is_some_and(|k| k == std::io::ErrorKind::BrokenPipe)
-    })
+                .is_some_and(|k| k == std::io::ErrorKind::BrokenPipe);
+        if pipe {
+            return true;
+        }
+        cur = c.source();
+    }
+    false
 }
 
 /// Serves until SIGINT or SIGTERM.
-pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
+pub fn serve(a: ServeArgs) -> Result<(), CliError> {
     let config = ServerConfig {
         listen: a.listen,
         store: a.store,
@@ -126,27 +175,34 @@ pub fn serve(a: ServeArgs) -> anyhow::Result<()> {
         },
     };
     let store = config.store.clone();
-    crate::run(config).with_context(|| format!("log server on store {} failed", store.display()))
+    crate::run(config).map_err(|source| CliError::Serve { store, source })
 }
 
 /// Prints a summary of a store, as text or JSON.
-pub fn inspect(dir: &std::path::Path, json: bool) -> anyhow::Result<()> {
-    let summary = crate::inspect::inspect(dir)
-        .with_context(|| format!("cannot inspect {}", dir.display()))?;
+pub fn inspect(dir: &std::path::Path, json: bool) -> Result<(), CliError> {
+    let summary = crate::inspect::inspect(dir).map_err(|source| CliError::Inspect {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
     let mut out = std::io::stdout().lock();
     if json {
-        serde_json::to_writer_pretty(&mut out, &summary).context("cannot write JSON")?;
+        serde_json::to_writer_pretty(&mut out, &summary).map_err(CliError::Json)?;
         writeln!(out)?;
     } else {
-        crate::inspect::render_text(&summary, &mut out).context("cannot write output")?;
+        crate::inspect::render_text(&summary, &mut out)?;
     }
     Ok(())
 }
 
 /// Imports spool files into a store.
-pub fn import(store: &std::path::Path, files: &[PathBuf]) -> anyhow::Result<()> {
-    let report = crate::import::import_files(store, files, StoreConfig::default())
-        .with_context(|| format!("cannot import into {}", store.display()))?;
+pub fn import(store: &std::path::Path, files: &[PathBuf]) -> Result<(), CliError> {
+    let report =
+        crate::import::import_files(store, files, StoreConfig::default()).map_err(|source| {
+            CliError::Import {
+                store: store.to_path_buf(),
+                source,
+            }
+        })?;
     let mut out = std::io::stdout().lock();
     for f in &report.files {
         let status = match (&f.error, &f.tail) {
@@ -171,7 +227,7 @@ pub fn import(store: &std::path::Path, files: &[PathBuf]) -> anyhow::Result<()> 
         )?;
     }
     if report.has_errors() {
-        anyhow::bail!("some files could not be imported");
+        return Err(CliError::ImportFailed);
     }
     Ok(())
 }

@@ -18,7 +18,14 @@ fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
-            let _ = writeln!(std::io::stderr(), "p5-logserver: error: {e:#}");
+            // The error and its causes, one line.
+            let mut line = e.to_string();
+            let mut cause = std::error::Error::source(&e);
+            while let Some(c) = cause {
+                line.push_str(&format!(": {c}"));
+                cause = c.source();
+            }
+            let _ = writeln!(std::io::stderr(), "p5-logserver: error: {line}");
             ExitCode::FAILURE
         }
     }

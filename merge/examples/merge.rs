@@ -1,5 +1,6 @@
-//! `cargo run -p p5-merge --example merge -- STORE [--db URL] …`: the `p5 merge` command
-//! without the umbrella binary (handy while developing the merge stage).
+//! `cargo run -p p5-merge --example merge -- STORE [--db URL] …`: merges and prints the
+//! summaries, without the umbrella binary's progress bar (handy while developing the merge
+//! stage).
 
 use clap::Parser;
 
@@ -17,5 +18,13 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    p5_merge::run(&Cli::parse().args)
+    let args = Cli::parse().args;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()?;
+    for s in rt.block_on(p5_merge::merge_store(&args))? {
+        print!("{}", p5_merge::render(&s));
+    }
+    Ok(())
 }

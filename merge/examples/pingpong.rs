@@ -30,7 +30,7 @@ fn main() {
         let _main = p5_runtime::scope(S_MAIN);
         match args.get(1).map(String::as_str) {
             Some("server") => {
-                let l = TcpListener::bind(C_NET, "127.0.0.1:0").expect("bind");
+                let l = TcpListener::p5_bind(C_NET, "127.0.0.1:0").expect("bind");
                 let port = l.local_addr().expect("addr").port();
                 std::fs::write(&args[2], port.to_string()).expect("port file");
                 let (mut s, _) = l.accept().expect("accept");
@@ -42,9 +42,11 @@ fn main() {
                 }
             }
             Some("client") => {
-                let mut s =
-                    TcpStream::connect(C_NET, ("127.0.0.1", args[2].parse::<u16>().expect("port")))
-                        .expect("connect");
+                let mut s = TcpStream::p5_connect(
+                    C_NET,
+                    ("127.0.0.1", args[2].parse::<u16>().expect("port")),
+                )
+                .expect("connect");
                 for _ in 0..n {
                     let _r = p5_runtime::scope(S_REQUEST);
                     s.write_all(&[1u8; 60]).expect("request");

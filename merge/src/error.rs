@@ -9,15 +9,9 @@ pub enum Error {
     /// Reading the store failed (I/O, not damage).
     #[error("reading the store: {0}")]
     Store(#[from] p5_logserver::Error),
-    /// The database failed.
-    #[error("database: {0}")]
-    Db(#[from] sqlx::Error),
-    /// Applying the schema failed.
-    #[error("applying the schema: {0}")]
-    Migrate(#[from] sqlx::migrate::MigrateError),
-    /// A `--db` value that is neither `sqlite:` nor `postgres://`.
-    #[error("unsupported database url {0:?} (use sqlite:PATH or postgres://…)")]
-    Url(String),
+    /// The database failed (connecting, migrating, writing).
+    #[error(transparent)]
+    Db(#[from] p5_tracedb::Error),
     /// A manifest directory could not be read.
     #[error("reading manifest {path}: {source}")]
     Manifest {
@@ -34,13 +28,13 @@ pub enum Error {
         /// Why.
         source: serde_json::Error,
     },
-    /// The database task is gone.
-    #[error("the database writer stopped")]
-    WriterStopped,
-    /// The database task panicked or was cancelled.
-    #[error("database writer task: {0}")]
-    Task(String),
     /// The named session is not in the store.
     #[error("no session {0:?} in the store")]
     NoSession(String),
+    /// The directory holds no session.
+    #[error(
+        "{0} holds no p5 session (a session store has one directory of `*.p5seg` segments per \
+         session, as written by `p5 logserver` or `p5 record`)"
+    )]
+    NoStore(PathBuf),
 }

@@ -7,33 +7,39 @@
 //! counting ([`matching`]) and uses the matched messages to refine and tighten the clocks until
 //! no message is received before it was sent; builds the
 //! rows the views need — function-call [`intervals`] with depth and self time, thread
-//! [`states`] for the Gantt chart, scheduling intervals, IRQs, metric samples — and writes them
-//! to SQLite (default) or PostgreSQL ([`db`], [`schema`], documented in `docs/schema.md`).
+//! [`states`] for the Gantt chart, scheduling intervals, IRQs, metric samples, the
+//! [`connections`] every message travelled on — and writes them to SQLite (default) or
+//! PostgreSQL through `p5_tracedb` (the schema, documented in `docs/schema.md`; this crate
+//! contains no SQL).
 //!
 //! Damaged stores, unknown sensors and sources without clock samples never stop a merge: it
-//! keeps what it can and writes `diagnostic` rows. [`run`] is the command; [`merge_store`] the
-//! same without printing, for tests and other stages.
+//! keeps what it can and writes `diagnostic` rows. [`merge_store`] merges and returns a
+//! [`SessionSummary`] per session, reporting progress through a [`Progress`]; [`render`] formats
+//! a summary; the `p5` binary prints them and draws the progress bar.
 
 pub mod clock;
-pub mod db;
+pub mod connections;
 pub mod domain;
 pub mod error;
 pub mod intervals;
+pub mod inventory;
 pub mod load;
 pub mod manifest;
 pub mod matching;
+pub mod messages;
 pub mod overview;
-pub mod schema;
+pub mod progress;
+pub mod replay;
 pub mod session;
 pub mod states;
 
 pub use error::Error;
+pub use progress::{Progress, Silent};
 pub use session::{Diagnostic, ProcessClock, SessionSummary, Severity};
 
 use clap::Args;
-use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use p5_logserver::reader::StoreDir;
-use std::io::IsTerminal;
+use p5_tracedb::DbUrl;
 use std::path::PathBuf;
 
 /// `p5 merge STORE [--db URL] [--session NAME] [--manifest DIR]...`
@@ -70,16 +76,33 @@ impl MergeArgs {
         }
     }
 
-    /// The database URL in effect.
+    /// The database URL in effect, as given (default: `sqlite:<STORE>/p5.sqlite`).
     pub fn db_url(&self) -> String {
         self.db
             .clone()
             .unwrap_or_else(|| format!("sqlite:{}", self.store.join("p5.sqlite").display()))
     }
+
+    /// The database URL, parsed.
+    pub fn parsed_db_url(&self) -> Result<DbUrl, Error> {
+        match &self.db {
+            Some(u) => Ok(DbUrl::parse(u)?),
+            None => Ok(DbUrl::sqlite_file(&self.store.join("p5.sqlite"))),
+        }
+    }
 }
 
 /// Merges the store's sessions (or the one named) and returns what each merge did.
 pub async fn merge_store(args: &MergeArgs) -> Result<Vec<SessionSummary>, Error> {
+    merge_store_with(args, &Silent).await
+}
+
+/// [`merge_store`], reporting progress.
+pub async fn merge_store_with(
+    args: &MergeArgs,
+    progress: &dyn Progress,
+) -> Result<Vec<SessionSummary>, Error> {
+    let url = args.parsed_db_url()?;
     let manifests = manifest::Manifests::load(&args.manifests)?;
     let store = StoreDir::open(&args.store)?;
     let sessions = match &args.session {
@@ -90,31 +113,27 @@ pub async fn merge_store(args: &MergeArgs) -> Result<Vec<SessionSummary>, Error>
             }
             vec![s]
         }
-        None => store.sessions()?,
+        None => {
+            let all = store.sessions()?;
+            let segments = |s: &p5_logserver::reader::SessionDir| {
+                s.segments().map(|v| !v.is_empty()).unwrap_or(false)
+            };
+            if !all.iter().any(segments) {
+                return Err(Error::NoStore(args.store.clone()));
+            }
+            all
+        }
     };
-    let bar = if args.quiet || !std::io::stderr().is_terminal() {
-        ProgressBar::hidden()
-    } else {
-        let b = ProgressBar::with_draw_target(Some(1), ProgressDrawTarget::stderr());
-        b.set_style(
-            ProgressStyle::with_template("{msg:30} [{bar:40}] {bytes}/{total_bytes} {elapsed}")
-                .unwrap_or_else(|_| ProgressStyle::default_bar())
-                .progress_chars("=> "),
-        );
-        b
-    };
-    let mut db = db::Db::connect(&args.db_url()).await?;
-    db.migrate().await?;
+    let mut db = p5_tracedb::Db::open(&url).await?;
     let store_name = args.store.display().to_string();
     let mut out = Vec::new();
     for s in &sessions {
         db.begin().await?;
-        let (mut back, summary) = session::merge(db, &store_name, s, &manifests, &bar).await?;
+        let (mut back, summary) = session::merge(db, &store_name, s, &manifests, progress).await?;
         back.commit().await?;
         db = back;
         out.push(summary);
     }
-    bar.finish_and_clear();
     db.close().await?;
     Ok(out)
 }
@@ -160,6 +179,7 @@ pub fn render(s: &SessionSummary) -> String {
         "  messages: {} matched, {} sends and {} receives unmatched",
         s.matched, s.unmatched_sends, s.unmatched_recvs
     );
+    let _ = writeln!(o, "  connections: {}", s.connections);
     let _ = writeln!(
         o,
         "  causality: {} violations from the samples alone, {} after tightening",
@@ -169,36 +189,7 @@ pub fn render(s: &SessionSummary) -> String {
     let _ = writeln!(o, "  rows: {}", rows.join(", "));
     let _ = writeln!(o, "  diagnostics: {}", s.diagnostics.len());
     for d in &s.diagnostics {
-        let sev = match d.severity {
-            Severity::Info => "info",
-            Severity::Warning => "warning",
-        };
-        let _ = writeln!(o, "    {sev}: {}: {}", d.kind, d.message);
+        let _ = writeln!(o, "    {}: {}: {}", d.severity, d.kind, d.message);
     }
     o
-}
-
-/// The `p5 merge` command: merges and prints a summary per session.
-pub fn run(args: &MergeArgs) -> anyhow::Result<()> {
-    // Two workers: the merge builds rows while the database task writes the previous batch.
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()?;
-    let started = std::time::Instant::now();
-    let summaries = rt.block_on(merge_store(args))?;
-    let elapsed = started.elapsed().as_secs_f64();
-    let events: u64 = summaries.iter().map(|s| s.events).sum();
-    for s in &summaries {
-        print!("{}", render(s));
-    }
-    println!(
-        "merged {} session(s), {} events in {:.2} s ({:.0} events/s) into {}",
-        summaries.len(),
-        events,
-        elapsed,
-        events as f64 / elapsed.max(1e-9),
-        args.db_url()
-    );
-    Ok(())
 }

@@ -12,13 +12,13 @@
 //! session's time base). Records with `t_s = 0` (imported spool files) give no samples.
 
 use crate::error::Error;
-use crate::matching::{Call, SocketDesc};
+use crate::matching::{Call, Role, SocketDesc};
 use p5_logserver::reader::{Fault, SessionDir, SessionRecords};
 use p5_wire::data::{ClockSamples, EventsFrame, Name, Names, StreamClose, StreamOpen};
 use p5_wire::frame::FrameType;
 use p5_wire::hello::Identity;
 use p5_wire::store::{SampleSource, SegmentHeader, StoreRecord};
-use p5_wire::{Event, StreamKind};
+use p5_wire::{CommOp, Event, StreamKind};
 use std::collections::{BTreeSet, HashMap};
 
 /// A process (one `Hello`), or a placeholder for data whose handshake was lost.
@@ -130,6 +130,10 @@ pub struct Scan {
     pub faults: Vec<Fault>,
     /// Bytes of all segments (for progress).
     pub bytes: u64,
+    /// (process, fd) → the last description of that descriptor (index into `sockets`).
+    last_desc: HashMap<(usize, i64), usize>,
+    /// (process, fd) → a `connect`/`accept` whose description has not come yet.
+    pending_role: HashMap<(usize, i64), Role>,
 }
 
 /// Converts a record's `t_s` to the session base.
@@ -278,6 +282,35 @@ impl Scan {
         }
     }
 
+    /// A socket description; it takes the role of a `connect`/`accept` recorded before it.
+    fn describe(&mut self, mut d: SocketDesc) {
+        d.role = self.pending_role.remove(&(d.process, d.fd));
+        self.last_desc.insert((d.process, d.fd), self.sockets.len());
+        self.sockets.push(d);
+    }
+
+    /// A `connect` (on `fd`) or `accept` (whose result is the new descriptor) started at `t`:
+    /// the role of that descriptor's description. Runtimes describe the socket just before
+    /// (C ABI `connect`) or just after (`accept`, the Rust wrappers) recording the call, in
+    /// the same stream: the role goes to a description made since the call started, else
+    /// to the next one.
+    fn role(&mut self, p: usize, op: CommOp, fd: i64, t: i64, result: i64) {
+        const EINPROGRESS: i64 = 115;
+        let (role, fd) = match op {
+            CommOp::Connect if result == 0 || result == -EINPROGRESS => (Role::Connect, fd),
+            CommOp::Accept if result >= 0 => (Role::Accept, result),
+            _ => return,
+        };
+        if let Some(&d) = self.last_desc.get(&(p, fd))
+            && self.sockets[d].t >= t
+            && self.sockets[d].role.is_none()
+        {
+            self.sockets[d].role = Some(role);
+            return;
+        }
+        self.pending_role.insert((p, fd), role);
+    }
+
     fn events(&mut self, p: usize, body: &[u8]) {
         let Ok(frame) = EventsFrame::parse(body) else {
             self.bad_frames += 1;
@@ -322,7 +355,9 @@ impl Scan {
                     ..
                 } => {
                     self.sensors.insert(sensor);
-                    if op.is_send() || op.is_recv() {
+                    if matches!(op, CommOp::Connect | CommOp::Accept) {
+                        self.role(p, op, fd, t, result);
+                    } else if op.is_send() || op.is_recv() {
                         self.calls.push(Call {
                             process: p,
                             thread: s,
@@ -345,13 +380,15 @@ impl Scan {
                     ..
                 } => {
                     self.sensors.insert(sensor);
-                    self.sockets.push(SocketDesc {
+                    self.describe(SocketDesc {
                         process: p,
                         t,
                         fd,
                         proto,
                         local,
                         peer,
+                        thread: s,
+                        role: None,
                     });
                 }
                 _ => {}
@@ -508,5 +545,50 @@ impl<'s> Replay<'s> {
             .stream_index
             .get(&(process, frame.header.stream))?;
         Some((process, stream))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use p5_wire::{Endpoint, SocketProto};
+
+    fn describe(scan: &mut Scan, p: usize, fd: i64, t: i64) {
+        scan.describe(SocketDesc {
+            process: p,
+            t,
+            fd,
+            proto: SocketProto::Tcp,
+            local: Endpoint::None,
+            peer: Endpoint::None,
+            thread: 0,
+            role: None,
+        });
+    }
+
+    #[test]
+    fn connect_and_accept_give_the_description_its_role_in_either_order() {
+        let mut scan = Scan::default();
+        // C ABI connect: the description (after the call) is recorded before the call.
+        describe(&mut scan, 0, 3, 20);
+        scan.role(0, CommOp::Connect, 3, 10, -115);
+        // Rust accept: the call (returning descriptor 7) first, then the description.
+        scan.role(1, CommOp::Accept, 4, 30, 7);
+        describe(&mut scan, 1, 7, 40);
+        // A failed connect gives no role; an older description is not taken.
+        scan.role(0, CommOp::Connect, 5, 50, -111);
+        describe(&mut scan, 0, 5, 60);
+        scan.role(0, CommOp::Connect, 3, 70, 0);
+        describe(&mut scan, 0, 3, 80);
+        let roles: Vec<_> = scan.sockets.iter().map(|d| d.role).collect();
+        assert_eq!(
+            roles,
+            vec![
+                Some(Role::Connect),
+                Some(Role::Accept),
+                None,
+                Some(Role::Connect)
+            ]
+        );
     }
 }

@@ -20,6 +20,12 @@
 //!   paths; datagrams are matched in order by size, skipping sends that never arrived (lost).
 //! - Anything without a socket description, failed calls and zero-byte results are not
 //!   messages; unmatched ends are kept as half-messages and counted.
+//! - Connections: the two flows of a stream connection (`L → P` and `P → L`, same use
+//!   ordinal), or of a datagram port pair, form one [`Connection`] with two sides; every
+//!   message records its connection and the side that sent it. Which side initiated is decided
+//!   later ([`crate::connections`]) from the socket descriptions' roles: a description made
+//!   right after a successful `connect` is the initiator's, one made for an `accept`ed
+//!   descriptor the acceptor's (the load pass attaches these, [`Role`]).
 
 use p5_wire::{CommOp, Endpoint, SocketProto};
 use std::collections::HashMap;
@@ -42,6 +48,32 @@ pub struct SocketDesc {
     pub local: Endpoint,
     /// Peer endpoint.
     pub peer: Endpoint,
+    /// Stream (thread) index that described it.
+    pub thread: usize,
+    /// Whether this descriptor came from `connect` or `accept`, if recorded.
+    pub role: Option<Role>,
+}
+
+/// How a socket descriptor came to be.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A successful (or in-progress) `connect`: this side initiated.
+    Connect,
+    /// Returned by `accept`: this side accepted.
+    Accept,
+}
+
+/// A connection: the flows between two endpoints (stream sockets: one connect/accept pair;
+/// datagrams: one port or path pair), seen from its two sides.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Connection {
+    /// Protocol.
+    pub proto: SocketProto,
+    /// Each side's endpoint as text (`ip:port`, `unix:path`, `*:port` for a datagram port
+    /// no recorded socket describes, `-`); side 0 sent the connection's first flow.
+    pub ends: [String; 2],
+    /// Each side's socket description (index into the descriptions), if recorded.
+    pub descs: [Option<usize>; 2],
 }
 
 /// A data-moving communication call.
@@ -82,6 +114,10 @@ pub struct Message {
     pub bytes: i64,
     /// Protocol.
     pub proto: SocketProto,
+    /// Its connection (index into [`Matches::connections`]).
+    pub conn: u32,
+    /// The side of the connection that sent it (0 or 1).
+    pub side: u8,
 }
 
 /// What matching found.
@@ -97,6 +133,8 @@ pub struct Matches {
     pub unmatched_recvs: u64,
     /// Data calls on descriptors never described (not matchable).
     pub undescribed: u64,
+    /// Connections, in order of their first call.
+    pub connections: Vec<Connection>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -105,11 +143,39 @@ enum FlowKey {
     Datagram(DgramEnd, DgramEnd),
 }
 
+impl FlowKey {
+    /// The same connection's flow the other way.
+    fn reversed(&self) -> FlowKey {
+        match self {
+            FlowKey::Stream(a, b, n) => FlowKey::Stream(b.clone(), a.clone(), *n),
+            FlowKey::Datagram(a, b) => FlowKey::Datagram(b.clone(), a.clone()),
+        }
+    }
+
+    /// Source and destination as text.
+    fn ends(&self) -> [String; 2] {
+        match self {
+            FlowKey::Stream(a, b, _) => [a.to_string(), b.to_string()],
+            FlowKey::Datagram(a, b) => [a.to_string(), b.to_string()],
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 enum DgramEnd {
     Port(u16),
     Path(Vec<u8>),
     None,
+}
+
+impl std::fmt::Display for DgramEnd {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            DgramEnd::Port(p) => write!(f, "*:{p}"),
+            DgramEnd::Path(p) => write!(f, "unix:{}", String::from_utf8_lossy(p)),
+            DgramEnd::None => f.write_str("-"),
+        }
+    }
 }
 
 fn dgram_end(e: &Endpoint) -> DgramEnd {
@@ -133,6 +199,10 @@ struct Flow {
     proto: Option<SocketProto>,
     sends: Vec<usize>,
     recvs: Vec<usize>,
+    /// Socket description of the sending side (first seen).
+    src_desc: Option<usize>,
+    /// Socket description of the receiving side.
+    dst_desc: Option<usize>,
 }
 
 /// Matches sends to receives.
@@ -198,8 +268,10 @@ pub fn match_calls(sockets: &[SocketDesc], calls: &[Call]) -> Matches {
         f.proto.get_or_insert(s.proto);
         if send {
             f.sends.push(ci);
+            f.src_desc.get_or_insert(si);
         } else {
             f.recvs.push(ci);
+            f.dst_desc.get_or_insert(si);
         }
     }
     let mut keys: Vec<&FlowKey> = flows.keys().collect();
@@ -213,17 +285,46 @@ pub fn match_calls(sockets: &[SocketDesc], calls: &[Call]) -> Matches {
             .copied()
             .unwrap_or(0)
     });
+    // Connection of each flow: (connection index, side of the flow's source).
+    let mut conn_of: HashMap<&FlowKey, (u32, u8)> = HashMap::new();
     for k in keys {
         let f = &flows[k];
         let proto = f.proto.unwrap_or(SocketProto::Unknown);
+        let (conn, side) = match conn_of.get(&k.reversed()) {
+            Some(&(c, s)) => (c, 1 - s),
+            None => {
+                out.connections.push(Connection {
+                    proto,
+                    ends: k.ends(),
+                    descs: [None, None],
+                });
+                ((out.connections.len() - 1) as u32, 0)
+            }
+        };
+        conn_of.insert(k, (conn, side));
+        let c = &mut out.connections[conn as usize];
+        let (src, dst) = (usize::from(side), usize::from(1 - side));
+        c.descs[src] = c.descs[src].or(f.src_desc);
+        c.descs[dst] = c.descs[dst].or(f.dst_desc);
+        // A datagram side described by a recorded socket is named by its local endpoint.
+        for (i, d) in [(src, f.src_desc), (dst, f.dst_desc)] {
+            if let (FlowKey::Datagram(..), Some(d)) = (k, d) {
+                c.ends[i] = sockets[d].local.to_string();
+            }
+        }
         let mut sends = f.sends.clone();
         let mut recvs = f.recvs.clone();
         let by_time = |i: &usize| (calls[*i].process, calls[*i].t, *i);
         sends.sort_by_key(by_time);
         recvs.sort_by_key(by_time);
+        let first = out.messages.len();
         match k {
             FlowKey::Stream(..) => bytes_flow(calls, &sends, &recvs, proto, &mut out),
             FlowKey::Datagram(..) => datagram_flow(calls, &sends, &recvs, proto, &mut out),
+        }
+        for m in &mut out.messages[first..] {
+            m.conn = conn;
+            m.side = side;
         }
     }
     out
@@ -270,6 +371,8 @@ fn bytes_flow(
             recv_calls: count,
             bytes: n,
             proto,
+            conn: 0,
+            side: 0,
         };
         if complete && count > 0 {
             out.matched += 1;
@@ -298,6 +401,8 @@ fn half_recv(calls: &[Call], ri: usize, proto: SocketProto) -> Message {
         recv_calls: 1,
         bytes: calls[ri].bytes,
         proto,
+        conn: 0,
+        side: 0,
     }
 }
 
@@ -325,6 +430,8 @@ fn datagram_flow(
                     recv_calls: 1,
                     bytes: size,
                     proto,
+                    conn: 0,
+                    side: 0,
                 });
                 p = k + 1;
             }
@@ -344,6 +451,8 @@ fn datagram_flow(
                 recv_calls: 0,
                 bytes: calls[si].bytes,
                 proto,
+                conn: 0,
+                side: 0,
             });
         }
     }
@@ -365,6 +474,8 @@ mod tests {
             proto,
             local: ep(local),
             peer: ep(peer),
+            thread: process,
+            role: None,
         }
     }
 
@@ -413,6 +524,38 @@ mod tests {
                 (Some(2), Some(4), Some(5), 2),
                 (None, Some(6), Some(6), 1),
             ]
+        );
+    }
+
+    #[test]
+    fn both_flows_of_a_connection_share_it_with_their_sides() {
+        let sockets = vec![
+            sock(0, 3, SocketProto::Tcp, "10.0.0.1:4000", "10.0.0.2:80"),
+            sock(1, 7, SocketProto::Tcp, "10.0.0.2:80", "10.0.0.1:4000"),
+        ];
+        let calls = vec![
+            call(0, 10, CommOp::Send, 3, 10), // request
+            call(1, 20, CommOp::Recv, 7, 10),
+            call(1, 30, CommOp::Send, 7, 20), // reply
+            call(0, 40, CommOp::Recv, 3, 20),
+            call(0, 50, CommOp::Send, 3, 10), // second request, never read
+        ];
+        let m = match_calls(&sockets, &calls);
+        assert_eq!(m.connections.len(), 1);
+        let c = &m.connections[0];
+        assert_eq!(
+            c.ends,
+            ["10.0.0.1:4000".to_owned(), "10.0.0.2:80".to_owned()]
+        );
+        assert_eq!(c.descs, [Some(0), Some(1)]);
+        let sides: Vec<_> = m
+            .messages
+            .iter()
+            .map(|m| (m.send, m.conn, m.side))
+            .collect();
+        assert_eq!(
+            sides,
+            vec![(Some(0), 0, 0), (Some(4), 0, 0), (Some(2), 0, 1)]
         );
     }
 

@@ -8,7 +8,7 @@
 //! one: the same aggregate the viewer's level of detail draws for a pixel column. Spans of a
 //! lane do not overlap, so neither do the buckets of a lane.
 
-use crate::schema::Value;
+use p5_tracedb::schema;
 use std::collections::HashMap;
 
 /// Buckets across the session (more than the pixel columns of a wide screen).
@@ -103,9 +103,8 @@ impl Overview {
         self.cells.is_empty()
     }
 
-    /// The `overview` rows of session `sid` (columns as in `schema::OVERVIEW`), by owner,
-    /// lane and time.
-    pub fn rows(self, sid: i64) -> impl Iterator<Item = [Value; 10]> {
+    /// The `overview` rows of session `sid`, by owner, lane and time.
+    pub fn rows(self, sid: i64) -> impl Iterator<Item = schema::Overview> {
         let mut cells: Vec<_> = self.cells.into_iter().collect();
         cells.sort_unstable_by_key(|&((owner, lane, bucket), _)| {
             let key = match owner {
@@ -115,26 +114,26 @@ impl Overview {
             (key, lane, bucket)
         });
         cells.into_iter().map(move |((owner, lane, _), c)| {
-            let (thread, host) = match owner {
-                Owner::Thread(t) => (Value::Int(t), Value::Null),
-                Owner::Host(h) => (Value::Null, Value::Int(h)),
+            let (thread_id, host_id) = match owner {
+                Owner::Thread(t) => (Some(t), None),
+                Owner::Host(h) => (None, Some(h)),
             };
             let (category, state) = match c.cat {
-                Category::Number(n) => (Value::Int(n), Value::Null),
-                Category::State(s) => (Value::Null, Value::Static(s)),
+                Category::Number(n) => (Some(n), None),
+                Category::State(s) => (None, Some(s)),
             };
-            [
-                Value::Int(sid),
-                thread,
-                host,
-                Value::Int(lane),
-                Value::Int(c.start),
-                Value::Int(c.end),
+            schema::Overview {
+                session_id: sid,
+                thread_id,
+                host_id,
+                lane,
+                t_start: c.start,
+                t_end: c.end,
                 category,
                 state,
-                Value::Int(c.spans),
-                Value::Int(c.covered),
-            ]
+                spans: c.spans,
+                covered: c.covered,
+            }
         })
     }
 }
@@ -154,26 +153,21 @@ mod tests {
         o.add(Owner::Host(2), LANE_IRQ, 3000, 3000, Category::Number(33)); // clamped to the last
         assert_eq!(o.len(), 4);
         let rows: Vec<_> = o.rows(4).collect();
-        assert_eq!(rows[0][3], Value::Int(LANE_STATES));
-        assert_eq!(rows[0][7], Value::Static("sending"));
-        assert_eq!(rows[0][9], Value::Int(1024));
+        assert_eq!(rows[0].lane, LANE_STATES);
+        assert_eq!(rows[0].state, Some("sending"));
+        assert_eq!(rows[0].covered, 1024);
         // Bucket 0 of lane 1: two spans, extent [0, 1], the longer (sensor 7) named.
+        let r = &rows[1];
         assert_eq!(
-            &rows[1][3..],
-            &[
-                Value::Int(1),
-                Value::Int(0),
-                Value::Int(1),
-                Value::Int(7),
-                Value::Null,
-                Value::Int(2),
-                Value::Int(1)
-            ]
+            (
+                r.lane, r.t_start, r.t_end, r.category, r.state, r.spans, r.covered
+            ),
+            (1, 0, 1, Some(7), None, 2, 1)
         );
-        assert_eq!(rows[2][4..6], [Value::Int(5), Value::Int(9)]);
+        assert_eq!((rows[2].t_start, rows[2].t_end), (5, 9));
         assert_eq!(
-            rows[3][1..4],
-            [Value::Null, Value::Int(2), Value::Int(LANE_IRQ)]
+            (rows[3].thread_id, rows[3].host_id, rows[3].lane),
+            (None, Some(2), LANE_IRQ)
         );
     }
 }

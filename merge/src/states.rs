@@ -7,48 +7,8 @@
 
 use p5_wire::CommOp;
 
-/// A state.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum State {
-    /// Running the program's own code.
-    Calculating,
-    /// In a send call.
-    Sending,
-    /// In a receive call.
-    Receiving,
-    /// In connect.
-    Connecting,
-    /// In accept.
-    Accepting,
-    /// In close or shutdown.
-    Closing,
-}
-
-impl State {
-    /// Name stored in the database.
-    pub fn name(self) -> &'static str {
-        match self {
-            State::Calculating => "calculating",
-            State::Sending => "sending",
-            State::Receiving => "receiving",
-            State::Connecting => "connecting",
-            State::Accepting => "accepting",
-            State::Closing => "closing",
-        }
-    }
-
-    /// The state of a thread inside a call.
-    pub fn of(op: CommOp) -> State {
-        use CommOp::*;
-        match op {
-            Send | SendTo | SendMsg | Write => State::Sending,
-            Recv | RecvFrom | RecvMsg | Read => State::Receiving,
-            Connect => State::Connecting,
-            Accept => State::Accepting,
-            Close | Shutdown => State::Closing,
-        }
-    }
-}
+/// A state: the one list of state names is [`p5_tracedb::domain::ThreadState`].
+pub use p5_tracedb::domain::ThreadState as State;
 
 /// One state interval.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

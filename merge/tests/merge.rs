@@ -1068,6 +1068,24 @@ fn real_processes_recorded_by_a_log_server_merge() {
             results.push(got);
             let states = query_csv(&url, "SELECT state, COUNT(*) AS n FROM state WHERE state IN ('sending', 'receiving') GROUP BY state ORDER BY state").await;
             assert!(states.contains("receiving,") && states.contains("sending,"), "{states}");
+            // The runtime recorded the client's connect: it is the initiator; requests are
+            // calls (two writes each), replies returns.
+            let conns = query_csv(
+                &url,
+                "SELECT proto, initiator_from, call_messages, call_bytes, return_messages, \
+                 return_bytes, CASE WHEN initiator_process_id <> acceptor_process_id THEN 1 \
+                 ELSE 0 END AS two_processes FROM connection",
+            )
+            .await;
+            let want = format!(
+                "proto,initiator_from,call_messages,call_bytes,return_messages,return_bytes,\
+                 two_processes\ntcp,connect,{},{},{},{},1\n",
+                2 * N,
+                100 * N,
+                N,
+                300 * N
+            );
+            assert_eq!(conns, want, "{url}");
         }
         assert_eq!(results[0], results[1]);
         assert_eq!(results[0], format!("n,v,senders\n{},0,2\n", 3 * N));
@@ -1199,5 +1217,306 @@ fn agent_tree_samples_compose_offsets() {
             rows,
             "process_id,method,domain\n1,tree,tree\n2,two-way,host:boot-p\n"
         );
+    });
+}
+
+// ---------------------------------------------------------------------------------------
+// The trace database: old files, connections, analysis rows, errors.
+
+/// A database written by the merge before `p5-tracedb` existed (migrations 0001–0002 only,
+/// `tracedb/test_data/merged-v0002.sqlite`, the skew fixture) still opens and reads; merging
+/// the session again applies the new migrations, keeps its id, fills the connections and
+/// gives the same tables as a fresh database.
+#[test]
+fn a_database_merged_by_older_code_opens_re_merges_and_reads() {
+    let tmp = tempfile::tempdir().unwrap();
+    let old =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tracedb/test_data/merged-v0002.sqlite");
+    let file = tmp.path().join("old.sqlite");
+    std::fs::copy(&old, &file).unwrap();
+    let store = skew_store(tmp.path());
+    let mdir = tmp.path().join("manifest");
+    write_manifest(&mdir);
+    let url = format!("sqlite:{}", file.display());
+    rt().block_on(async {
+        use p5_tracedb::read;
+        let db = read::Reader::open(&p5_tracedb::DbUrl::parse(&url).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(db.schema_version().await.unwrap(), 2);
+        let sessions = read::sessions(&db).await.unwrap();
+        assert_eq!(sessions.len(), 1);
+        let before = read::messages(&db, sessions[0].id).await.unwrap();
+        assert!(!before.is_empty());
+        db.close().await;
+
+        let sums = merge(&store, &url, vec![mdir]).await;
+        assert_eq!(sums[0].id, sessions[0].id);
+        let db = read::Reader::open(&p5_tracedb::DbUrl::parse(&url).unwrap())
+            .await
+            .unwrap();
+        assert_eq!(
+            db.schema_version().await.unwrap(),
+            p5_tracedb::migrate::latest()
+        );
+        let after = read::messages(&db, sums[0].id).await.unwrap();
+        assert_eq!(before, after, "the same messages as the old code wrote");
+        let conns = read::connections(&db, sums[0].id).await.unwrap();
+        assert_eq!(conns.len(), 2);
+        let roles = read::message_roles(&db, sums[0].id).await.unwrap();
+        assert_eq!(
+            roles.len() as i64,
+            sessions[0].messages,
+            "every message has a role"
+        );
+        db.close().await;
+        check_queries("skew", &url).await;
+    });
+}
+
+/// `connection` rows are merge's in-memory connections: every message's sender and receiver
+/// endpoints, as their socket descriptions say, are its connection's ends in the order its
+/// direction says; the counts per direction add up to the messages.
+#[test]
+fn connection_rows_match_the_in_memory_flows() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = skew_store(tmp.path());
+    let dir = p5_logserver::reader::StoreDir::open(&store)
+        .unwrap()
+        .session("skew")
+        .unwrap();
+    let scan = p5_merge::load::scan(&dir, |_| {}).unwrap();
+    let m = p5_merge::matching::match_calls(&scan.sockets, &scan.calls);
+    let url = format!("sqlite:{}", tmp.path().join("t.sqlite").display());
+    rt().block_on(async {
+        merge(&store, &url, vec![]).await;
+        let rows = query_csv(
+            &url,
+            "SELECT m.id, m.direction, c.initiator_endpoint, c.acceptor_endpoint FROM message m \
+             JOIN connection c ON c.session_id = m.session_id AND c.id = m.connection_id \
+             ORDER BY m.id",
+        )
+        .await;
+        let rows: Vec<Vec<String>> = rows
+            .lines()
+            .skip(1)
+            .map(|l| l.split(',').map(str::to_owned).collect())
+            .collect();
+        assert_eq!(rows.len(), m.messages.len());
+        for (msg, row) in m.messages.iter().zip(&rows) {
+            let c = &m.connections[msg.conn as usize];
+            let (src, dst) = if row[1] == "call" {
+                (&row[2], &row[3])
+            } else {
+                (&row[3], &row[2])
+            };
+            assert_eq!(&c.ends[usize::from(msg.side)], src, "{row:?}");
+            assert_eq!(&c.ends[usize::from(1 - msg.side)], dst, "{row:?}");
+            // The sender's own socket description agrees (stream sockets).
+            if let Some(s) = msg.send
+                && row[2].contains(":7000")
+            {
+                let call = &scan.calls[s];
+                let d = scan
+                    .sockets
+                    .iter()
+                    .rfind(|d| d.process == call.process && d.fd == call.fd && d.t <= call.t)
+                    .unwrap();
+                assert_eq!(&d.local.to_string(), src);
+                assert_eq!(&d.peer.to_string(), dst);
+            }
+        }
+        let totals = query_csv(
+            &url,
+            "SELECT CAST(SUM(call_messages + return_messages) AS BIGINT) AS n FROM connection",
+        )
+        .await;
+        assert_eq!(totals, format!("n\n{}\n", m.messages.len()));
+    });
+}
+
+/// Every table keyed by session — the analysis tables included — is cleared when the
+/// session is merged again, on both backends, and another session's rows stay.
+#[test]
+fn re_merging_clears_the_analysis_of_that_session() {
+    use p5_tracedb::schema::*;
+    let tmp = tempfile::tempdir().unwrap();
+    let store = skew_store(tmp.path());
+    let mut other = StoreBuilder::new(&store, "other", 3, 1_000_000_000_000);
+    write_sim(&mut other, &skew_processes()[1..2], 8, 5);
+    other.finish();
+    rt().block_on(async {
+        let pg = PgSchema::new().await;
+        for url in [
+            format!("sqlite:{}", tmp.path().join("t.sqlite").display()),
+            pg.url(),
+        ] {
+            let sums = merge(&store, &url, vec![]).await;
+            let mut db = p5_tracedb::Db::open(&p5_tracedb::DbUrl::parse(&url).unwrap())
+                .await
+                .unwrap();
+            for s in &sums {
+                let run = db.next_run_id(s.id).await.unwrap();
+                let results = p5_tracedb::analysis::RunResults {
+                    patterns: vec![PathPattern {
+                        session_id: s.id,
+                        run_id: run,
+                        id: 1,
+                        signature: "a(b)".into(),
+                        root_node: "a".into(),
+                        instances: 3,
+                        expected: None,
+                        max_prob: Some(0.5),
+                        mean_total_ns: 10,
+                        p50_total_ns: 9,
+                        p90_total_ns: 12,
+                        rank: 1,
+                    }],
+                    nodes: vec![PathNode {
+                        session_id: s.id,
+                        run_id: run,
+                        pattern_id: 1,
+                        id: 1,
+                        parent_id: None,
+                        ord: 0,
+                        node: "a".into(),
+                        kind: p5_tracedb::domain::NodeKind::Node,
+                        visit: p5_tracedb::domain::Visit::Call,
+                        call_delay_mean_ns: None,
+                        latency_mean_ns: Some(10),
+                        net_delay_mean_ns: None,
+                        samples: 3,
+                    }],
+                    hist: vec![PathNodeHist {
+                        session_id: s.id,
+                        run_id: run,
+                        node_id: 1,
+                        bin: 0,
+                        weight: 1.0,
+                    }],
+                    instances: vec![PathInstance {
+                        session_id: s.id,
+                        run_id: run,
+                        id: 1,
+                        pattern_id: 1,
+                        prob: 1.0,
+                        t_start: 0,
+                        t_end: 10,
+                    }],
+                    instance_messages: vec![PathInstanceMessage {
+                        session_id: s.id,
+                        run_id: run,
+                        instance_id: 1,
+                        message_id: 1,
+                        node_id: 1,
+                    }],
+                };
+                let run_row = AnalysisRun {
+                    session_id: s.id,
+                    id: run,
+                    algorithm: "nesting".into(),
+                    params_json: "{}".into(),
+                    source: "sql".into(),
+                    session_merged_at_wall_ns: 0,
+                    created_at_wall_ns: 0,
+                    messages: 1,
+                };
+                db.write_analysis(run_row, results).await.unwrap();
+            }
+            db.close().await.unwrap();
+            let reader = p5_tracedb::Reader::open(&p5_tracedb::DbUrl::parse(&url).unwrap())
+                .await
+                .unwrap();
+            let runs = p5_tracedb::read::analysis_runs(&reader, 1).await.unwrap();
+            assert_eq!(runs.len(), 1, "{url}");
+            let pats = p5_tracedb::read::path_patterns(&reader, 1, runs[0].id)
+                .await
+                .unwrap();
+            assert_eq!((pats.len(), pats[0].max_prob), (1, Some(0.5)), "{url}");
+            let nodes = p5_tracedb::read::path_nodes(&reader, 1, runs[0].id, 1)
+                .await
+                .unwrap();
+            assert_eq!(nodes[0].latency_mean_ns, Some(10), "{url}");
+            reader.close().await;
+            let count = "SELECT session_id, COUNT(*) AS n FROM path_instance_message \
+                         GROUP BY session_id ORDER BY session_id";
+            assert_eq!(
+                query_csv(&url, count).await,
+                "session_id,n\n1,1\n2,1\n",
+                "{url}"
+            );
+            let mut args = MergeArgs::new(&store);
+            args.db = Some(url.clone());
+            args.session = Some("skew".into());
+            let again = p5_merge::merge_store(&args).await.unwrap();
+            let sid = again[0].id;
+            let keep = 3 - sid;
+            for t in ANALYSIS {
+                let sql = format!(
+                    "SELECT session_id, COUNT(*) AS n FROM {} GROUP BY session_id",
+                    t.name
+                );
+                assert_eq!(
+                    query_csv(&url, &sql).await,
+                    format!("session_id,n\n{keep},1\n"),
+                    "{} on {url}",
+                    t.name
+                );
+            }
+        }
+    });
+}
+
+/// Database URLs and connections fail at once and clearly; a directory without a store is
+/// an error, not "merged 0 session(s)"; a SQLite file of another program is not written to.
+#[test]
+fn database_and_store_errors_are_clear() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = skew_store(tmp.path());
+    let err = |args: MergeArgs| async move {
+        p5_merge::merge_store(&args).await.unwrap_err().to_string()
+    };
+    rt().block_on(async {
+        let mut args = MergeArgs::new(&store);
+        args.db = Some("mysql://root@127.0.0.1/test".into());
+        let e = err(args).await;
+        assert!(
+            e.contains("sqlite:PATH") && e.contains("postgres://"),
+            "{e}"
+        );
+
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let mut args = MergeArgs::new(&store);
+        args.db = Some(format!("postgres://postgres@127.0.0.1:{port}/test"));
+        let t = std::time::Instant::now();
+        let e = err(args).await;
+        assert!(t.elapsed() < std::time::Duration::from_secs(6));
+        assert!(
+            e.contains("cannot connect") && e.matches("refused").count() == 1,
+            "{e}"
+        );
+
+        let foreign = tmp.path().join("foreign.sqlite");
+        {
+            let mut c =
+                sqlx::SqliteConnection::connect(&format!("sqlite:{}?mode=rwc", foreign.display()))
+                    .await
+                    .unwrap();
+            sqlx::raw_sql("CREATE TABLE notes (x TEXT)")
+                .execute(&mut c)
+                .await
+                .unwrap();
+        }
+        let mut args = MergeArgs::new(&store);
+        args.db = Some(format!("sqlite:{}", foreign.display()));
+        let e = err(args).await;
+        assert!(e.contains("not a p5 database"), "{e}");
+
+        let empty = tmp.path().join("no-store");
+        std::fs::create_dir_all(empty.join("src")).unwrap();
+        let e = err(MergeArgs::new(&empty)).await;
+        assert!(e.contains("holds no p5 session"), "{e}");
     });
 }

@@ -48,7 +48,9 @@ async fn main() {
 
     // The preview alone (no index build competing for the cores and the database).
     {
-        let db = p5_web::query::Db::open(&cfg.db).await.expect("open");
+        let db = p5_tracedb::Reader::open(&p5_tracedb::DbUrl::parse(&cfg.db).expect("url"))
+            .await
+            .expect("open");
         let t = Instant::now();
         let p = p5_web::index::SessionIndex::preview(&db, 1)
             .await
@@ -63,7 +65,7 @@ async fn main() {
         });
         println!("preview alone: {:.2?} ({n} overview buckets)", t.elapsed());
         let t = Instant::now();
-        let _ = p5_web::query::overview(&db, 1, p5_web::index::STATES).await;
+        let _ = p5_tracedb::read::overview(&db, 1, p5_web::index::STATES).await;
         println!("  of which the overview query: {:.2?}", t.elapsed());
     }
     // Cold start: a server that never indexed this session paints from the merge's overview
@@ -73,7 +75,7 @@ async fn main() {
     let t = Instant::now();
     let head = ["rows", "sensors"].map(|r| format!("/api/v1/sessions/1/{r}"));
     let (rows_t, _) = paint(&app, &head).await;
-    let sess = p5_web::query::session(&state.db, 1).await.expect("session");
+    let sess = p5_web::index::session(&state.db, 1).await.expect("session");
     let (a, b) = (sess.t_min.unwrap_or(0), sess.t_max.unwrap_or(1));
     let uris = [
         format!("/api/v1/sessions/1/gantt?t0={a}&t1={b}&px=1600"),
@@ -100,13 +102,13 @@ async fn main() {
     // Where the index build goes: each big table's scan through sqlx, one at a time.
     let db = &state.db;
     let t = Instant::now();
-    let n = p5_web::query::intervals(db, 1)
+    let n = p5_tracedb::read::intervals(db, 1)
         .await
         .expect("intervals")
         .len();
     let ti = t.elapsed();
     let t = Instant::now();
-    let m = p5_web::query::states(db, 1, p5_web::index::STATES)
+    let m = p5_tracedb::read::states(db, 1, p5_web::index::STATES)
         .await
         .expect("states")
         .len();
@@ -279,10 +281,7 @@ async fn generate(path: &Path, events: i64) {
     let _ = std::fs::remove_file(&tmp);
     let pool = fixture::create(&tmp).await;
     // Bulk load: a large page cache, and the indexes built once at the end.
-    let indexes: Vec<&str> = fixture::SCHEMA
-        .lines()
-        .filter(|l| l.starts_with("CREATE INDEX "))
-        .collect();
+    let indexes: Vec<&str> = fixture::sqlite_indexes();
     let mut setup = String::from("PRAGMA cache_size = -262144;");
     for l in &indexes {
         let name = l.split_whitespace().nth(2).expect("index name");
@@ -299,24 +298,7 @@ async fn generate(path: &Path, events: i64) {
     insert(
         &pool,
         "session",
-        &[
-            "id",
-            "name",
-            "store",
-            "merged_at_wall_ns",
-            "base_run_id",
-            "base_mono_ns",
-            "base_wall_ns",
-            "t_min",
-            "t_max",
-            "events",
-            "processes",
-            "threads",
-            "messages",
-            "matched",
-            "violations",
-            "diagnostics",
-        ],
+        &p5_tracedb::schema::SESSION.names(),
         &[vec![
             V::I(1),
             s("bench"),
@@ -340,13 +322,7 @@ async fn generate(path: &Path, events: i64) {
     let hosts: Vec<Vec<V>> = (1..=HOSTS)
         .map(|h| vec![V::I(1), V::I(h), s("b"), s("m"), s(&format!("node{h}"))])
         .collect();
-    insert(
-        &pool,
-        "host",
-        &["session_id", "id", "boot_id", "machine_id", "hostname"],
-        &hosts,
-    )
-    .await;
+    insert(&pool, "host", &p5_tracedb::schema::HOST.names(), &hosts).await;
     let mut procs = Vec::new();
     let mut threads = Vec::new();
     for p in 1..=THREADS {
@@ -384,41 +360,14 @@ async fn generate(path: &Path, events: i64) {
     insert(
         &pool,
         "process",
-        &[
-            "session_id",
-            "id",
-            "host_id",
-            "uid",
-            "pid",
-            "ppid",
-            "program",
-            "argv",
-            "runtime",
-            "clock",
-            "start_wall_ns",
-            "start_mono_ns",
-            "t_start",
-            "t_end",
-        ],
+        &p5_tracedb::schema::PROCESS.names(),
         &procs,
     )
     .await;
     insert(
         &pool,
         "thread",
-        &[
-            "session_id",
-            "id",
-            "process_id",
-            "stream",
-            "kind",
-            "tid",
-            "name",
-            "t_start",
-            "t_end",
-            "events",
-            "dropped",
-        ],
+        &p5_tracedb::schema::THREAD.names(),
         &threads,
     )
     .await;
@@ -447,21 +396,7 @@ async fn generate(path: &Path, events: i64) {
     insert(
         &pool,
         "sensor",
-        &[
-            "session_id",
-            "id",
-            "hex",
-            "kind",
-            "language",
-            "file",
-            "source_file_id",
-            "function",
-            "name",
-            "line",
-            "col",
-            "end_line",
-            "end_col",
-        ],
+        &p5_tracedb::schema::SENSOR.names(),
         &sensors,
     )
     .await;
@@ -570,22 +505,7 @@ async fn generate(path: &Path, events: i64) {
                 &iv,
             )
             .await;
-            insert(
-                &pool,
-                "state",
-                &[
-                    "session_id",
-                    "thread_id",
-                    "t_start",
-                    "t_end",
-                    "state",
-                    "op",
-                    "fd",
-                    "result",
-                ],
-                &st,
-            )
-            .await;
+            insert(&pool, "state", &p5_tracedb::schema::STATE.names(), &st).await;
             insert(
                 &pool,
                 "message",
@@ -610,22 +530,7 @@ async fn generate(path: &Path, events: i64) {
                 &msg,
             )
             .await;
-            insert(
-                &pool,
-                "sched",
-                &[
-                    "session_id",
-                    "host_id",
-                    "cpu",
-                    "tid",
-                    "thread_id",
-                    "t_start",
-                    "t_end",
-                    "end_state",
-                ],
-                &sch,
-            )
-            .await;
+            insert(&pool, "sched", &p5_tracedb::schema::SCHED.names(), &sch).await;
             k0 = k1;
         }
     }
@@ -671,42 +576,18 @@ async fn generate(path: &Path, events: i64) {
             k += 1;
         }
     }
-    insert(
-        &pool,
-        "irq",
-        &[
-            "session_id",
-            "host_id",
-            "cpu",
-            "irq",
-            "t",
-            "duration",
-            "handled",
-        ],
-        &irq,
-    )
-    .await;
+    insert(&pool, "irq", &p5_tracedb::schema::IRQ.names(), &irq).await;
     insert(
         &pool,
         "metric",
-        &[
-            "session_id",
-            "id",
-            "process_id",
-            "host_id",
-            "kind",
-            "key",
-            "name",
-            "unit",
-            "scale_exp",
-        ],
+        &p5_tracedb::schema::METRIC.names(),
         &metric,
     )
     .await;
     insert(
         &pool,
         "metric_sample",
-        &["session_id", "metric_id", "thread_id", "t", "value"],
+        &p5_tracedb::schema::METRIC_SAMPLE.names(),
         &samples,
     )
     .await;

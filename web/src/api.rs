@@ -20,13 +20,13 @@
 use crate::error::ApiError;
 use crate::index::{Cache, STATES, SessionIndex};
 use crate::lod::Item;
-use crate::query::{self, Db};
 use crate::selection::{self, Selection};
 use axum::extract::{Path, Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use p5_tracedb::read::{self as query, Reader as Db};
 use serde::Serialize;
 use serde_json::{Value, json};
 use std::collections::HashMap;

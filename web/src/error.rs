@@ -5,6 +5,41 @@
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+/// Why the server did not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// An open address without a token.
+    #[error("listening on non-loopback address {0} needs an access token (--token)")]
+    NeedsToken(SocketAddr),
+    /// The database: a bad URL, unreachable, or not a p5 database.
+    #[error(transparent)]
+    Db(#[from] p5_tracedb::Error),
+    /// `--select-dir` is missing.
+    #[error("selection directory {} does not exist", .0.display())]
+    NoSelectDir(PathBuf),
+    /// The snapshot directory could not be created.
+    #[error("cannot create cache directory {}: {source}", path.display())]
+    CacheDir {
+        /// The directory.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Binding the address failed.
+    #[error("cannot listen on {addr}: {source}")]
+    Listen {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Running the server failed.
+    #[error("serving: {0}")]
+    Io(#[from] std::io::Error),
+}
 
 /// An error answering an API request.
 #[derive(Debug, thiserror::Error)]
@@ -22,8 +57,8 @@ pub enum ApiError {
     #[error("{0}")]
     Conflict(String),
     /// The database failed.
-    #[error("database error: {0}")]
-    Db(#[from] sqlx::Error),
+    #[error("{0}")]
+    Db(#[from] p5_tracedb::Error),
     /// Writing a file the server owns failed.
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),

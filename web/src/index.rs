@@ -8,23 +8,25 @@
 
 use crate::error::ApiError;
 use crate::lod::Lane;
-use crate::query::{self, Db, Host, MessageRow, Process, Sensor, Session, Thread};
 use crate::snapshot::{self, Snapshots};
+use p5_tracedb::read::{
+    self as query, Host, MessageRow, Process, Reader as Db, Sensor, Session, Thread,
+};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::sync::OnceCell;
 
-/// State names in category order (the Gantt colour index).
-pub const STATES: &[&str] = &[
-    "calculating",
-    "sending",
-    "receiving",
-    "connecting",
-    "accepting",
-    "closing",
-];
+/// State names in category order (the Gantt colour index): the database's own list.
+pub const STATES: &[&str] = p5_tracedb::domain::ThreadState::NAMES;
+
+/// One session, or a 404.
+pub async fn session(db: &Db, sid: i64) -> Result<Session, ApiError> {
+    query::session(db, sid)
+        .await?
+        .ok_or_else(|| ApiError::NotFound(format!("no session {sid}")))
+}
 
 /// Lanes beyond this nesting depth are dropped (and counted).
 const MAX_LANES: usize = 128;
@@ -92,7 +94,7 @@ struct Rows {
     states: Vec<query::StateRow>,
     sched: Vec<query::SchedRow>,
     irqs: Vec<query::IrqRow>,
-    messages: Vec<query::RawMessage>,
+    messages: Vec<query::MatchedMessage>,
     series: HashMap<i64, Vec<Series>>,
 }
 
@@ -108,7 +110,7 @@ struct Head {
 
 impl Head {
     async fn load(db: &Db, sid: i64) -> Result<Head, ApiError> {
-        let session = query::session(db, sid).await?;
+        let session = session(db, sid).await?;
         let (hosts, processes, threads, sensors) = tokio::try_join!(
             query::hosts(db, sid),
             query::processes(db, sid),
@@ -340,18 +342,18 @@ impl SessionIndex {
         let mut max_latency = 0;
         let mut messages: Vec<MessageRow> = msgs
             .into_iter()
-            .map(|(id, bytes, st, s, rt, r, violation, ss, rs)| {
-                max_latency = i64::max(max_latency, r.saturating_sub(s));
+            .map(|m| {
+                max_latency = i64::max(max_latency, m.recv_t.saturating_sub(m.send_t));
                 MessageRow {
-                    id,
-                    bytes,
-                    send_thread: st,
-                    send_t: s,
-                    recv_thread: rt,
-                    recv_t: r,
-                    violation,
-                    send_sensor: ss.and_then(|x| sensor_index.get(&x).copied()),
-                    recv_sensor: rs.and_then(|x| sensor_index.get(&x).copied()),
+                    id: m.id,
+                    bytes: m.bytes,
+                    send_thread: m.send_thread,
+                    send_t: m.send_t,
+                    recv_thread: m.recv_thread,
+                    recv_t: m.recv_t,
+                    violation: m.violation,
+                    send_sensor: m.send_sensor.and_then(|x| sensor_index.get(&x).copied()),
+                    recv_sensor: m.recv_sensor.and_then(|x| sensor_index.get(&x).copied()),
                 }
             })
             .collect();
@@ -633,7 +635,7 @@ impl Cache {
         if !e.check_due() {
             return Ok(e);
         }
-        let now = match query::session(db, sid).await {
+        let now = match session(db, sid).await {
             Ok(s) => s.merged_at_wall_ns,
             Err(err) => {
                 self.forget(sid, &e);
@@ -739,7 +741,7 @@ impl Cache {
         let p = e
             .preview
             .get_or_try_init(|| async {
-                let events = query::session(db, sid).await?.events;
+                let events = session(db, sid).await?.events;
                 if u64::try_from(events).unwrap_or(0) < min {
                     return Ok::<_, ApiError>(None);
                 }

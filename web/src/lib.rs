@@ -13,7 +13,6 @@ pub mod assets;
 pub mod error;
 pub mod index;
 pub mod lod;
-pub mod query;
 pub mod selection;
 pub mod server;
 pub mod snapshot;
@@ -57,7 +56,7 @@ fn default_cache_dir() -> Option<PathBuf> {
 }
 
 /// Runs the server until Ctrl-C.
-pub fn run(args: &WebArgs) -> anyhow::Result<()> {
+pub fn run(args: &WebArgs) -> Result<(), error::StartError> {
     server::check_listen(&args.listen, args.token.as_deref())?;
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -76,7 +75,10 @@ pub fn run(args: &WebArgs) -> anyhow::Result<()> {
         let (app, state) = server::app(&cfg).await?;
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
-            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
+            .map_err(|source| error::StartError::Listen {
+                addr: args.listen,
+                source,
+            })?;
         let addr = listener.local_addr()?;
         server::warm(state);
         match &args.token {

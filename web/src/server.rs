@@ -9,9 +9,8 @@
 
 use crate::api::{self, AppState};
 use crate::assets;
-use crate::error::ApiError;
+use crate::error::{ApiError, StartError};
 use crate::index::Cache;
-use crate::query::{self, Db};
 use crate::snapshot::Snapshots;
 use axum::Router;
 use axum::extract::{Request, State};
@@ -19,6 +18,8 @@ use axum::http::{HeaderValue, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
+use p5_tracedb::DbUrl;
+use p5_tracedb::read::{self as query, Reader as Db};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -37,27 +38,28 @@ pub struct Config {
 }
 
 /// Checks that `listen` is allowed with `token`.
-pub fn check_listen(listen: &SocketAddr, token: Option<&str>) -> anyhow::Result<()> {
+pub fn check_listen(listen: &SocketAddr, token: Option<&str>) -> Result<(), StartError> {
     if !listen.ip().is_loopback() && token.is_none_or(str::is_empty) {
-        anyhow::bail!("listening on non-loopback address {listen} needs an access token (--token)");
+        return Err(StartError::NeedsToken(*listen));
     }
     Ok(())
 }
 
-/// Opens the database and builds the application.
-pub async fn app(cfg: &Config) -> anyhow::Result<(Router, Arc<AppState>)> {
-    let db = Db::open(&cfg.db)
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot open database {}: {e}", redact(&cfg.db)))?;
+/// Opens the database (refusing one that is not a p5 database, and failing within seconds
+/// when a server does not answer) and builds the application.
+pub async fn app(cfg: &Config) -> Result<(Router, Arc<AppState>), StartError> {
+    let url = DbUrl::parse(&cfg.db)?;
+    let db = Db::open(&url).await?;
     if let Some(d) = &cfg.select_dir
         && !d.is_dir()
     {
-        anyhow::bail!("selection directory {} does not exist", d.display());
+        return Err(StartError::NoSelectDir(d.clone()));
     }
     let snapshots = match &cfg.cache_dir {
         Some(dir) => {
-            std::fs::create_dir_all(dir).map_err(|e| {
-                anyhow::anyhow!("cannot create cache directory {}: {e}", dir.display())
+            std::fs::create_dir_all(dir).map_err(|source| StartError::CacheDir {
+                path: dir.clone(),
+                source,
             })?;
             Some(Snapshots {
                 dir: dir.clone(),
@@ -174,14 +176,6 @@ fn loopback_host(host: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-/// A database URL without its password, for messages.
-fn redact(url: &str) -> String {
-    match (url.find("://"), url.rfind('@')) {
-        (Some(a), Some(b)) if b > a => format!("{}://…@{}", &url[..a], &url[b + 1..]),
-        _ => url.to_owned(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,11 +197,5 @@ mod tests {
         assert!(loopback_host("[::1]:8055"));
         assert!(!loopback_host("evil.example:8055"));
         assert!(!loopback_host(""));
-    }
-
-    #[test]
-    fn passwords_are_redacted() {
-        assert_eq!(redact("postgres://u:pw@h/db"), "postgres://…@h/db");
-        assert_eq!(redact("sqlite:/x.db"), "sqlite:/x.db");
     }
 }

@@ -12,7 +12,7 @@
 
 use crate::index::{Detail, SensorTotals, SessionIndex, ThreadLanes};
 use crate::lod::Lane;
-use crate::query::{MessageRow, Session};
+use p5_tracedb::read::{MessageRow, Session};
 use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};

@@ -163,11 +163,8 @@ async fn postgres_gives_the_same_answers() {
     .unwrap();
     let sep = if base.contains('?') { '&' } else { '?' };
     let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
+    fixture::migrate(&url).await;
     let pool = sqlx::PgPool::connect(&url).await.unwrap();
-    sqlx::raw_sql(fixture::PG_SCHEMA)
-        .execute(&pool)
-        .await
-        .unwrap();
     fixture::small(&pool).await;
     pool.close().await;
 
@@ -647,4 +644,60 @@ async fn preloaded_previews_answer_until_the_index_is_built() {
     assert!(!full.preview);
     let (_, rows) = get_json(&app, "/api/v1/sessions/1/rows").await;
     assert_eq!(rows["partial"], false);
+}
+
+/// Start-up refuses what it cannot serve, at once and clearly: an empty file and a file of
+/// another program are "not a p5 database" (not an "internal error" on the page), a URL of
+/// another database names the accepted forms, and a closed PostgreSQL port is reported once
+/// within seconds (not after a 30 s pool timeout).
+#[tokio::test]
+async fn start_up_refuses_what_is_not_a_p5_database() {
+    let tmp = tempfile::tempdir().unwrap();
+    let start = |db: String| {
+        let cfg = Config {
+            db,
+            select_dir: None,
+            token: None,
+            cache_dir: None,
+        };
+        async move { server::app(&cfg).await.map(|_| ()).unwrap_err().to_string() }
+    };
+    let empty = tmp.path().join("empty.sqlite");
+    std::fs::write(&empty, b"").unwrap();
+    let e = start(format!("sqlite:{}", empty.display())).await;
+    assert!(e.contains("not a p5 database"), "{e}");
+    let text = tmp.path().join("notes.txt");
+    std::fs::write(
+        &text,
+        "this is not a database at all, just some text\n".repeat(200),
+    )
+    .unwrap();
+    let e = start(format!("sqlite:{}", text.display())).await;
+    assert!(e.contains("not a p5 database"), "{e}");
+    let other = tmp.path().join("other.sqlite");
+    let pool = fixture::open(&other).await;
+    sqlx::raw_sql("CREATE TABLE t (x INTEGER)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    pool.close().await;
+    let e = start(format!("sqlite:{}", other.display())).await;
+    assert!(e.contains("not a p5 database"), "{e}");
+    let e = start("mysql://root@127.0.0.1/test".into()).await;
+    assert!(
+        e.contains("sqlite:PATH") && e.contains("postgres://"),
+        "{e}"
+    );
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = closed.local_addr().unwrap().port();
+    drop(closed);
+    let t = std::time::Instant::now();
+    let e = start(format!("postgres://postgres@127.0.0.1:{port}/test")).await;
+    assert!(
+        t.elapsed() < std::time::Duration::from_secs(6),
+        "{:?}",
+        t.elapsed()
+    );
+    assert!(e.contains("cannot connect") && e.contains("refused"), "{e}");
+    assert_eq!(e.matches("refused").count(), 1, "reported once: {e}");
 }

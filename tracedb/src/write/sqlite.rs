@@ -1,7 +1,7 @@
 //! SQLite: one connection, WAL, multi-row `INSERT` batches with bound parameters.
 
 use crate::error::Error;
-use crate::schema::Value;
+use crate::schema::{Table, Value};
 use sqlx::sqlite::{SqliteConnectOptions, SqliteJournalMode, SqliteSynchronous};
 use sqlx::{AssertSqlSafe, ConnectOptions, SqliteConnection};
 use std::collections::HashMap;
@@ -12,30 +12,34 @@ use std::sync::{Arc, Mutex};
 pub const MAX_PARAMS: usize = 32_766;
 
 /// Opens (creating) the database file with bulk-load pragmas.
-pub async fn connect(url: &str) -> Result<SqliteConnection, Error> {
+pub async fn connect(url: &str) -> Result<SqliteConnection, sqlx::Error> {
     let opts = SqliteConnectOptions::from_str(url)?
         .create_if_missing(true)
         .journal_mode(SqliteJournalMode::Wal)
         .synchronous(SqliteSynchronous::Normal)
         .pragma("cache_size", "-65536")
         .busy_timeout(std::time::Duration::from_secs(30));
-    Ok(opts.connect().await?)
+    opts.connect().await
 }
 
 /// `INSERT INTO table (cols) VALUES (?, …), …` texts, cached per (table, rows) so sqlx's
 /// statement cache sees the same text for every full batch.
 type StatementCache = HashMap<(String, usize), Arc<str>>;
 
-fn statement(table: &str, columns: &[&str], rows: usize) -> Arc<str> {
+fn statement(table: &Table, rows: usize) -> Arc<str> {
     static CACHE: Mutex<Option<StatementCache>> = Mutex::new(None);
-    let key = (table.to_owned(), rows);
+    let key = (table.name.to_owned(), rows);
     let mut guard = CACHE.lock().unwrap_or_else(|e| e.into_inner());
     let cache = guard.get_or_insert_with(HashMap::new);
     if let Some(s) = cache.get(&key) {
         return s.clone();
     }
-    let one = format!("({})", vec!["?"; columns.len()].join(","));
-    let mut sql = format!("INSERT INTO {table} ({}) VALUES ", columns.join(","));
+    let one = format!("({})", vec!["?"; table.columns.len()].join(","));
+    let mut sql = format!(
+        "INSERT INTO {} ({}) VALUES ",
+        table.name,
+        table.column_list()
+    );
     for i in 0..rows {
         if i > 0 {
             sql.push(',');
@@ -52,18 +56,17 @@ fn statement(table: &str, columns: &[&str], rows: usize) -> Arc<str> {
 /// Inserts rows (flattened) in statements of at most [`MAX_PARAMS`] parameters.
 pub async fn insert(
     c: &mut SqliteConnection,
-    table: &str,
-    columns: &[&str],
+    table: Table,
     values: Vec<Value>,
 ) -> Result<(), Error> {
-    let cols = columns.len();
+    let cols = table.columns.len();
     let per = (MAX_PARAMS / cols).max(1);
     let mut it = values.into_iter();
     let total = it.len() / cols;
     let mut done = 0;
     while done < total {
         let n = per.min(total - done);
-        let sql = statement(table, columns, n);
+        let sql = statement(&table, n);
         let mut q = sqlx::query(AssertSqlSafe(sql));
         for v in it.by_ref().take(n * cols) {
             q = match v {

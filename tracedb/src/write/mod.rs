@@ -1,7 +1,8 @@
-//! The database side: connect, migrate, replace a session, and write rows in bulk.
+//! The write side: open (creating and migrating), replace a session, and write typed rows in
+//! bulk.
 //!
-//! The only modules that touch sqlx. [`Writer`] buffers rows per table and hands full
-//! batches to the backend: SQLite gets multi-row `INSERT … VALUES (…),(…)` statements of up to
+//! [`Writer`] buffers rows per table and hands full batches to a task that owns the
+//! connection: SQLite gets multi-row `INSERT … VALUES (…),(…)` statements of up to
 //! [`sqlite::MAX_PARAMS`] bound parameters (sqlx runs SQLite on a worker thread, so one row per
 //! statement would cost a round trip each), PostgreSQL gets `COPY … FROM STDIN` in text
 //! format. A whole merge is one transaction: a failed merge leaves the previous contents.
@@ -9,12 +10,15 @@
 pub mod postgres;
 pub mod sqlite;
 
+use crate::connect::{Catalogue, not_a_database, within};
 use crate::error::Error;
-use crate::schema::{self, Backend, Table, Value};
+use crate::migrate::{self, Backend};
+use crate::schema::{self, Row, SESSION, Table, Value};
+use crate::url::DbUrl;
 use sqlx::{PgConnection, SqliteConnection};
 use std::collections::HashMap;
 
-/// A connection to either backend.
+/// A connection for writing to either backend.
 #[derive(Debug)]
 pub enum Db {
     /// SQLite.
@@ -24,15 +28,25 @@ pub enum Db {
 }
 
 impl Db {
-    /// Connects: `sqlite:PATH` (created if missing) or `postgres://…`.
-    pub async fn connect(url: &str) -> Result<Db, Error> {
-        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            Ok(Db::Postgres(postgres::connect(url).await?))
-        } else if url.starts_with("sqlite:") {
-            Ok(Db::Sqlite(sqlite::connect(url).await?))
-        } else {
-            Err(Error::Url(url.to_owned()))
-        }
+    /// Opens the database for writing (a SQLite file is created if missing), refuses one that
+    /// holds something else, and applies the migrations.
+    pub async fn open(url: &DbUrl) -> Result<Db, Error> {
+        let mut db = match url {
+            DbUrl::Sqlite(u) => Db::Sqlite(within(url, sqlite::connect(u)).await?),
+            DbUrl::Postgres(u) => Db::Postgres(within(url, postgres::connect(u)).await?),
+        };
+        let cat = db.catalogue().await.map_err(|e| not_a_database(url, e))?;
+        cat.check_writable(url, db.backend())?;
+        db.migrate().await?;
+        Ok(db)
+    }
+
+    async fn catalogue(&mut self) -> Result<Catalogue, sqlx::Error> {
+        let counts: (i64, i64, i64) = match self {
+            Db::Sqlite(c) => sqlx::query_as(Catalogue::SQLITE).fetch_one(c).await?,
+            Db::Postgres(c) => sqlx::query_as(Catalogue::POSTGRES).fetch_one(c).await?,
+        };
+        Ok(Catalogue::from_counts(counts))
     }
 
     /// Which backend.
@@ -45,7 +59,7 @@ impl Db {
 
     /// Applies the embedded migrations.
     pub async fn migrate(&mut self) -> Result<(), Error> {
-        let m = schema::migrator(self.backend());
+        let m = migrate::migrator(self.backend());
         match self {
             Db::Sqlite(c) => m.run(&mut *c).await?,
             Db::Postgres(c) => m.run(&mut *c).await?,
@@ -54,7 +68,7 @@ impl Db {
     }
 
     /// Runs a statement without results.
-    pub async fn execute(&mut self, sql: &'static str) -> Result<(), Error> {
+    async fn execute(&mut self, sql: &'static str) -> Result<(), Error> {
         match self {
             Db::Sqlite(c) => {
                 sqlx::raw_sql(sql).execute(c).await?;
@@ -66,7 +80,7 @@ impl Db {
         Ok(())
     }
 
-    /// Starts the merge's transaction.
+    /// Starts a transaction.
     pub async fn begin(&mut self) -> Result<(), Error> {
         self.execute("BEGIN").await
     }
@@ -76,9 +90,15 @@ impl Db {
         self.execute("COMMIT").await
     }
 
-    /// Deletes every row of session `name` and returns the id to write it under (its old id,
-    /// or one above the largest). `alone`: no other session is in the database, so whole
-    /// tables are emptied (much faster than deleting row by row).
+    /// Rolls it back.
+    pub async fn rollback(&mut self) -> Result<(), Error> {
+        self.execute("ROLLBACK").await
+    }
+
+    /// Deletes every row of session `name` — in every table keyed by session, the analysis
+    /// tables included — and returns the id to write it under (its old id, or one above the
+    /// largest). `alone`: no other session is in the database, so whole tables are emptied
+    /// (much faster than deleting row by row).
     pub async fn replace_session(&mut self, name: &str, alone: bool) -> Result<i64, Error> {
         if self.backend() == Backend::Postgres {
             // Serialize concurrent merges into one database (ids are max + 1); a no-op after
@@ -92,11 +112,17 @@ impl Db {
             let next = "SELECT COALESCE(MAX(id), 0) + 1 FROM session";
             return Ok(self.fetch_id(next, None).await?.unwrap_or(1));
         };
+        self.delete_session(id, alone).await?;
+        Ok(id)
+    }
+
+    /// Deletes the rows of session `id` in every table (`alone`: empty whole tables).
+    pub async fn delete_session(&mut self, id: i64, alone: bool) -> Result<(), Error> {
         let empty = match self.backend() {
             Backend::Sqlite => "DELETE FROM",
             Backend::Postgres => "TRUNCATE",
         };
-        for t in schema::ALL {
+        for t in schema::PER_SESSION {
             if alone {
                 self.run(format!("{empty} {}", t.name), None).await?;
             } else {
@@ -105,8 +131,7 @@ impl Db {
             }
         }
         self.run("DELETE FROM session WHERE id = $1".into(), Some(id))
-            .await?;
-        Ok(id)
+            .await
     }
 
     /// Runs a statement built from schema names, binding `id` to `$1` if given.
@@ -138,7 +163,7 @@ impl Db {
         sql: &'static str,
         name: Option<&str>,
     ) -> Result<Option<i64>, Error> {
-        use sqlx::Row;
+        use sqlx::Row as _;
         Ok(match self {
             Db::Sqlite(c) => {
                 let mut q = sqlx::query(sql);
@@ -157,6 +182,12 @@ impl Db {
         })
     }
 
+    /// The id of session `name`, if merged.
+    pub async fn session_id(&mut self, name: &str) -> Result<Option<i64>, Error> {
+        self.fetch_id("SELECT id FROM session WHERE name = $1", Some(name))
+            .await
+    }
+
     /// True if no session other than `name` is in the database (a bulk load may then drop
     /// the indexes and build them afterwards, which is much faster than maintaining them).
     pub async fn alone(&mut self, name: &str) -> Result<bool, Error> {
@@ -170,7 +201,7 @@ impl Db {
 
     /// Drops (`create = false`) or creates the schema's indexes.
     pub async fn indexes(&mut self, create: bool) -> Result<(), Error> {
-        for (name, sql) in schema::indexes(self.backend()) {
+        for (name, sql) in migrate::indexes(self.backend()) {
             let stmt = if create {
                 sql.to_owned()
             } else {
@@ -188,23 +219,30 @@ impl Db {
         Ok(())
     }
 
-    /// Writes `rows` (flattened, `table.columns.len()` values per row).
-    pub async fn insert(&mut self, table: Table, rows: Vec<Value>) -> Result<(), Error> {
-        if rows.is_empty() {
+    /// Writes `values` (flattened, `table.columns.len()` values per row).
+    async fn insert_values(&mut self, table: Table, values: Vec<Value>) -> Result<(), Error> {
+        if values.is_empty() {
             return Ok(());
         }
         match self {
-            Db::Sqlite(c) => sqlite::insert(c, table.name, table.columns, rows).await,
-            Db::Postgres(c) => postgres::insert(c, table.name, table.columns, rows).await,
+            Db::Sqlite(c) => sqlite::insert(c, table, values).await,
+            Db::Postgres(c) => postgres::insert(c, table, values).await,
         }
     }
 
-    /// Writes the `session` row.
-    pub async fn insert_session(&mut self, row: Vec<Value>) -> Result<(), Error> {
-        match self {
-            Db::Sqlite(c) => sqlite::insert(c, "session", schema::SESSION_COLUMNS, row).await,
-            Db::Postgres(c) => postgres::insert(c, "session", schema::SESSION_COLUMNS, row).await,
+    /// Writes typed rows of one table (small tables; bulk rows go through a [`Writer`]).
+    pub async fn insert<R: Row>(&mut self, rows: impl IntoIterator<Item = R>) -> Result<(), Error> {
+        let mut values = Vec::new();
+        for r in rows {
+            r.push_values(&mut values);
         }
+        self.insert_values(R::TABLE, values).await
+    }
+
+    /// Writes the `session` row.
+    pub async fn insert_session(&mut self, row: schema::Session) -> Result<(), Error> {
+        debug_assert_eq!(<schema::Session as Row>::TABLE, SESSION);
+        self.insert([row]).await
     }
 
     /// Closes the connection.
@@ -247,7 +285,7 @@ impl Writer {
         let task = tokio::spawn(async move {
             let mut db = db;
             while let Some((table, rows)) = rx.recv().await {
-                if let Err(e) = db.insert(table, rows).await {
+                if let Err(e) = db.insert_values(table, rows).await {
                     return (db, Err(e));
                 }
             }
@@ -286,19 +324,16 @@ impl Writer {
         }
     }
 
-    /// Adds one row (`values.len() == table.columns.len()`); queues a batch when full.
-    pub async fn row(
-        &mut self,
-        table: Table,
-        values: impl IntoIterator<Item = Value>,
-    ) -> Result<(), Error> {
+    /// Adds one row; queues a batch when its table's buffer is full.
+    pub async fn row<R: Row>(&mut self, row: R) -> Result<(), Error> {
+        let table = R::TABLE;
         let cols = table.columns.len();
         let cap = (self.batch_values / cols) * cols;
         let (_, buf) = self
             .buffers
             .entry(table.name)
             .or_insert_with(|| (table, Vec::with_capacity(cap)));
-        buf.extend(values);
+        row.push_values(buf);
         *self.rows.entry(table.name).or_insert(0) += 1;
         if buf.len() + cols > cap {
             let rows = std::mem::replace(buf, Vec::with_capacity(cap));

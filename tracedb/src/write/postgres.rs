@@ -1,7 +1,7 @@
 //! PostgreSQL: one connection, rows streamed with `COPY … FROM STDIN` (text format).
 
 use crate::error::Error;
-use crate::schema::Value;
+use crate::schema::{Table, Value};
 use sqlx::postgres::PgConnectOptions;
 use sqlx::{ConnectOptions, PgConnection};
 use std::io::Write;
@@ -11,9 +11,9 @@ use std::str::FromStr;
 pub const BATCH_VALUES: usize = 1 << 18;
 
 /// Connects (`postgres://…`; `?options=-csearch_path%3Dname` selects a schema).
-pub async fn connect(url: &str) -> Result<PgConnection, Error> {
+pub async fn connect(url: &str) -> Result<PgConnection, sqlx::Error> {
     let opts = PgConnectOptions::from_str(url)?;
-    Ok(opts.connect().await?)
+    opts.connect().await
 }
 
 /// Appends a value in COPY text format.
@@ -34,31 +34,22 @@ fn put(buf: &mut Vec<u8>, v: &Value) {
 
 /// Appends text in COPY text format (backslash escapes; NUL dropped).
 fn put_text(buf: &mut Vec<u8>, s: &str) {
-    {
-        {
-            for &b in s.as_bytes() {
-                match b {
-                    b'\\' => buf.extend_from_slice(b"\\\\"),
-                    b'\t' => buf.extend_from_slice(b"\\t"),
-                    b'\n' => buf.extend_from_slice(b"\\n"),
-                    b'\r' => buf.extend_from_slice(b"\\r"),
-                    0 => {} // text cannot hold NUL in PostgreSQL
-                    _ => buf.push(b),
-                }
-            }
+    for &b in s.as_bytes() {
+        match b {
+            b'\\' => buf.extend_from_slice(b"\\\\"),
+            b'\t' => buf.extend_from_slice(b"\\t"),
+            b'\n' => buf.extend_from_slice(b"\\n"),
+            b'\r' => buf.extend_from_slice(b"\\r"),
+            0 => {} // text cannot hold NUL in PostgreSQL
+            _ => buf.push(b),
         }
     }
 }
 
 /// Streams rows (flattened) with one `COPY`.
-pub async fn insert(
-    c: &mut PgConnection,
-    table: &str,
-    columns: &[&str],
-    values: Vec<Value>,
-) -> Result<(), Error> {
-    let cols = columns.len();
-    let sql = format!("COPY {table} ({}) FROM STDIN", columns.join(","));
+pub async fn insert(c: &mut PgConnection, table: Table, values: Vec<Value>) -> Result<(), Error> {
+    let cols = table.columns.len();
+    let sql = format!("COPY {} ({}) FROM STDIN", table.name, table.column_list());
     let mut copy = c.copy_in_raw(&sql).await?;
     let mut buf = Vec::with_capacity(1 << 20);
     for (i, v) in values.iter().enumerate() {

@@ -1,23 +1,27 @@
-//! Every SQL statement the viewer runs, in one place, so that a schema change (the merge
-//! schema, `merge/migrations/*/0001_schema.sql`, documented in `docs/schema.md`) is adapted
-//! here and nowhere else.
+//! The read side: typed queries over a merged database, one function per question a reader
+//! asks (the viewer's index and API, the demo's findings, the coming `p5 analyze`).
 //!
 //! The statements are static strings with `$n` placeholders, which both SQLite and PostgreSQL
-//! accept; every value from a request is a bound parameter. [`Db`] is an enum over the two
-//! pools (sqlx's `Any` driver is not in the stack), and the [`fetch!`] macro runs one statement
-//! on whichever pool is open and decodes each row with the same code for both backends.
+//! accept; every value from outside is a bound parameter. [`Reader`] is an enum over the two
+//! pools (sqlx's `Any` driver is not in the stack), and the `fetch!` macro runs one statement
+//! on whichever pool is open and decodes each row with the same code for both backends. A
+//! SQLite file is opened read-only; opening refuses a database that is not a p5 one.
 
-use crate::error::ApiError;
+use crate::connect::{CONNECT_TIMEOUT, Catalogue, not_a_database, within};
+use crate::domain::{Direction, InitiatorFrom, NodeKind, Protocol, Visit};
+use crate::error::Error;
+use crate::schema;
+use crate::url::DbUrl;
 use futures_util::TryStreamExt;
 use serde::Serialize;
-use sqlx::Row;
-use sqlx::postgres::PgPoolOptions;
+use sqlx::postgres::{PgConnectOptions, PgPoolOptions};
 use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+use sqlx::{ConnectOptions, Connection as _, Row};
 use std::str::FromStr;
 
-/// An open trace database.
+/// An open trace database, for reading.
 #[derive(Debug, Clone)]
-pub enum Db {
+pub enum Reader {
     /// SQLite (`sqlite:PATH`), opened read-only.
     Sqlite(sqlx::SqlitePool),
     /// PostgreSQL (`postgres://…`).
@@ -31,14 +35,14 @@ macro_rules! fetch {
     ($db:expr, $sql:expr, [$($bind:expr),*], |$row:ident| $map:expr) => {{
         let mut out = Vec::new();
         match $db {
-            Db::Sqlite(pool) => {
+            Reader::Sqlite(pool) => {
                 let mut rows = sqlx::query($sql)$(.bind($bind))*.fetch(pool);
                 while let Some($row) = rows.try_next().await? {
                     let $row = &$row;
                     out.push((|| -> Result<_, sqlx::Error> { Ok($map) })()?);
                 }
             }
-            Db::Postgres(pool) => {
+            Reader::Postgres(pool) => {
                 let mut rows = sqlx::query($sql)$(.bind($bind))*.fetch(pool);
                 while let Some($row) = rows.try_next().await? {
                     let $row = &$row;
@@ -50,21 +54,55 @@ macro_rules! fetch {
     }};
 }
 
-impl Db {
-    /// Opens `sqlite:PATH` (read-only) or `postgres://…`.
-    pub async fn open(url: &str) -> Result<Db, sqlx::Error> {
-        if url.starts_with("postgres://") || url.starts_with("postgresql://") {
-            let pool = PgPoolOptions::new().max_connections(8).connect(url).await?;
-            Ok(Db::Postgres(pool))
-        } else {
-            let opts = SqliteConnectOptions::from_str(url)?
-                .read_only(true)
-                .create_if_missing(false);
-            let pool = SqlitePoolOptions::new()
-                .max_connections(8)
-                .connect_with(opts)
-                .await?;
-            Ok(Db::Sqlite(pool))
+impl Reader {
+    /// Opens `sqlite:PATH` (read-only) or `postgres://…` (a pool whose connects and acquires
+    /// time out after [`CONNECT_TIMEOUT`]), and checks that it holds a p5 database.
+    pub async fn open(url: &DbUrl) -> Result<Reader, Error> {
+        let db = match url {
+            DbUrl::Postgres(u) => {
+                let opts = PgConnectOptions::from_str(u)?;
+                // One connection first: a pool reports only "timed out" for a refusal.
+                let probe = within(url, opts.connect()).await?;
+                let _ = probe.close().await;
+                let pool = PgPoolOptions::new()
+                    .max_connections(8)
+                    .acquire_timeout(CONNECT_TIMEOUT);
+                Reader::Postgres(within(url, pool.connect_with(opts)).await?)
+            }
+            DbUrl::Sqlite(u) => {
+                let opts = SqliteConnectOptions::from_str(u)?
+                    .read_only(true)
+                    .create_if_missing(false);
+                let probe = within(url, opts.connect()).await?;
+                let _ = probe.close().await;
+                let pool = SqlitePoolOptions::new()
+                    .max_connections(8)
+                    .acquire_timeout(CONNECT_TIMEOUT);
+                Reader::Sqlite(within(url, pool.connect_with(opts)).await?)
+            }
+        };
+        let counts: Vec<(i64, i64, i64)> = match &db {
+            Reader::Sqlite(p) => sqlx::query_as(Catalogue::SQLITE).fetch_all(p).await,
+            Reader::Postgres(p) => sqlx::query_as(Catalogue::POSTGRES).fetch_all(p).await,
+        }
+        .map_err(|e| not_a_database(url, e))?;
+        let cat = Catalogue::from_counts(counts.first().copied().unwrap_or((0, 0, 0)));
+        cat.check_readable(url)?;
+        Ok(db)
+    }
+
+    /// The newest migration applied to the database (1 … [`crate::migrate::latest`]).
+    pub async fn schema_version(&self) -> Result<i64, Error> {
+        const Q: &str = "SELECT COALESCE(MAX(version), 0) FROM _sqlx_migrations WHERE success";
+        let v = fetch!(self, Q, [], |r| r.i(0)?);
+        Ok(v.first().copied().unwrap_or(0))
+    }
+
+    /// Closes the pool.
+    pub async fn close(&self) {
+        match self {
+            Reader::Sqlite(p) => p.close().await,
+            Reader::Postgres(p) => p.close().await,
         }
     }
 }
@@ -112,15 +150,14 @@ const SESSION: &str = "SELECT id, name, t_min, t_max, events, processes, threads
      'os-monitor')) FROM session WHERE id = $1";
 
 /// All sessions.
-pub async fn sessions(db: &Db) -> Result<Vec<Session>, ApiError> {
+pub async fn sessions(db: &Reader) -> Result<Vec<Session>, Error> {
     Ok(fetch!(db, SESSIONS, [], |r| session_row(r)?))
 }
 
-/// One session, or `NotFound`.
-pub async fn session(db: &Db, id: i64) -> Result<Session, ApiError> {
+/// One session, if merged.
+pub async fn session(db: &Reader, id: i64) -> Result<Option<Session>, Error> {
     let mut v = fetch!(db, SESSION, [id], |r| session_row(r)?);
-    v.pop()
-        .ok_or_else(|| ApiError::NotFound(format!("no session {id}")))
+    Ok(v.pop())
 }
 
 fn session_row<R: RowExt>(r: &R) -> Result<Session, sqlx::Error> {
@@ -194,7 +231,7 @@ pub struct Thread {
 }
 
 /// Hosts of a session.
-pub async fn hosts(db: &Db, sid: i64) -> Result<Vec<Host>, ApiError> {
+pub async fn hosts(db: &Reader, sid: i64) -> Result<Vec<Host>, Error> {
     const Q: &str = "SELECT id, hostname FROM host WHERE session_id = $1 ORDER BY id";
     Ok(fetch!(db, Q, [sid], |r| Host {
         id: r.i(0)?,
@@ -203,7 +240,7 @@ pub async fn hosts(db: &Db, sid: i64) -> Result<Vec<Host>, ApiError> {
 }
 
 /// Processes of a session.
-pub async fn processes(db: &Db, sid: i64) -> Result<Vec<Process>, ApiError> {
+pub async fn processes(db: &Reader, sid: i64) -> Result<Vec<Process>, Error> {
     const Q: &str = "SELECT id, host_id, pid, program, argv, runtime, t_start, t_end \
          FROM process WHERE session_id = $1 ORDER BY id";
     Ok(fetch!(db, Q, [sid], |r| Process {
@@ -219,7 +256,7 @@ pub async fn processes(db: &Db, sid: i64) -> Result<Vec<Process>, ApiError> {
 }
 
 /// Threads of a session.
-pub async fn threads(db: &Db, sid: i64) -> Result<Vec<Thread>, ApiError> {
+pub async fn threads(db: &Reader, sid: i64) -> Result<Vec<Thread>, Error> {
     const Q: &str = "SELECT id, process_id, kind, tid, name, t_start, t_end, dropped \
          FROM thread WHERE session_id = $1 ORDER BY process_id, id";
     Ok(fetch!(db, Q, [sid], |r| Thread {
@@ -264,7 +301,7 @@ fn as_string<S: serde::Serializer>(v: &i64, s: S) -> Result<S::Ok, S::Error> {
 }
 
 /// Sensors of a session, ordered by id (the order defines the compact sensor index).
-pub async fn sensors(db: &Db, sid: i64) -> Result<Vec<Sensor>, ApiError> {
+pub async fn sensors(db: &Reader, sid: i64) -> Result<Vec<Sensor>, Error> {
     const Q: &str = "SELECT id, hex, kind, file, source_file_id, function, name, line, end_line \
          FROM sensor WHERE session_id = $1 ORDER BY id";
     Ok(fetch!(db, Q, [sid], |r| Sensor {
@@ -296,7 +333,7 @@ pub struct SourceFile {
 }
 
 /// One source file, if present.
-pub async fn source_file(db: &Db, sid: i64, id: i64) -> Result<Option<SourceFile>, ApiError> {
+pub async fn source_file(db: &Reader, sid: i64, id: i64) -> Result<Option<SourceFile>, Error> {
     const Q: &str = "SELECT id, path, language, lines, text FROM source_file \
          WHERE session_id = $1 AND id = $2";
     let mut v = fetch!(db, Q, [sid, id], |r| SourceFile {
@@ -328,7 +365,7 @@ pub struct IntervalRow {
 
 /// All intervals of a session, in table order (the index sorts them: an ORDER BY here costs
 /// SQLite a temporary B-tree over millions of rows).
-pub async fn intervals(db: &Db, sid: i64) -> Result<Vec<IntervalRow>, ApiError> {
+pub async fn intervals(db: &Reader, sid: i64) -> Result<Vec<IntervalRow>, Error> {
     const Q: &str = "SELECT thread_id, sensor_id, t_start, t_end, depth, self_ns FROM interval \
          WHERE session_id = $1";
     Ok(fetch!(db, Q, [sid], |r| IntervalRow {
@@ -356,7 +393,7 @@ pub struct StateRow {
 }
 
 /// All states of a session (table order); state names are mapped to their position in `names`.
-pub async fn states(db: &Db, sid: i64, names: &[&str]) -> Result<Vec<StateRow>, ApiError> {
+pub async fn states(db: &Reader, sid: i64, names: &[&str]) -> Result<Vec<StateRow>, Error> {
     const Q: &str = "SELECT thread_id, t_start, t_end, state FROM state WHERE session_id = $1";
     Ok(fetch!(db, Q, [sid], |r| StateRow {
         thread: r.i(0)?,
@@ -380,7 +417,7 @@ pub struct SchedRow {
 }
 
 /// Scheduling intervals of the session's own threads (table order).
-pub async fn sched(db: &Db, sid: i64) -> Result<Vec<SchedRow>, ApiError> {
+pub async fn sched(db: &Reader, sid: i64) -> Result<Vec<SchedRow>, Error> {
     const Q: &str = "SELECT thread_id, cpu, t_start, t_end FROM sched \
          WHERE session_id = $1 AND thread_id IS NOT NULL";
     Ok(fetch!(db, Q, [sid], |r| SchedRow {
@@ -403,7 +440,7 @@ pub struct IrqRow {
 }
 
 /// Interrupts of a session (table order).
-pub async fn irqs(db: &Db, sid: i64) -> Result<Vec<IrqRow>, ApiError> {
+pub async fn irqs(db: &Reader, sid: i64) -> Result<Vec<IrqRow>, Error> {
     const Q: &str = "SELECT host_id, irq, t FROM irq WHERE session_id = $1";
     Ok(fetch!(db, Q, [sid], |r| IrqRow {
         host: r.i(0)?,
@@ -435,27 +472,232 @@ pub struct MessageRow {
     pub recv_sensor: Option<u32>,
 }
 
-/// Raw message row: (id, bytes, send thread, send t, recv thread, recv t, violation, send
-/// sensor, recv sensor).
-pub type RawMessage = (i64, i64, i64, i64, i64, i64, bool, Option<i64>, Option<i64>);
+/// A matched message (both ends known) as the viewer and the demo read it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MatchedMessage {
+    /// Message id.
+    pub id: i64,
+    /// Bytes.
+    pub bytes: i64,
+    /// Sending thread.
+    pub send_thread: i64,
+    /// Send call start.
+    pub send_t: i64,
+    /// Receiving thread.
+    pub recv_thread: i64,
+    /// End of the receive that completed it (its start if it never completed).
+    pub recv_t: i64,
+    /// Received before sent.
+    pub violation: bool,
+    /// Sensor of the send call.
+    pub send_sensor: Option<i64>,
+    /// Sensor of the receive call.
+    pub recv_sensor: Option<i64>,
+}
+
+impl MatchedMessage {
+    /// Receive minus send, ns (negative for a violation).
+    pub fn latency_ns(&self) -> i64 {
+        self.recv_t - self.send_t
+    }
+}
 
 /// Matched messages (both ends known), in table order.
-pub async fn messages(db: &Db, sid: i64) -> Result<Vec<RawMessage>, ApiError> {
+pub async fn messages(db: &Reader, sid: i64) -> Result<Vec<MatchedMessage>, Error> {
     const Q: &str = "SELECT id, bytes, send_thread_id, send_t, recv_thread_id, \
          COALESCE(recv_end, recv_t), violation, send_sensor_id, recv_sensor_id FROM message \
          WHERE session_id = $1 AND send_thread_id IS NOT NULL AND send_t IS NOT NULL \
          AND recv_thread_id IS NOT NULL AND COALESCE(recv_end, recv_t) IS NOT NULL";
-    Ok(fetch!(db, Q, [sid], |r| (
-        r.i(0)?,
-        r.i(1)?,
-        r.i(2)?,
-        r.i(3)?,
-        r.i(4)?,
-        r.i(5)?,
-        r.i(6)? != 0,
-        r.oi(7)?,
-        r.oi(8)?
-    )))
+    Ok(fetch!(db, Q, [sid], |r| MatchedMessage {
+        id: r.i(0)?,
+        bytes: r.i(1)?,
+        send_thread: r.i(2)?,
+        send_t: r.i(3)?,
+        recv_thread: r.i(4)?,
+        recv_t: r.i(5)?,
+        violation: r.i(6)? != 0,
+        send_sensor: r.oi(7)?,
+        recv_sensor: r.oi(8)?,
+    }))
+}
+
+/// A connection (`connection`, migration 0003).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Connection {
+    /// Connection id.
+    pub id: i64,
+    /// Protocol (`None`: a name this version does not know).
+    pub proto: Option<Protocol>,
+    /// How the initiator was known.
+    pub initiator_from: Option<InitiatorFrom>,
+    /// Initiator's process.
+    pub initiator_process: Option<i64>,
+    /// Initiator's thread.
+    pub initiator_thread: Option<i64>,
+    /// Acceptor's process.
+    pub acceptor_process: Option<i64>,
+    /// Acceptor's thread.
+    pub acceptor_thread: Option<i64>,
+    /// Initiator's endpoint.
+    pub initiator_endpoint: String,
+    /// Acceptor's endpoint.
+    pub acceptor_endpoint: String,
+    /// First call's start.
+    pub t_first: Option<i64>,
+    /// Last call's end.
+    pub t_last: Option<i64>,
+    /// Messages initiator → acceptor.
+    pub call_messages: i64,
+    /// Their bytes.
+    pub call_bytes: i64,
+    /// Messages acceptor → initiator.
+    pub return_messages: i64,
+    /// Their bytes.
+    pub return_bytes: i64,
+}
+
+/// The connections of a session, by id (empty for a database merged before migration 0003
+/// until the session is merged again).
+pub async fn connections(db: &Reader, sid: i64) -> Result<Vec<Connection>, Error> {
+    const Q: &str = "SELECT id, proto, initiator_from, initiator_process_id, \
+         initiator_thread_id, acceptor_process_id, acceptor_thread_id, initiator_endpoint, \
+         acceptor_endpoint, t_first, t_last, call_messages, call_bytes, return_messages, \
+         return_bytes FROM connection WHERE session_id = $1 ORDER BY id";
+    Ok(fetch!(db, Q, [sid], |r| Connection {
+        id: r.i(0)?,
+        proto: Protocol::parse(&r.s(1)?),
+        initiator_from: InitiatorFrom::parse(&r.s(2)?),
+        initiator_process: r.oi(3)?,
+        initiator_thread: r.oi(4)?,
+        acceptor_process: r.oi(5)?,
+        acceptor_thread: r.oi(6)?,
+        initiator_endpoint: r.s(7)?,
+        acceptor_endpoint: r.s(8)?,
+        t_first: r.oi(9)?,
+        t_last: r.oi(10)?,
+        call_messages: r.i(11)?,
+        call_bytes: r.i(12)?,
+        return_messages: r.i(13)?,
+        return_bytes: r.i(14)?,
+    }))
+}
+
+/// A message's place on its connection.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageRole {
+    /// Message id.
+    pub id: i64,
+    /// → `connection.id`.
+    pub connection: i64,
+    /// Call or return.
+    pub direction: Direction,
+    /// 0-based index within the connection and direction.
+    pub ordinal: i64,
+}
+
+/// Every message's connection, direction and ordinal, by connection, direction, ordinal:
+/// the k-th call and the k-th return of a connection are a request and its reply.
+pub async fn message_roles(db: &Reader, sid: i64) -> Result<Vec<MessageRole>, Error> {
+    const Q: &str = "SELECT id, connection_id, direction, ordinal FROM message \
+         WHERE session_id = $1 AND connection_id IS NOT NULL \
+         ORDER BY connection_id, direction, ordinal";
+    let rows = fetch!(db, Q, [sid], |r| (r.i(0)?, r.i(1)?, r.s(2)?, r.i(3)?));
+    Ok(rows
+        .into_iter()
+        .filter_map(|(id, connection, d, ordinal)| {
+            Some(MessageRole {
+                id,
+                connection,
+                direction: Direction::parse(&d)?,
+                ordinal,
+            })
+        })
+        .collect())
+}
+
+/// The analysis runs of a session, by id (empty before migration 0004).
+pub async fn analysis_runs(db: &Reader, sid: i64) -> Result<Vec<schema::AnalysisRun>, Error> {
+    const Q: &str = "SELECT session_id, id, algorithm, params_json, source, \
+         session_merged_at_wall_ns, created_at_wall_ns, messages FROM analysis_run \
+         WHERE session_id = $1 ORDER BY id";
+    Ok(fetch!(db, Q, [sid], |r| schema::AnalysisRun {
+        session_id: r.i(0)?,
+        id: r.i(1)?,
+        algorithm: r.s(2)?,
+        params_json: r.s(3)?,
+        source: r.s(4)?,
+        session_merged_at_wall_ns: r.i(5)?,
+        created_at_wall_ns: r.i(6)?,
+        messages: r.i(7)?,
+    }))
+}
+
+/// The patterns of a run, by rank.
+pub async fn path_patterns(
+    db: &Reader,
+    sid: i64,
+    run: i64,
+) -> Result<Vec<schema::PathPattern>, Error> {
+    const Q: &str = "SELECT session_id, run_id, id, signature, root_node, instances, expected, \
+         max_prob, mean_total_ns, p50_total_ns, p90_total_ns, rank FROM path_pattern \
+         WHERE session_id = $1 AND run_id = $2 ORDER BY rank, id";
+    Ok(fetch!(db, Q, [sid, run], |r| schema::PathPattern {
+        session_id: r.i(0)?,
+        run_id: r.i(1)?,
+        id: r.i(2)?,
+        signature: r.s(3)?,
+        root_node: r.s(4)?,
+        instances: r.i(5)?,
+        expected: r.of(6)?,
+        max_prob: r.of(7)?,
+        mean_total_ns: r.i(8)?,
+        p50_total_ns: r.i(9)?,
+        p90_total_ns: r.i(10)?,
+        rank: r.i(11)?,
+    }))
+}
+
+/// The nodes of a pattern's tree, by id (parents before children).
+pub async fn path_nodes(
+    db: &Reader,
+    sid: i64,
+    run: i64,
+    pattern: i64,
+) -> Result<Vec<schema::PathNode>, Error> {
+    const Q: &str = "SELECT session_id, run_id, pattern_id, id, parent_id, ord, node, kind, \
+         visit, call_delay_mean_ns, latency_mean_ns, net_delay_mean_ns, samples FROM path_node \
+         WHERE session_id = $1 AND run_id = $2 AND pattern_id = $3 ORDER BY id";
+    let rows = fetch!(db, Q, [sid, run, pattern], |r| (
+        schema::PathNode {
+            session_id: r.i(0)?,
+            run_id: r.i(1)?,
+            pattern_id: r.i(2)?,
+            id: r.i(3)?,
+            parent_id: r.oi(4)?,
+            ord: r.i(5)?,
+            node: r.s(6)?,
+            kind: NodeKind::Node,
+            visit: Visit::Call,
+            call_delay_mean_ns: r.oi(9)?,
+            latency_mean_ns: r.oi(10)?,
+            net_delay_mean_ns: r.oi(11)?,
+            samples: r.i(12)?,
+        },
+        r.s(7)?,
+        r.s(8)?
+    ));
+    let invalid = |column, value: String| Error::Invalid {
+        table: "path_node",
+        column,
+        value,
+    };
+    rows.into_iter()
+        .map(|(mut n, kind, visit)| {
+            n.kind = NodeKind::parse(&kind).ok_or_else(|| invalid("kind", kind))?;
+            n.visit = Visit::parse(&visit).ok_or_else(|| invalid("visit", visit))?;
+            Ok(n)
+        })
+        .collect()
 }
 
 /// A bucket of the session overview (merge's `overview` table): a group of spans of one lane.
@@ -483,12 +725,12 @@ pub struct OverviewRow {
 
 /// The session's overview buckets by owner, lane and time; empty when the database has no
 /// overview (merged before it existed).
-pub async fn overview(db: &Db, sid: i64, names: &[&str]) -> Result<Vec<OverviewRow>, ApiError> {
+pub async fn overview(db: &Reader, sid: i64, names: &[&str]) -> Result<Vec<OverviewRow>, Error> {
     const Q: &str = "SELECT thread_id, host_id, lane, t_start, t_end, category, \
          COALESCE(state, ''), spans, covered FROM overview WHERE session_id = $1 \
          ORDER BY thread_id, host_id, lane, t_start";
     let rows = async {
-        Ok::<_, ApiError>(fetch!(db, Q, [sid], |r| OverviewRow {
+        Ok::<_, Error>(fetch!(db, Q, [sid], |r| OverviewRow {
             thread: r.oi(0)?,
             host: r.oi(1)?,
             lane: r.i(2)?,
@@ -525,7 +767,7 @@ pub struct Metric {
 }
 
 /// Host metrics of a session.
-pub async fn host_metrics(db: &Db, sid: i64) -> Result<Vec<Metric>, ApiError> {
+pub async fn host_metrics(db: &Reader, sid: i64) -> Result<Vec<Metric>, Error> {
     const Q: &str = "SELECT id, host_id, name, unit, scale_exp FROM metric \
          WHERE session_id = $1 AND kind = 'host' ORDER BY host_id, name";
     Ok(fetch!(db, Q, [sid], |r| Metric {
@@ -538,7 +780,7 @@ pub async fn host_metrics(db: &Db, sid: i64) -> Result<Vec<Metric>, ApiError> {
 }
 
 /// Samples of one metric, by time: `(t, stored value)`.
-pub async fn metric_samples(db: &Db, sid: i64, metric: i64) -> Result<Vec<(i64, i64)>, ApiError> {
+pub async fn metric_samples(db: &Reader, sid: i64, metric: i64) -> Result<Vec<(i64, i64)>, Error> {
     const Q: &str = "SELECT t, value FROM metric_sample WHERE session_id = $1 AND metric_id = $2 \
          ORDER BY t";
     Ok(fetch!(db, Q, [sid, metric], |r| (r.i(0)?, r.i(1)?)))
@@ -550,6 +792,7 @@ trait RowExt {
     fn oi(&self, i: usize) -> Result<Option<i64>, sqlx::Error>;
     fn s(&self, i: usize) -> Result<String, sqlx::Error>;
     fn os(&self, i: usize) -> Result<Option<String>, sqlx::Error>;
+    fn of(&self, i: usize) -> Result<Option<f64>, sqlx::Error>;
     /// Position of a text column's value in `names` (`names.len()` if absent), without
     /// allocating.
     fn cat(&self, i: usize, names: &[&str]) -> Result<u32, sqlx::Error>;
@@ -568,6 +811,9 @@ macro_rules! row_ext {
                 self.try_get(i)
             }
             fn os(&self, i: usize) -> Result<Option<String>, sqlx::Error> {
+                self.try_get(i)
+            }
+            fn of(&self, i: usize) -> Result<Option<f64>, sqlx::Error> {
                 self.try_get(i)
             }
             fn cat(&self, i: usize, names: &[&str]) -> Result<u32, sqlx::Error> {

@@ -1,0 +1,291 @@
+//! The small tables of a merge: hosts, threads (streams), processes and their clock estimates,
+//! source files, sensors and metrics — written before the messages and the second pass, which
+//! refer to them.
+
+use crate::error::Error;
+use crate::manifest::Manifests;
+use crate::session::{Diagnostic, Plan, ProcessClock};
+use p5_tracedb::domain::{ClockSource, Runtime};
+use p5_tracedb::{Writer, schema};
+use p5_wire::StreamKind;
+use p5_wire::hello::RuntimeKind;
+use p5_wire::manifest::format_id;
+use std::collections::HashMap;
+
+/// What the later phases need from the small tables.
+#[derive(Debug, Default)]
+pub struct Inventory {
+    /// Per process clocks (the summary's).
+    pub clocks: Vec<ProcessClock>,
+    /// (host index, OS tid) → `thread.id` of the first application thread with that tid.
+    pub thread_by_tid: HashMap<(usize, u64), i64>,
+    /// (process, key) → `metric.id`.
+    pub metric_id: HashMap<(usize, u64), i64>,
+    /// First and last stream time on the session base.
+    pub t_range: Option<(i64, i64)>,
+}
+
+/// Writes the small tables.
+pub async fn write(
+    w: &mut Writer,
+    sid: i64,
+    plan: &Plan,
+    manifests: &Manifests,
+    diags: &mut Vec<Diagnostic>,
+) -> Result<Inventory, Error> {
+    let mut inv = Inventory::default();
+    for (h, (boot, machine, hostname)) in plan.hosts.iter().enumerate() {
+        let row = schema::Host {
+            session_id: sid,
+            id: h as i64 + 1,
+            boot_id: boot.clone(),
+            machine_id: machine.clone(),
+            hostname: hostname.clone(),
+        };
+        w.row(row).await?;
+    }
+    let spans = threads(w, sid, plan, &mut inv, diags).await?;
+    processes(w, sid, plan, &spans, &mut inv).await?;
+    sources(w, sid, plan, manifests, diags).await?;
+    metrics(w, sid, plan, manifests, &mut inv).await?;
+    Ok(inv)
+}
+
+/// Threads; returns each process's span on the base.
+async fn threads(
+    w: &mut Writer,
+    sid: i64,
+    plan: &Plan,
+    inv: &mut Inventory,
+    diags: &mut Vec<Diagnostic>,
+) -> Result<Vec<Option<(i64, i64)>>, Error> {
+    let scan = &plan.scan;
+    let mut proc_span: Vec<Option<(i64, i64)>> = vec![None; scan.processes.len()];
+    for (s, st) in scan.streams.iter().enumerate() {
+        let f = plan.fit(st.process);
+        let start = st.t_first.map(|t| f.map(t));
+        let end = st.end().map(|t| f.map(t));
+        if let (Some(a), Some(b)) = (start, end) {
+            let span = &mut proc_span[st.process];
+            *span = Some(span.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
+            inv.t_range = Some(inv.t_range.map_or((a, b), |(x, y)| (x.min(a), y.max(b))));
+        }
+        if st.tid != 0 && st.kind == StreamKind::Thread as u8 {
+            inv.thread_by_tid
+                .entry((plan.proc_host[st.process], st.tid))
+                .or_insert(s as i64 + 1);
+        }
+        if st.dropped > 0 {
+            let msg = format!(
+                "stream {} ({}) of process {} lost {} events to a full buffer",
+                st.stream,
+                st.name,
+                format_id(scan.processes[st.process].identity.process_uid),
+                st.dropped
+            );
+            diags.push(Diagnostic::warn(
+                "dropped-events",
+                Some(st.process),
+                st.dropped,
+                msg,
+            ));
+        }
+        let row = schema::Thread {
+            session_id: sid,
+            id: s as i64 + 1,
+            process_id: st.process as i64 + 1,
+            stream: i64::from(st.stream),
+            kind: st.kind_name(),
+            tid: st.tid as i64,
+            name: st.name.clone(),
+            t_start: start,
+            t_end: end,
+            events: st.events as i64,
+            dropped: st.dropped as i64,
+        };
+        w.row(row).await?;
+    }
+    Ok(proc_span)
+}
+
+/// Processes and their clock estimates.
+async fn processes(
+    w: &mut Writer,
+    sid: i64,
+    plan: &Plan,
+    spans: &[Option<(i64, i64)>],
+    inv: &mut Inventory,
+) -> Result<(), Error> {
+    let sync = &plan.sync;
+    for (p, pi) in plan.scan.processes.iter().enumerate() {
+        let id = &pi.identity;
+        let f = plan.fit(p);
+        let row = schema::Process {
+            session_id: sid,
+            id: p as i64 + 1,
+            host_id: plan.proc_host[p] as i64 + 1,
+            uid: id.process_uid as i64,
+            pid: i64::from(id.pid),
+            ppid: i64::from(id.ppid),
+            program: id.program.clone(),
+            argv: serde_json::to_string(&id.argv).unwrap_or_default(),
+            runtime: Runtime::from(RuntimeKind::from_u8(id.runtime)),
+            clock: ClockSource::from_u8(id.clock),
+            start_wall_ns: id.start_wall_ns,
+            start_mono_ns: id.start_mono_ns as i64,
+            t_start: spans[p].map_or(f.map(0), |s| s.0),
+            t_end: spans[p].map(|s| s.1),
+        };
+        w.row(row).await?;
+        let row = schema::ClockEstimate {
+            session_id: sid,
+            process_id: p as i64 + 1,
+            domain: sync.domains[p].clone(),
+            method: f.method.name(),
+            offset_ns: f.map(0),
+            drift_ppm: f.drift_ppm(),
+            forward_samples: f.forward as i64,
+            backward_samples: f.backward as i64,
+            error_bound_ns: f.error_bound_ns,
+            cosmos_min_ns: f.cosmos_min_ns,
+            tighten_ns: sync.tighten_ns[p],
+        };
+        w.row(row).await?;
+        inv.clocks.push(ProcessClock {
+            uid: id.process_uid,
+            pid: id.pid,
+            program: id.program.clone(),
+            hostname: id.hostname.clone(),
+            domain: sync.domains[p].clone(),
+            fit: *f,
+            tighten_ns: sync.tighten_ns[p],
+        });
+    }
+    Ok(())
+}
+
+/// Source files and sensors.
+async fn sources(
+    w: &mut Writer,
+    sid: i64,
+    plan: &Plan,
+    manifests: &Manifests,
+    diags: &mut Vec<Diagnostic>,
+) -> Result<(), Error> {
+    for (i, (_, f)) in manifests.files.iter().enumerate() {
+        let text = manifests.source_text(i);
+        if text.is_none() {
+            let msg = format!(
+                "no readable source copy for {} (sha256 {})",
+                f.path, f.sha256
+            );
+            diags.push(Diagnostic::info("missing-source", None, 1, msg));
+        }
+        let row = schema::SourceFile {
+            session_id: sid,
+            id: i as i64 + 1,
+            path: f.path.clone(),
+            language: f.language.clone(),
+            sha256: f.sha256.clone(),
+            lines: i64::from(f.lines),
+            text,
+        };
+        w.row(row).await?;
+    }
+    let scan = &plan.scan;
+    let mut unknown = 0u64;
+    let mut sensor_ids: Vec<u64> = scan.sensors.iter().copied().filter(|&s| s != 0).collect();
+    for id in manifests.sensors.keys() {
+        if !scan.sensors.contains(id) {
+            sensor_ids.push(*id);
+        }
+    }
+    sensor_ids.sort_unstable();
+    for id in sensor_ids {
+        let mut row = schema::Sensor {
+            session_id: sid,
+            id: id as i64,
+            hex: format_id(id),
+            kind: None,
+            language: None,
+            file: None,
+            source_file_id: None,
+            function: None,
+            name: format_id(id),
+            line: None,
+            col: None,
+            end_line: None,
+            end_col: None,
+        };
+        match manifests.sensors.get(&id) {
+            Some((s, file)) => {
+                row.kind = Some(s.kind.clone());
+                row.language = Some(s.language.clone());
+                row.file = Some(s.file.clone());
+                row.source_file_id = file.map(|f| f as i64 + 1);
+                row.function = Some(s.function.clone());
+                row.name = s.name.clone();
+                row.line = Some(i64::from(s.line));
+                row.col = Some(i64::from(s.column));
+                row.end_line = Some(i64::from(s.end_line));
+                row.end_col = Some(i64::from(s.end_column));
+            }
+            None => unknown += 1,
+        }
+        w.row(row).await?;
+    }
+    if unknown > 0 {
+        let why = if manifests.sensors.is_empty() {
+            "no manifest was given (--manifest DIR)"
+        } else {
+            "they are in none of the given manifests"
+        };
+        let msg = format!("{unknown} sensor ids have no source location: {why}");
+        diags.push(Diagnostic::info("unknown-sensor", None, unknown, msg));
+    }
+    Ok(())
+}
+
+/// Metrics: host metrics named by `Names` frames, application counters by the manifest.
+async fn metrics(
+    w: &mut Writer,
+    sid: i64,
+    plan: &Plan,
+    manifests: &Manifests,
+    inv: &mut Inventory,
+) -> Result<(), Error> {
+    let scan = &plan.scan;
+    let mut names: HashMap<(usize, u64), &p5_wire::data::Name> = HashMap::new();
+    for (p, n) in &scan.names {
+        names.insert((*p, n.id), n);
+    }
+    for (i, &(p, key, host)) in scan.counters.iter().enumerate() {
+        let id = i as i64 + 1;
+        inv.metric_id.insert((p, key), id);
+        let (name, unit, scale) = match (host, names.get(&(p, key))) {
+            (_, Some(n)) => (n.name.clone(), n.unit.clone(), n.scale_exp),
+            (false, None) => (
+                manifests
+                    .sensors
+                    .get(&key)
+                    .map_or_else(|| format_id(key), |s| s.0.name.clone()),
+                String::new(),
+                0,
+            ),
+            (true, None) => (format!("metric {}", format_id(key)), String::new(), 0),
+        };
+        let row = schema::Metric {
+            session_id: sid,
+            id,
+            process_id: p as i64 + 1,
+            host_id: plan.proc_host[p] as i64 + 1,
+            kind: if host { "host" } else { "counter" },
+            key: key as i64,
+            name,
+            unit,
+            scale_exp: i64::from(scale),
+        };
+        w.row(row).await?;
+    }
+    Ok(())
+}

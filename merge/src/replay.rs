@@ -1,0 +1,334 @@
+//! The second pass: every event again, in store order, on the session base — function-call
+//! intervals ([`crate::intervals`]), thread states ([`crate::states`]), marks, metric
+//! samples, scheduling intervals from `sched_switch`, IRQs — and the overview of every lane
+//! ([`crate::overview`]), written as they come.
+
+use crate::error::Error;
+use crate::intervals::{Interval, Nesting};
+use crate::inventory::Inventory;
+use crate::load::Replay;
+use crate::overview::{Category, LANE_IRQ, LANE_SCHED, LANE_STATES, Overview, Owner};
+use crate::progress::Progress;
+use crate::session::{Diagnostic, Plan};
+use crate::states::{StateSpan, Timeline};
+use p5_logserver::reader::SessionDir;
+use p5_tracedb::{Writer, schema};
+use p5_wire::{Event, StreamKind};
+use std::collections::BTreeMap;
+
+/// Per-stream state of the second pass.
+#[derive(Debug, Default)]
+struct StreamState {
+    nesting: Nesting,
+    timeline: Timeline,
+}
+
+/// Rows of the second pass, written through a [`Writer`], with the overview they feed.
+struct Rows<'a> {
+    w: &'a mut Writer,
+    sid: i64,
+    next_interval: i64,
+    overview: Overview,
+    /// Per (host, cpu): the thread on the CPU and since when.
+    on_cpu: BTreeMap<(usize, u32), (u32, i64)>,
+    intervals: Vec<Interval>,
+    states: Vec<StateSpan>,
+    wakeups: u64,
+}
+
+impl Rows<'_> {
+    async fn interval(&mut self, thread: i64, i: Interval) -> Result<(), Error> {
+        let lane = i64::from(i.depth) + 1;
+        let cat = Category::Number(i.sensor as i64);
+        (self.overview).add(Owner::Thread(thread), lane, i.start, i.end, cat);
+        let row = schema::Interval {
+            session_id: self.sid,
+            id: i.id,
+            parent_id: i.parent,
+            thread_id: thread,
+            sensor_id: i.sensor as i64,
+            t_start: i.start,
+            t_end: i.end,
+            depth: i64::from(i.depth),
+            self_ns: i.self_ns,
+            complete: i64::from(i.complete),
+        };
+        Ok(self.w.row(row).await?)
+    }
+
+    /// A scheduling interval: `tid` had `cpu` of `host` (0-based) during `span`.
+    async fn sched(
+        &mut self,
+        (host, cpu, tid): (usize, u32, u32),
+        thread: Option<i64>,
+        span: (i64, i64),
+        end_state: Option<String>,
+    ) -> Result<(), Error> {
+        if let Some(t) = thread {
+            let cat = Category::Number(i64::from(cpu));
+            (self.overview).add(Owner::Thread(t), LANE_SCHED, span.0, span.1, cat);
+        }
+        let row = schema::Sched {
+            session_id: self.sid,
+            host_id: host as i64 + 1,
+            cpu: i64::from(cpu),
+            tid: i64::from(tid),
+            thread_id: thread,
+            t_start: span.0,
+            t_end: span.1,
+            end_state,
+        };
+        Ok(self.w.row(row).await?)
+    }
+
+    async fn state(&mut self, thread: i64, s: StateSpan) -> Result<(), Error> {
+        let cat = Category::State(s.state.name());
+        (self.overview).add(Owner::Thread(thread), LANE_STATES, s.start, s.end, cat);
+        let row = schema::State {
+            session_id: self.sid,
+            thread_id: thread,
+            t_start: s.start,
+            t_end: s.end,
+            state: s.state,
+            op: s.op.map(|o| o.name()),
+            fd: s.op.map(|_| s.fd),
+            result: s.op.map(|_| s.result),
+        };
+        Ok(self.w.row(row).await?)
+    }
+
+    /// Writes the intervals and states the last event completed.
+    async fn drain(&mut self, thread: i64) -> Result<(), Error> {
+        for i in std::mem::take(&mut self.intervals) {
+            self.interval(thread, i).await?;
+        }
+        for s in std::mem::take(&mut self.states) {
+            self.state(thread, s).await?;
+        }
+        Ok(())
+    }
+
+    /// One event of stream `stream` (thread `thread`) at base time `t`.
+    async fn event(
+        &mut self,
+        (st, thread, host, process): (&mut StreamState, i64, usize, usize),
+        e: Event,
+        t: i64,
+        ctx: (&Plan, &Inventory),
+    ) -> Result<(), Error> {
+        let (plan, inv) = ctx;
+        match e {
+            Event::Enter { sensor, .. } => {
+                self.next_interval += 1;
+                st.nesting.enter(t, sensor, self.next_interval);
+            }
+            Event::Exit { sensor, .. } => {
+                st.nesting.exit(t, sensor, &mut |i| self.intervals.push(i));
+            }
+            Event::Mark { sensor, .. } => {
+                let row = schema::Mark {
+                    session_id: self.sid,
+                    thread_id: thread,
+                    sensor_id: sensor as i64,
+                    t,
+                };
+                self.w.row(row).await?;
+            }
+            Event::Counter { sensor, value, .. } => {
+                if let Some(&m) = inv.metric_id.get(&(process, sensor)) {
+                    let row = schema::MetricSample {
+                        session_id: self.sid,
+                        metric_id: m,
+                        thread_id: thread,
+                        t,
+                        value,
+                    };
+                    self.w.row(row).await?;
+                }
+            }
+            Event::Comm {
+                op,
+                fd,
+                duration,
+                result,
+                t: t0,
+                ..
+            } => {
+                let f = plan.fit(process);
+                let end = f.map((t0 as i64).saturating_add(duration.min(i64::MAX as u64) as i64));
+                let states = &mut self.states;
+                (st.timeline).call(t, end.saturating_sub(t), op, fd, result, &mut |s| {
+                    states.push(s)
+                });
+            }
+            Event::Switch {
+                cpu,
+                prev_tid,
+                prev_state,
+                next_tid,
+                ..
+            } => {
+                if let Some((tid, since)) = self.on_cpu.remove(&(host, cpu))
+                    && tid == prev_tid
+                {
+                    let end_state = Some((prev_state as char).to_string());
+                    let thread = inv.thread_by_tid.get(&(host, u64::from(tid))).copied();
+                    self.sched((host, cpu, tid), thread, (since, t), end_state)
+                        .await?;
+                }
+                if next_tid != 0 {
+                    self.on_cpu.insert((host, cpu), (next_tid, t));
+                }
+            }
+            Event::Wakeup { .. } => self.wakeups += 1,
+            Event::Irq {
+                cpu,
+                irq,
+                duration,
+                handled,
+                ..
+            } => {
+                let owner = Owner::Host(host as i64 + 1);
+                let cat = Category::Number(i64::from(irq));
+                self.overview.add(owner, LANE_IRQ, t, t, cat);
+                let row = schema::Irq {
+                    session_id: self.sid,
+                    host_id: host as i64 + 1,
+                    cpu: i64::from(cpu),
+                    irq: i64::from(irq),
+                    t,
+                    duration: duration.min(i64::MAX as u64) as i64,
+                    handled: i64::from(handled),
+                };
+                self.w.row(row).await?;
+            }
+            _ => {}
+        }
+        self.drain(thread).await
+    }
+}
+
+/// Runs the second pass and writes its rows, the overview and its diagnostics.
+pub async fn replay(
+    w: &mut Writer,
+    sid: i64,
+    dir: &SessionDir,
+    plan: &Plan,
+    inv: &Inventory,
+    progress: &dyn Progress,
+    diags: &mut Vec<Diagnostic>,
+) -> Result<(), Error> {
+    let scan = &plan.scan;
+    let mut streams: Vec<StreamState> = (0..scan.streams.len())
+        .map(|_| StreamState::default())
+        .collect();
+    let (t0, t1) = inv.t_range.unwrap_or((0, 0));
+    let mut rows = Rows {
+        w,
+        sid,
+        next_interval: 0,
+        overview: Overview::new(t0, t1),
+        on_cpu: BTreeMap::new(),
+        intervals: Vec::new(),
+        states: Vec::new(),
+        wakeups: 0,
+    };
+    let mut replay = Replay::new(dir, scan)?;
+    let mut batches = 0u64;
+    loop {
+        batches += 1;
+        if batches.is_multiple_of(64) {
+            progress.position(scan.bytes + replay.position());
+        }
+        let Some(b) = replay.next_batch()? else { break };
+        let f = *plan.fit(b.process);
+        let host = plan.proc_host[b.process];
+        let thread = b.stream as i64 + 1;
+        let kind = scan.streams[b.stream].kind;
+        let app = kind == StreamKind::Thread as u8 || kind == 0;
+        let Ok(decoder) = b.frame.events() else {
+            continue;
+        };
+        let st = &mut streams[b.stream];
+        for e in decoder {
+            let Ok(e) = e else { break };
+            let t = f.map(e.time() as i64);
+            if app {
+                st.timeline.touch(t);
+            }
+            let at = (&mut *st, thread, host, b.process);
+            rows.event(at, e, t, (plan, inv)).await?;
+        }
+    }
+    drop(replay);
+    close(&mut rows, &mut streams, plan, inv, diags).await?;
+    let overview = std::mem::replace(&mut rows.overview, Overview::new(0, 0));
+    for row in overview.rows(sid) {
+        rows.w.row(row).await?;
+    }
+    Ok(())
+}
+
+/// Closes what is open at each stream's end (calls, states, CPUs) and reports what the
+/// nesting dropped or guessed.
+async fn close(
+    rows: &mut Rows<'_>,
+    streams: &mut [StreamState],
+    plan: &Plan,
+    inv: &Inventory,
+    diags: &mut Vec<Diagnostic>,
+) -> Result<(), Error> {
+    let (mut unmatched_exits, mut incomplete, mut too_deep) = (0, 0, 0);
+    for (s, st) in streams.iter_mut().enumerate() {
+        let info = &plan.scan.streams[s];
+        let Some(end) = info.end() else { continue };
+        let end = plan.fit(info.process).map(end);
+        let thread = s as i64 + 1;
+        st.nesting.finish(end, &mut |i| rows.intervals.push(i));
+        st.timeline.finish(end, &mut |x| rows.states.push(x));
+        rows.drain(thread).await?;
+        unmatched_exits += st.nesting.unmatched_exits;
+        incomplete += st.nesting.incomplete;
+        too_deep += st.nesting.too_deep;
+    }
+    for ((host, cpu), (tid, since)) in std::mem::take(&mut rows.on_cpu) {
+        let end = inv.t_range.map_or(since, |r| r.1.max(since));
+        let thread = inv.thread_by_tid.get(&(host, u64::from(tid))).copied();
+        rows.sched((host, cpu, tid), thread, (since, end), None)
+            .await?;
+    }
+    if unmatched_exits > 0 {
+        let msg = format!("{unmatched_exits} exit events matched no open call and were dropped");
+        diags.push(Diagnostic::warn(
+            "unmatched-exit",
+            None,
+            unmatched_exits,
+            msg,
+        ));
+    }
+    if incomplete > 0 {
+        let msg = format!(
+            "{incomplete} calls had no exit of their own (closed by an outer exit or the \
+             thread's end; complete = 0)"
+        );
+        diags.push(Diagnostic::info(
+            "incomplete-interval",
+            None,
+            incomplete,
+            msg,
+        ));
+    }
+    if too_deep > 0 {
+        let msg = format!(
+            "{too_deep} calls nested deeper than {} were dropped",
+            crate::intervals::MAX_DEPTH
+        );
+        diags.push(Diagnostic::warn("too-deep", None, too_deep, msg));
+    }
+    let n = rows.wakeups;
+    if n > 0 {
+        let msg = format!("{n} sched_wakeup events were counted, not stored");
+        diags.push(Diagnostic::info("wakeup", None, n, msg));
+    }
+    Ok(())
+}

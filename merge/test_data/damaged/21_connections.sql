@@ -1,0 +1,1 @@
+SELECT id, proto, initiator_from, initiator_process_id, initiator_thread_id, acceptor_process_id, acceptor_thread_id, initiator_endpoint, acceptor_endpoint, t_first, t_last, call_messages, call_bytes, return_messages, return_bytes FROM connection ORDER BY id

@@ -1,0 +1,1 @@
+SELECT connection_id, direction, COUNT(*) AS messages, MIN(ordinal) AS first, MAX(ordinal) AS last, CAST(SUM(bytes) AS BIGINT) AS bytes, SUM(CASE WHEN send_t IS NULL THEN 1 ELSE 0 END) AS receive_only FROM message GROUP BY connection_id, direction ORDER BY connection_id, direction

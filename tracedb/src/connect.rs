@@ -1,0 +1,117 @@
+//! Opening a database, failing fast and clearly: a refused or unreachable PostgreSQL is
+//! reported once, within [`CONNECT_TIMEOUT`], with its root cause; a SQLite file (or a
+//! PostgreSQL schema) that holds something other than a p5 trace database is refused with
+//! "not a p5 database" before anything is written to it or read from it.
+
+use crate::error::{Error, root_cause};
+use crate::url::DbUrl;
+use std::time::Duration;
+
+/// How long connecting (and, for pools, acquiring a connection) may take.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Runs a connect future under [`CONNECT_TIMEOUT`], turning any failure into one
+/// [`Error::Connect`] naming the root cause.
+pub(crate) async fn within<T>(
+    url: &DbUrl,
+    fut: impl Future<Output = Result<T, sqlx::Error>>,
+) -> Result<T, Error> {
+    match tokio::time::timeout(CONNECT_TIMEOUT, fut).await {
+        Ok(Ok(c)) => Ok(c),
+        Ok(Err(e)) if root_cause(&e).contains("not a database") => Err(Error::NotP5 {
+            url: url.to_string(),
+            why: root_cause(&e),
+        }),
+        Ok(Err(e)) => Err(Error::Connect {
+            url: url.to_string(),
+            reason: root_cause(&e),
+        }),
+        Err(_) => Err(Error::Connect {
+            url: url.to_string(),
+            reason: format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()),
+        }),
+    }
+}
+
+/// What a database holds, from its catalogue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Catalogue {
+    /// Tables (of the current schema).
+    pub tables: i64,
+    /// A `session` table exists.
+    pub session: bool,
+    /// sqlx's `_sqlx_migrations` exists.
+    pub migrations: bool,
+}
+
+impl Catalogue {
+    /// SQLite's catalogue query.
+    pub const SQLITE: &'static str = "SELECT COUNT(*), \
+        COALESCE(SUM(CASE WHEN name = 'session' THEN 1 ELSE 0 END), 0), \
+        COALESCE(SUM(CASE WHEN name = '_sqlx_migrations' THEN 1 ELSE 0 END), 0) \
+        FROM sqlite_master WHERE type = 'table'";
+    /// PostgreSQL's (tables visible in the search path's first schema).
+    pub const POSTGRES: &'static str = "SELECT COUNT(*)::BIGINT, \
+        COALESCE(SUM(CASE WHEN table_name = 'session' THEN 1 ELSE 0 END), 0)::BIGINT, \
+        COALESCE(SUM(CASE WHEN table_name = '_sqlx_migrations' THEN 1 ELSE 0 END), 0)::BIGINT \
+        FROM information_schema.tables WHERE table_schema = current_schema()";
+
+    /// From the query's three counts.
+    pub fn from_counts(c: (i64, i64, i64)) -> Catalogue {
+        Catalogue {
+            tables: c.0,
+            session: c.1 > 0,
+            migrations: c.2 > 0,
+        }
+    }
+
+    /// For reading: the database must hold a merged p5 schema.
+    pub fn check_readable(&self, url: &DbUrl) -> Result<(), Error> {
+        if self.session && self.migrations {
+            return Ok(());
+        }
+        let why = if self.tables == 0 {
+            "it is empty: run `p5 merge STORE --db URL` first".to_owned()
+        } else {
+            "it has no p5 `session` table and no migration record".to_owned()
+        };
+        Err(Error::NotP5 {
+            url: url.to_string(),
+            why,
+        })
+    }
+
+    /// For writing: empty (the schema is created) or a p5 database (migrated).
+    pub fn check_writable(&self, url: &DbUrl, backend: crate::Backend) -> Result<(), Error> {
+        let foreign = match backend {
+            // A SQLite file is ours or someone else's.
+            crate::Backend::Sqlite => self.tables > 0 && !self.migrations,
+            // A PostgreSQL schema may hold other tables; a `session` we did not make is not.
+            crate::Backend::Postgres => self.session && !self.migrations,
+        };
+        if foreign {
+            return Err(Error::NotP5 {
+                url: url.to_string(),
+                why: format!(
+                    "it holds {} tables but no p5 migration record; refusing to write into it",
+                    self.tables
+                ),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Turns the error of a first query on a file into "not a p5 database" when SQLite says
+/// the file is no database at all.
+pub(crate) fn not_a_database(url: &DbUrl, e: sqlx::Error) -> Error {
+    let text = root_cause(&e);
+    if text.contains("not a database") || text.contains("malformed") {
+        Error::NotP5 {
+            url: url.to_string(),
+            why: text,
+        }
+    } else {
+        Error::Db(e)
+    }
+}

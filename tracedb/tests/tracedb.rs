@@ -1,0 +1,271 @@
+//! Integration tests of the trace database: the migrations of both backends create exactly
+//! the tables `schema` defines (names, order, types, nullability), on a real SQLite file and
+//! a real PostgreSQL (`P5_TEST_PG_URL`, else `postgres://postgres@127.0.0.1:5432/test`; a
+//! fresh schema per test); a database written before this crate existed opens and reads;
+//! typed analysis writes round-trip; opening fails clearly.
+
+use p5_tracedb::schema::{self, Row};
+use p5_tracedb::{Db, DbUrl, Reader, read};
+use sqlx::Connection;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+/// A PostgreSQL URL with a fresh schema, dropped at the end.
+struct PgSchema {
+    base: String,
+    schema: String,
+}
+
+impl PgSchema {
+    async fn new() -> PgSchema {
+        let base = std::env::var("P5_TEST_PG_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+        let schema = format!(
+            "p5tracedb_{}_{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        let mut c = sqlx::PgConnection::connect(&base)
+            .await
+            .unwrap_or_else(|e| {
+                panic!(
+                    "PostgreSQL is needed for these tests and {base} is not reachable ({e}); run \
+                 `eval $(bash scripts/pg-test-server.sh)` or set P5_TEST_PG_URL"
+                )
+            });
+        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+            .execute(&mut c)
+            .await
+            .unwrap();
+        PgSchema { base, schema }
+    }
+
+    fn url(&self) -> String {
+        let sep = if self.base.contains('?') { '&' } else { '?' };
+        format!("{}{sep}options=-csearch_path%3D{}", self.base, self.schema)
+    }
+
+    async fn drop_schema(self) {
+        let mut c = sqlx::PgConnection::connect(&self.base).await.unwrap();
+        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema);
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+            .execute(&mut c)
+            .await
+            .unwrap();
+    }
+}
+
+/// `(name, type, nullable)` of a table's columns in order, as the database says.
+async fn sqlite_columns(
+    c: &mut sqlx::SqliteConnection,
+    table: &str,
+) -> Vec<(String, String, bool)> {
+    let sql = format!(
+        "SELECT name, type, \"notnull\", pk FROM pragma_table_info('{table}') ORDER BY cid"
+    );
+    let rows: Vec<(String, String, i64, i64)> = sqlx::query_as(sqlx::AssertSqlSafe(sql))
+        .fetch_all(c)
+        .await
+        .unwrap();
+    rows.into_iter()
+        .map(|(n, t, notnull, pk)| (n, t, notnull == 0 && pk == 0))
+        .collect()
+}
+
+async fn pg_columns(c: &mut sqlx::PgConnection, table: &str) -> Vec<(String, String, bool)> {
+    let rows: Vec<(String, String, String)> = sqlx::query_as(
+        "SELECT column_name::TEXT, UPPER(data_type)::TEXT, is_nullable::TEXT \
+         FROM information_schema.columns WHERE table_schema = current_schema() \
+         AND table_name = $1 ORDER BY ordinal_position",
+    )
+    .bind(table)
+    .fetch_all(c)
+    .await
+    .unwrap();
+    rows.into_iter()
+        .map(|(n, t, null)| (n, t, null == "YES"))
+        .collect()
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// The migrations and `schema` agree, column by column, on both backends.
+#[test]
+fn the_migrations_create_exactly_the_defined_tables() {
+    let tmp = tempfile::tempdir().unwrap();
+    rt().block_on(async {
+        let lite = DbUrl::sqlite_file(&tmp.path().join("t.sqlite"));
+        Db::open(&lite).await.unwrap().close().await.unwrap();
+        let pg = PgSchema::new().await;
+        let pg_url = DbUrl::parse(&pg.url()).unwrap();
+        Db::open(&pg_url).await.unwrap().close().await.unwrap();
+        let mut l = sqlx::SqliteConnection::connect(lite.as_str())
+            .await
+            .unwrap();
+        let mut p = sqlx::PgConnection::connect(pg_url.as_str()).await.unwrap();
+        let mut tables = 0;
+        for t in schema::all() {
+            let want_l: Vec<_> = t
+                .columns
+                .iter()
+                .map(|c| (c.name.to_owned(), c.ty.sqlite.to_owned(), c.ty.nullable))
+                .collect();
+            let want_p: Vec<_> = t
+                .columns
+                .iter()
+                .map(|c| (c.name.to_owned(), c.ty.postgres.to_owned(), c.ty.nullable))
+                .collect();
+            assert_eq!(
+                sqlite_columns(&mut l, t.name).await,
+                want_l,
+                "SQLite {}",
+                t.name
+            );
+            assert_eq!(
+                pg_columns(&mut p, t.name).await,
+                want_p,
+                "PostgreSQL {}",
+                t.name
+            );
+            tables += 1;
+        }
+        assert_eq!(tables, 24);
+        // Nothing in the databases that `schema` does not define (sqlx's own table aside).
+        let names: Vec<(String,)> = sqlx::query_as(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name <> '_sqlx_migrations' \
+             ORDER BY name",
+        )
+        .fetch_all(&mut l)
+        .await
+        .unwrap();
+        assert_eq!(names.len(), tables);
+        p.close().await.unwrap();
+        pg.drop_schema().await;
+    });
+}
+
+/// `tracedb/test_data/merged-v0002.sqlite` was written by `p5 merge` before this crate
+/// existed (migrations 0001 and 0002): it opens read-only and reads.
+#[test]
+fn a_database_written_by_older_code_reads() {
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("test_data/merged-v0002.sqlite");
+    rt().block_on(async {
+        let db = Reader::open(&DbUrl::sqlite_file(&file)).await.unwrap();
+        assert_eq!(db.schema_version().await.unwrap(), 2);
+        let s = read::sessions(&db).await.unwrap();
+        assert_eq!(s.len(), 1);
+        assert_eq!(s[0].name, "skew");
+        let sid = s[0].id;
+        let procs = read::processes(&db, sid).await.unwrap();
+        assert!(procs.iter().any(|p| p.runtime == "os-monitor"));
+        assert_eq!(
+            read::messages(&db, sid).await.unwrap().len() as i64,
+            s[0].matched
+        );
+        let states = read::states(&db, sid, p5_tracedb::domain::ThreadState::NAMES)
+            .await
+            .unwrap();
+        assert!(
+            states.iter().all(|r| (r.state as usize) < 6),
+            "every state name is known"
+        );
+        assert!(!read::intervals(&db, sid).await.unwrap().is_empty());
+        assert!(!read::overview(&db, sid, &[]).await.unwrap().is_empty());
+        db.close().await;
+    });
+}
+
+/// Analysis rows are written in one transaction; rows of another run are refused.
+#[test]
+fn analysis_rows_round_trip_and_mismatched_rows_are_refused() {
+    use schema::{AnalysisRun, PathInstance};
+    let tmp = tempfile::tempdir().unwrap();
+    rt().block_on(async {
+        let url = DbUrl::sqlite_file(&tmp.path().join("a.sqlite"));
+        let mut db = Db::open(&url).await.unwrap();
+        let run = AnalysisRun {
+            session_id: 7,
+            id: db.next_run_id(7).await.unwrap(),
+            algorithm: "nesting".into(),
+            params_json: "{\"overlap\":2}".into(),
+            source: "sql".into(),
+            session_merged_at_wall_ns: 5,
+            created_at_wall_ns: 6,
+            messages: 0,
+        };
+        assert_eq!(run.id, 1);
+        let inst = |run_id| PathInstance {
+            session_id: 7,
+            run_id,
+            id: 1,
+            pattern_id: 1,
+            prob: 0.25,
+            t_start: 1,
+            t_end: 2,
+        };
+        let bad = p5_tracedb::analysis::RunResults {
+            instances: vec![inst(2)],
+            ..Default::default()
+        };
+        assert!(db.write_analysis(run.clone(), bad).await.is_err());
+        let good = p5_tracedb::analysis::RunResults {
+            instances: vec![inst(1)],
+            ..Default::default()
+        };
+        db.write_analysis(run.clone(), good).await.unwrap();
+        assert_eq!(db.next_run_id(7).await.unwrap(), 2);
+        db.delete_analysis(7, 1).await.unwrap();
+        assert_eq!(db.next_run_id(7).await.unwrap(), 1);
+        db.close().await.unwrap();
+        let mut v = Vec::new();
+        inst(1).push_values(&mut v);
+        assert_eq!(v.len(), schema::PATH_INSTANCE.columns.len());
+    });
+}
+
+/// Opening fails at once with a message that says what is wrong.
+#[test]
+fn opening_fails_clearly() {
+    let tmp = tempfile::tempdir().unwrap();
+    rt().block_on(async {
+        let missing = DbUrl::sqlite_file(&tmp.path().join("missing.sqlite"));
+        let e = Reader::open(&missing).await.unwrap_err().to_string();
+        assert!(e.contains("cannot connect"), "{e}");
+        let empty = tmp.path().join("empty.sqlite");
+        std::fs::write(&empty, b"").unwrap();
+        let e = Reader::open(&DbUrl::sqlite_file(&empty))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("not a p5 database") && e.contains("empty"),
+            "{e}"
+        );
+        let junk = tmp.path().join("junk.sqlite");
+        std::fs::write(&junk, vec![b'x'; 4096]).unwrap();
+        let e = Db::open(&DbUrl::sqlite_file(&junk))
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("not a p5 database"), "{e}");
+        let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = closed.local_addr().unwrap().port();
+        drop(closed);
+        let url = DbUrl::parse(&format!("postgres://postgres:pw@127.0.0.1:{port}/test")).unwrap();
+        let t = std::time::Instant::now();
+        let e = Db::open(&url).await.unwrap_err().to_string();
+        assert!(
+            t.elapsed() < p5_tracedb::connect::CONNECT_TIMEOUT + std::time::Duration::from_secs(1)
+        );
+        assert!(e.contains("refused") && !e.contains("pw@"), "{e}");
+        let e = Reader::open(&url).await.unwrap_err().to_string();
+        assert_eq!(e.matches("refused").count(), 1, "{e}");
+    });
+}
