@@ -1373,3 +1373,43 @@ fn flipped_bit_mid_segment_skips_one_record_and_deletes_nothing() {
         "still readable after recovery"
     );
 }
+
+/// D2 (issue 12): peers that send an 8-byte header claiming an 8 MiB frame and then nothing
+/// (32 before Hello, 32 after a valid Hello) must not hold the in-flight budget: a real
+/// client's first ack still arrives promptly.
+#[test]
+fn lying_headers_do_not_starve_a_real_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = InProc::start(config(dir.path()));
+    let mut lie = Vec::new();
+    lie.extend_from_slice(&frame::MAX_FRAME_LEN.to_le_bytes());
+    lie.extend_from_slice(&0u32.to_le_bytes());
+    let mut attackers = Vec::new();
+    for i in 0..32u64 {
+        let (mut p, _) = Peer::hello(server.addr, 0xA000 + i, "victim");
+        p.send(&lie);
+        attackers.push(p);
+    }
+    for _ in 0..32 {
+        let mut p = Peer::connect(server.addr);
+        let _ = p.try_send(&lie);
+        attackers.push(p);
+    }
+    // Let the server read every lying header.
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = std::time::Instant::now();
+    let mut p = Peer::connect(server.addr);
+    p.s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    p.send(&hello_frame(0xB0B, "victim", Caps::ALL));
+    let (ty, _) = p.read_frame().expect("hello ack");
+    assert_eq!(ty, FrameType::HelloAck as u8);
+    let (frames, _) = stream_frames(0, 1, 10);
+    p.send(&frames[0]);
+    p.wait_ack(1);
+    let took = t0.elapsed();
+    eprintln!("with 64 lying peers, a real client's first ack took {took:?}");
+    assert!(took < Duration::from_secs(2), "first ack took {took:?}");
+    p.goodbye(1);
+    drop(attackers);
+    server.stop();
+}
