@@ -1413,3 +1413,27 @@ fn lying_headers_do_not_starve_a_real_client() {
     drop(attackers);
     server.stop();
 }
+
+/// Issue 12: the rule for unknown frame types after Hello (docs/wire.md): a protocol error,
+/// answered with an `Error` frame naming the type before the connection closes; what was
+/// acknowledged before stays stored.
+#[test]
+fn unknown_frame_type_after_hello_is_answered_with_an_error_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = InProc::start(config(dir.path()));
+    let (mut p, _) = Peer::hello(server.addr, 0x0E, "unknown");
+    let (frames, _) = stream_frames(0, 1, 10);
+    p.send(&frames[0]);
+    p.wait_ack(1);
+    p.send(&encode_raw(0x55, b"from the future"));
+    let c = p.expect_closed();
+    let e = c.error.expect("an Error frame before the close");
+    assert!(e.contains("0x55"), "{e}");
+    server.stop();
+}
+
+fn encode_raw(ty: u8, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    frame::encode(&mut out, ty, body);
+    out
+}
