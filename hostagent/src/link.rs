@@ -1,14 +1,52 @@
 //! A framed TCP link: reads whole frames (envelope checked: length limit, crc32c) from a
 //! blocking socket with timeouts, and writes encoded frames. Used for the upstream
 //! connection, relayed child connections and `ctl`.
+//!
+//! Memory is bounded whatever peers send: each reader may hold one read chunk (16 KiB) of its
+//! own, and everything it buffers beyond that counts against one process-wide budget
+//! ([`MAX_BUFFERED`]); a reader that cannot reserve room does not read (the peer's bytes wait
+//! in the kernel, though a close is still noticed) until others drain. Worst case:
+//! connections × 16 KiB + `MAX_BUFFERED`. A reader accepts frames of at
+//! most [`HELLO_CAP`] until [`FrameReader::lift_cap`] (called once a Hello is accepted), and
+//! a frame must complete within [`FRAME_TIMEOUT`] of its first byte, so a peer that starts a
+//! large frame and stalls gives its share back.
 
 use p5_wire::frame::{self, HEADER_LEN};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Largest frame accepted from a peer.
 pub const MAX_FRAME: u32 = frame::MAX_FRAME_LEN;
+/// Largest frame accepted before [`FrameReader::lift_cap`]: room for any Hello or `Control`.
+pub const HELLO_CAP: u32 = 1 << 20;
+/// Bytes of unfinished input all readers of this process may hold together.
+pub const MAX_BUFFERED: usize = 24 << 20;
+/// Longest time from a frame's first byte to its last.
+pub const FRAME_TIMEOUT: Duration = Duration::from_secs(30);
+/// Bytes read from the socket at a time.
+const READ_CHUNK: usize = 16 * 1024;
+
+/// Bytes currently held by all readers.
+static BUFFERED: AtomicUsize = AtomicUsize::new(0);
+
+/// Bytes of input buffered by all frame readers of this process (for status and tests).
+pub fn buffered_bytes() -> usize {
+    BUFFERED.load(Ordering::Relaxed)
+}
+
+fn reserve(n: usize) -> bool {
+    BUFFERED
+        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
+            (b + n <= MAX_BUFFERED).then_some(b + n)
+        })
+        .is_ok()
+}
+
+fn release(n: usize) {
+    BUFFERED.fetch_sub(n, Ordering::AcqRel);
+}
 
 /// Link errors.
 #[derive(Debug, thiserror::Error)]
@@ -22,6 +60,9 @@ pub enum LinkError {
     /// The peer closed the connection.
     #[error("connection closed by peer")]
     Closed,
+    /// A frame did not complete within [`FRAME_TIMEOUT`] of its first byte.
+    #[error("frame not completed within {0:?} (slow sender)")]
+    Slow(Duration),
 }
 
 /// One received frame.
@@ -40,6 +81,17 @@ pub struct Frame {
 pub struct FrameReader {
     stream: TcpStream,
     buf: Vec<u8>,
+    cap: u32,
+    started: Option<Instant>,
+    budgeted: bool,
+    /// Bytes reserved from the process-wide budget (what `buf` holds beyond one chunk).
+    held: usize,
+}
+
+impl Drop for FrameReader {
+    fn drop(&mut self) {
+        release(self.held);
+    }
 }
 
 impl FrameReader {
@@ -47,8 +99,32 @@ impl FrameReader {
     pub fn new(stream: TcpStream) -> Self {
         Self {
             stream,
-            buf: Vec::with_capacity(64 * 1024),
+            buf: Vec::new(),
+            cap: HELLO_CAP,
+            started: None,
+            budgeted: true,
+            held: 0,
         }
+    }
+
+    /// A reader for a peer this agent chose (its upstream, an agent it asked over `ctl`):
+    /// full frame limit, outside the budget children share, so children that exhaust the
+    /// budget cannot stall acknowledgements or replies.
+    pub fn trusted(stream: TcpStream) -> Self {
+        Self {
+            stream,
+            buf: Vec::new(),
+            cap: MAX_FRAME,
+            started: None,
+            budgeted: false,
+            held: 0,
+        }
+    }
+
+    /// Accepts frames up to [`MAX_FRAME`] from now on (once the peer's Hello is accepted,
+    /// and for trusted links such as the upstream one).
+    pub fn lift_cap(&mut self) {
+        self.cap = MAX_FRAME;
     }
 
     /// The socket.
@@ -60,12 +136,17 @@ impl FrameReader {
         let Some(h) = self.buf.first_chunk::<HEADER_LEN>() else {
             return Ok(None);
         };
-        let (len, crc) = frame::parse_header(h, MAX_FRAME)?;
+        let (len, crc) = frame::parse_header(h, self.cap)?;
         let total = HEADER_LEN + len as usize;
         if self.buf.len() < total {
             return Ok(None);
         }
         let raw: Vec<u8> = self.buf.drain(..total).collect();
+        self.sync_held();
+        self.started = (!self.buf.is_empty()).then(Instant::now);
+        if self.buf.capacity() > 4 * READ_CHUNK && self.buf.len() < READ_CHUNK {
+            self.buf.shrink_to(READ_CHUNK);
+        }
         let f = frame::check(crc, &raw[HEADER_LEN..])?;
         Ok(Some(Frame {
             ty: f.ty,
@@ -74,19 +155,70 @@ impl FrameReader {
         }))
     }
 
+    /// Gives back budget beyond what `buf` now holds past its own chunk.
+    fn sync_held(&mut self) {
+        let target = if self.budgeted {
+            self.buf.len().saturating_sub(READ_CHUNK)
+        } else {
+            0
+        };
+        if target < self.held {
+            release(self.held - target);
+            self.held = target;
+        }
+    }
+
+    /// True if the peer has closed its side (checked without consuming or blocking).
+    fn peer_closed(&self) -> bool {
+        let mut b = [0u8; 1];
+        // SAFETY: a valid one-byte buffer; MSG_PEEK | MSG_DONTWAIT neither consumes nor blocks.
+        let n = unsafe {
+            libc::recv(
+                std::os::fd::AsRawFd::as_raw_fd(&self.stream),
+                b.as_mut_ptr().cast(),
+                1,
+                libc::MSG_PEEK | libc::MSG_DONTWAIT,
+            )
+        };
+        n == 0
+    }
+
     /// Returns the next complete frame, or `None` if none arrived within the socket's read
-    /// timeout.
+    /// timeout (or the process-wide budget is spent for now).
     pub fn poll(&mut self) -> Result<Option<Frame>, LinkError> {
         if let Some(f) = self.take_frame()? {
             return Ok(Some(f));
         }
-        let mut chunk = [0u8; 16 * 1024];
-        match self.stream.read(&mut chunk) {
-            Ok(0) => Err(LinkError::Closed),
-            Ok(n) => {
-                self.buf.extend_from_slice(&chunk[..n]);
-                self.take_frame()
+        if self.started.is_some_and(|t| t.elapsed() > FRAME_TIMEOUT) {
+            return Err(LinkError::Slow(FRAME_TIMEOUT));
+        }
+        let need = if self.budgeted {
+            READ_CHUNK - READ_CHUNK.saturating_sub(self.buf.len())
+        } else {
+            0
+        };
+        if need > 0 && !reserve(need) {
+            // Back-pressure: leave the peer's bytes in the kernel until others drain, but
+            // notice a peer that went away.
+            if self.peer_closed() {
+                return Err(LinkError::Closed);
             }
+            std::thread::sleep(Duration::from_millis(10));
+            return Ok(None);
+        }
+        self.held += need;
+        let mut chunk = [0u8; READ_CHUNK];
+        let r = self.stream.read(&mut chunk);
+        if let Ok(n) = r {
+            if self.buf.is_empty() && n > 0 {
+                self.started = Some(Instant::now());
+            }
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+        self.sync_held();
+        match r {
+            Ok(0) => Err(LinkError::Closed),
+            Ok(_) => self.take_frame(),
             Err(e)
                 if matches!(
                     e.kind(),

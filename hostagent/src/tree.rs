@@ -34,8 +34,9 @@ use std::time::{Duration, Instant};
 
 /// Time allowed for the first frame of a connection.
 const FIRST_FRAME_TIMEOUT: Duration = Duration::from_secs(10);
-/// A relayed connection silent for this long is closed.
-const IDLE_TIMEOUT: Duration = Duration::from_secs(600);
+/// A relayed connection silent for this long is closed (every producer pings at least every
+/// second, so a minute of silence is a dead or hostile child; it was 10 minutes).
+const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// How long a relay thread blocks in a read: only idle detection needs it (a closing side
 /// shuts both sockets down, which wakes the other thread at once), so it is long to keep an
 /// agent with many children cheap.
@@ -162,6 +163,7 @@ fn relay(shared: &Shared, mut child: FrameReader, child_w: TcpStream, hello_f: F
             return;
         }
     };
+    child.lift_cap();
     let id = &hello.identity;
     let who = format!("{}/{} ({peer})", id.hostname, id.pid);
     let up = match link::connect(&shared.upstream, Duration::from_secs(3)) {
@@ -186,7 +188,7 @@ fn relay(shared: &Shared, mut child: FrameReader, child_w: TcpStream, hello_f: F
         );
         return;
     }
-    let mut up_r = FrameReader::new(up);
+    let mut up_r = FrameReader::trusted(up);
     match up_r.next_within(Duration::from_secs(5)) {
         Ok(Some(f)) if f.ty == FrameType::HelloAck as u8 => {
             if link::write_all(&child_w, &f.raw).is_err() {

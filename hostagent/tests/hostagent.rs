@@ -1451,3 +1451,88 @@ fn agent_stopped_during_an_outage_leaves_a_spool_that_imports_exactly() {
     assert!(t.len() >= 25, "{} samples", t.len());
     assert_continuous(&t, Duration::from_millis(600), "spooled samples");
 }
+
+fn rss_kb(pid: i32) -> u64 {
+    let s = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    s.lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
+}
+
+/// D3 (issue 12): 50 children that each send a valid Hello, then almost all of a frame
+/// claiming nearly 8 MiB and never finish it (and 10 more that send a header claiming 8 MiB
+/// before any Hello) must not grow the agent past 64 MB: partial frames share one
+/// process-wide budget and the agent stops reading once it is spent.
+#[test]
+fn partial_frames_from_many_children_stay_within_a_memory_budget() {
+    let _slot = shared_slot();
+    let dir = tempfile::tempdir().unwrap();
+    let ls = LogServer::start(&dir.path().join("store"), "127.0.0.1:0");
+    let top = Agent::spawn(
+        dir.path(),
+        "top",
+        &[
+            "--session",
+            "budget",
+            "--logserver",
+            &ls.addr(),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+    );
+    wait_until("the agent", Duration::from_secs(20), || {
+        status(top.addr()).agents.len() == 1
+    });
+    let before = rss_kb(top.pid());
+    let len = p5_wire::frame::MAX_FRAME_LEN - 64;
+    let mut threads = Vec::new();
+    for i in 0..60u64 {
+        let addr = top.addr().to_owned();
+        threads.push(std::thread::spawn(move || {
+            let Ok(mut s) = TcpStream::connect(&addr) else {
+                return None;
+            };
+            s.set_write_timeout(Some(Duration::from_secs(3))).unwrap();
+            let mut out = Vec::new();
+            if i < 50 {
+                let body = p5_wire::hello::Hello {
+                    version: 1,
+                    caps: p5_wire::hello::Caps::ALL,
+                    identity: p5_wire::hello::Identity {
+                        process_uid: 0xD3_0000 + i,
+                        runtime: RuntimeKind::HostAgent as u8,
+                        session: "budget".into(),
+                        ..Default::default()
+                    },
+                }
+                .encode_body();
+                p5_wire::frame::encode(&mut out, FrameType::Hello as u8, &body);
+            }
+            out.extend_from_slice(&len.to_le_bytes());
+            out.extend_from_slice(&0u32.to_le_bytes());
+            out.push(FrameType::Events as u8);
+            out.resize(out.len() + len as usize - 100, 0x42);
+            let _ = s.write_all(&out);
+            Some(s)
+        }));
+    }
+    let socks: Vec<_> = threads.into_iter().map(|t| t.join().unwrap()).collect();
+    std::thread::sleep(Duration::from_millis(500));
+    let under_attack = rss_kb(top.pid());
+    eprintln!(
+        "agent RSS {} kB before, {} kB with 60 partial ~8 MiB frames",
+        before, under_attack
+    );
+    assert!(under_attack > 0, "agent alive");
+    assert!(
+        under_attack <= 64 * 1024,
+        "agent RSS {under_attack} kB under attack (before {before} kB)"
+    );
+    drop(socks);
+    // Still serving.
+    assert_eq!(status(top.addr()).agents.len(), 1);
+    top.terminate();
+    ls.stop();
+}

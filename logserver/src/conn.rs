@@ -232,6 +232,7 @@ where
             return refuse(&mut rx, &mut write, &peer, conn_id, end).await;
         }
     };
+    rx.lift_hello_cap();
     let uid = hello.identity.process_uid;
     let mut record = Vec::with_capacity(hello_frame.body().len() + 40);
     wstore::encode_process(&mut record, hello_frame.t_s, conn_id, hello_frame.body());

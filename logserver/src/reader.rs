@@ -27,8 +27,12 @@
 //! # Ok(()) }
 //! ```
 //!
-//! Damage is reported, not fatal: a torn tail (a record cut short, or with a bad length or
-//! checksum) ends that segment's records and is reported as a [`Fault`]; a record whose
+//! Damage is reported, not fatal. A record with a bad length or checksum is *corrupt* if an
+//! intact record follows it: the reader resynchronises on the next valid record header (a
+//! length in range, a store record type, a matching crc32c), skips the bytes between and
+//! reports them as a [`FaultKind::Corrupt`] fault ([`SegmentReader::corrupt_ranges`] says
+//! where). Only damage with no intact record after it is a *torn tail* (an incomplete final
+//! record, or garbage at the end); it ends the segment and is reported. A record whose
 //! checksum is right but whose body does not decode is skipped and reported; a segment with a
 //! bad header is skipped and reported. Only I/O errors are returned as errors. Records of
 //! types this version does not know decode as `StoreRecord::Unknown` and can be skipped.
@@ -46,7 +50,8 @@ use p5_wire::frame::{self, FrameType};
 use p5_wire::store::{SEGMENT_HEADER_LEN, SegmentHeader, StoreRecord};
 use serde::{Deserialize, Serialize};
 use std::fs::File;
-use std::io::{self, BufReader, Read};
+use std::io::{self, BufReader, Read, Seek, SeekFrom};
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// Largest record a segment may hold: a `StoreData` record wraps a whole received frame
@@ -59,6 +64,8 @@ const MAX_HEADER_LEN: u32 = 64 * 1024;
 const SKIM_LEN: usize = 1 + 8 + 8 + 1 + p5_wire::data::DATA_HEADER_LEN;
 /// Read buffer of a segment reader.
 const READ_BUFFER: usize = 256 * 1024;
+/// Bytes examined at a time while resynchronising after a corrupt record.
+const SCAN_WINDOW: usize = 64 * 1024;
 
 /// A store directory.
 #[derive(Debug, Clone)]
@@ -211,6 +218,9 @@ pub enum FaultKind {
     Malformed,
     /// The segment header is missing or invalid; the segment is skipped.
     BadHeader,
+    /// A record with a bad length or checksum followed by intact records; its bytes are
+    /// skipped (reading resumes at the next valid record).
+    Corrupt,
 }
 
 /// Damage found while reading.
@@ -232,6 +242,7 @@ impl std::fmt::Display for Fault {
             FaultKind::TornTail => "torn tail",
             FaultKind::Malformed => "malformed record skipped",
             FaultKind::BadHeader => "bad segment header, segment skipped",
+            FaultKind::Corrupt => "corrupt record skipped",
         };
         write!(
             f,
@@ -282,6 +293,7 @@ pub struct SegmentReader {
     records: u64,
     tail: Option<Fault>,
     skipped: Vec<Fault>,
+    corrupt: Vec<(u64, u64)>,
 }
 
 fn read_err(segment: &str, e: io::Error) -> Error {
@@ -355,6 +367,7 @@ impl SegmentReader {
             records: 0,
             tail: None,
             skipped: Vec::new(),
+            corrupt: Vec::new(),
         })
     }
 
@@ -397,6 +410,64 @@ impl SegmentReader {
         Ok(false)
     }
 
+    /// Damage at `start`: resynchronise on the next intact record if there is one (the bytes
+    /// between are a corrupt region), else it is the torn tail. `Ok(true)`: read on.
+    fn damaged(&mut self, start: u64, error: String) -> Result<bool, Error> {
+        let Some(next) = self.find_record(start + 1)? else {
+            self.torn(start, error)?;
+            return Ok(false);
+        };
+        self.skipped.push(Fault {
+            segment: self.name.clone(),
+            offset: start,
+            kind: FaultKind::Corrupt,
+            error: format!("{error}; {} bytes skipped", next - start),
+        });
+        self.corrupt.push((start, next));
+        self.file
+            .seek(SeekFrom::Start(next))
+            .map_err(|e| read_err(&self.name, e))?;
+        self.offset = next;
+        Ok(true)
+    }
+
+    /// The offset of the first intact record at or after `from`, if any: a plausible header
+    /// whose payload is there, starts with a store record type and passes its crc32c.
+    fn find_record(&self, from: u64) -> Result<Option<u64>, Error> {
+        let f = self.file.get_ref();
+        let mut win = vec![0u8; SCAN_WINDOW];
+        let mut payload = Vec::new();
+        let mut pos = from;
+        while pos + frame::HEADER_LEN as u64 <= self.file_len {
+            let n = read_at_up_to(f, &mut win, pos).map_err(|e| read_err(&self.name, e))?;
+            if n < frame::HEADER_LEN {
+                break;
+            }
+            for i in 0..=n - frame::HEADER_LEN {
+                let p = pos + i as u64;
+                let len = u32::from_le_bytes([win[i], win[i + 1], win[i + 2], win[i + 3]]);
+                let end = p + frame::HEADER_LEN as u64 + len as u64;
+                if len == 0 || len > MAX_RECORD_LEN || end > self.file_len {
+                    continue;
+                }
+                if let Some(&ty) = win.get(i + frame::HEADER_LEN).filter(|_| i + 8 < n)
+                    && !(0x80..=0xBF).contains(&ty)
+                {
+                    continue;
+                }
+                let crc = u32::from_le_bytes([win[i + 4], win[i + 5], win[i + 6], win[i + 7]]);
+                payload.resize(len as usize, 0);
+                let got = read_at_up_to(f, &mut payload, p + frame::HEADER_LEN as u64)
+                    .map_err(|e| read_err(&self.name, e))?;
+                if got == payload.len() && frame::check(crc, &payload).is_ok() {
+                    return Ok(Some(p));
+                }
+            }
+            pos += (n - frame::HEADER_LEN + 1) as u64;
+        }
+        Ok(None)
+    }
+
     fn step(&mut self, full: bool) -> Result<bool, Error> {
         self.has_current = false;
         loop {
@@ -419,21 +490,26 @@ impl SegmentReader {
             let len = u32::from_le_bytes([h[0], h[1], h[2], h[3]]);
             let crc = u32::from_le_bytes([h[4], h[5], h[6], h[7]]);
             if len == 0 || len > MAX_RECORD_LEN {
-                return self.torn(start, format!("record length {len} out of range"));
+                if self.damaged(start, format!("record length {len} out of range"))? {
+                    continue;
+                }
+                return Ok(false);
             }
             let total = frame::HEADER_LEN as u64 + len as u64;
             if full || len as usize <= SKIM_LEN {
                 self.buf.resize(len as usize, 0);
                 let n = read_up_to(&mut self.file, &mut self.buf)
                     .map_err(|e| read_err(&self.name, e))?;
-                if n < len as usize {
-                    return self.torn(
-                        start,
-                        format!("file ends inside a record ({n} of {len} bytes)"),
-                    );
-                }
-                if let Err(e) = frame::check(crc, &self.buf) {
-                    return self.torn(start, e.to_string());
+                let bad = if n < len as usize {
+                    Some(format!("file ends inside a record ({n} of {len} bytes)"))
+                } else {
+                    frame::check(crc, &self.buf).err().map(|e| e.to_string())
+                };
+                if let Some(error) = bad {
+                    if self.damaged(start, error)? {
+                        continue;
+                    }
+                    return Ok(false);
                 }
                 self.offset = start + total;
                 if let Err(e) = StoreRecord::decode(self.buf[0], &self.buf[1..]) {
@@ -448,10 +524,11 @@ impl SegmentReader {
                 self.full = true;
             } else {
                 if start + total > self.file_len {
-                    return self.torn(
-                        start,
-                        format!("record of {len} bytes runs past the end of the file"),
-                    );
+                    let error = format!("record of {len} bytes runs past the end of the file");
+                    if self.damaged(start, error)? {
+                        continue;
+                    }
+                    return Ok(false);
                 }
                 self.buf.resize(SKIM_LEN, 0);
                 let n = read_up_to(&mut self.file, &mut self.buf)
@@ -534,10 +611,29 @@ impl SegmentReader {
         self.tail.as_ref()
     }
 
-    /// Malformed records skipped so far.
+    /// Malformed and corrupt records skipped so far.
     pub fn skipped(&self) -> &[Fault] {
         &self.skipped
     }
+
+    /// Byte ranges `[start, end)` of corrupt regions skipped so far.
+    pub fn corrupt_ranges(&self) -> &[(u64, u64)] {
+        &self.corrupt
+    }
+}
+
+/// Positional read until `buf` is full or the file ends; returns the bytes read.
+pub(crate) fn read_at_up_to(f: &File, buf: &mut [u8], at: u64) -> io::Result<usize> {
+    let mut n = 0;
+    while n < buf.len() {
+        match f.read_at(&mut buf[n..], at + n as u64) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(n)
 }
 
 /// A cursor over every record of a session, segment after segment.
@@ -667,15 +763,20 @@ mod tests {
         assert_eq!(r.records(), 3);
         assert_eq!(r.tail().unwrap().offset, clean_len);
 
-        // A flipped byte inside the second record: records after it are unreachable.
+        // A flipped byte inside the second record: that record is skipped as corrupt, the
+        // reader resynchronises on the third, and the garbage at the end is still the tail.
         let mut bytes = std::fs::read(&path).unwrap();
         let second = SEGMENT_HEADER_LEN + recs[0].len();
         bytes[second + 40] ^= 1;
         std::fs::write(&path, &bytes).unwrap();
         let mut r = SegmentReader::open(&path).unwrap();
         while r.advance().unwrap() {}
-        assert_eq!(r.records(), 1);
-        assert_eq!(r.tail().unwrap().offset, second as u64);
+        assert_eq!(r.records(), 2);
+        assert_eq!(r.skipped().len(), 1);
+        assert_eq!(r.skipped()[0].kind, FaultKind::Corrupt);
+        let third = (second + recs[1].len()) as u64;
+        assert_eq!(r.corrupt_ranges(), [(second as u64, third)]);
+        assert_eq!(r.tail().unwrap().offset, clean_len);
     }
 
     #[test]

@@ -2,9 +2,12 @@
 //!
 //! A frame is read in three steps: wait for its first byte (at most the idle timeout; a
 //! shutdown request also ends the wait, so shutdown happens at a frame boundary), read the
-//! 8-byte envelope header and check the length, reserve that many bytes from the server-wide
-//! memory budget (back-pressure: the peer's bytes stay in the kernel until the store catches
-//! up), then read the rest and check the crc32c. From the first byte to the last, a frame must
+//! 8-byte envelope header and check the length (before a Hello is accepted the limit is
+//! [`HELLO_FRAME_CAP`], see [`FrameReceiver::lift_hello_cap`]), then read the rest and check
+//! the crc32c. Bytes are reserved from the server-wide memory budget *as they arrive*, never
+//! for bytes a header merely claims (back-pressure: when the budget is spent the peer's bytes
+//! stay in the kernel until the store catches up), so a peer that lies about a length or
+//! sends slowly holds only what it actually sent and cannot starve the others. From the first byte to the last, a frame must
 //! complete within the frame timeout (minus time spent waiting for the budget), which defeats
 //! slow-loris senders. Nothing is allocated before the length is known to be in range.
 //!
@@ -24,6 +27,12 @@ use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
 use tokio::time::Instant;
+
+/// Largest frame accepted before a Hello is: a Hello carries at most
+/// `p5_wire::hello::MAX_ARGV_BYTES` of arguments plus short strings, far below this.
+pub const HELLO_FRAME_CAP: u32 = 1 << 20;
+/// Most bytes read into a frame (and reserved from the budget) in one step.
+const READ_STEP: usize = 64 * 1024;
 
 /// Bytes in front of a received frame's type byte in its buffer: the record envelope (8),
 /// the record type (1), `t_s` (8) and `process_uid` (8) of a `StoreData` record.
@@ -51,6 +60,15 @@ impl ReceivedFrame {
             buf: vec![0; STORE_PREFIX + len],
             t_s,
             permit,
+        }
+    }
+
+    /// An empty frame buffer (only the record prefix) that grows as bytes arrive.
+    fn growing(t_s: u64) -> Self {
+        Self {
+            buf: vec![0; STORE_PREFIX],
+            t_s,
+            permit: None,
         }
     }
 
@@ -167,6 +185,8 @@ pub struct FrameReceiver<R> {
     budget: Option<Arc<Semaphore>>,
     clock: Arc<RunClock>,
     shutdown: watch::Receiver<bool>,
+    /// The length limit now: [`HELLO_FRAME_CAP`] until a Hello was accepted.
+    cap: u32,
 }
 
 /// Resolves once `rx` says `true` or its sender is gone.
@@ -193,6 +213,7 @@ impl<R: AsyncRead + Unpin> FrameReceiver<R> {
     ) -> Self {
         Self {
             inner: BufReader::with_capacity(read_buffer, read),
+            cap: limits.max_frame_len.min(HELLO_FRAME_CAP),
             limits,
             budget,
             clock,
@@ -228,26 +249,56 @@ impl<R: AsyncRead + Unpin> FrameReceiver<R> {
         let mut h = [0u8; frame::HEADER_LEN];
         read_by(&mut self.inner, &mut h, deadline, timeout).await?;
         let t_s = self.clock.now_ns();
-        let (len, crc) =
-            frame::parse_header(&h, self.limits.max_frame_len).map_err(FrameError::Length)?;
-        let permit = match &self.budget {
-            None => None,
-            Some(budget) => {
-                let want = (STORE_PREFIX + len as usize) as u32;
-                let before = Instant::now();
-                let permit = tokio::select! {
-                    biased;
-                    p = budget.clone().acquire_many_owned(want) => p.ok(),
-                    () = stopped(&mut self.shutdown) => return Ok(Received::Shutdown),
-                };
-                deadline += before.elapsed();
-                permit
+        let (len, crc) = frame::parse_header(&h, self.cap).map_err(FrameError::Length)?;
+        let mut f = ReceivedFrame::growing(t_s);
+        if !self.reserve(&mut f, STORE_PREFIX, &mut deadline).await {
+            return Ok(Received::Shutdown);
+        }
+        let len = len as usize;
+        while f.payload().len() < len {
+            let avail = match tokio::time::timeout_at(deadline, self.inner.fill_buf()).await {
+                Err(_) => return Err(FrameError::Slow(timeout)),
+                Ok(Err(e)) => return Err(FrameError::Io(e)),
+                Ok(Ok([])) => return Err(FrameError::HalfFrame),
+                Ok(Ok(b)) => b.len(),
+            };
+            let n = avail.min(len - f.payload().len()).min(READ_STEP);
+            if !self.reserve(&mut f, n, &mut deadline).await {
+                return Ok(Received::Shutdown);
             }
-        };
-        let mut f = ReceivedFrame::with_payload_len(len as usize, t_s, permit);
-        read_by(&mut self.inner, f.payload_mut(), deadline, timeout).await?;
+            let chunk = self.inner.buffer();
+            f.buf.extend_from_slice(&chunk[..n]);
+            self.inner.consume(n);
+        }
         frame::check(crc, f.payload()).map_err(FrameError::Checksum)?;
         Ok(Received::Frame(f))
+    }
+
+    /// Lifts the pre-Hello length limit to the configured one (call once a Hello is
+    /// accepted).
+    pub fn lift_hello_cap(&mut self) {
+        self.cap = self.limits.max_frame_len;
+    }
+
+    /// Adds `n` bytes to `f`'s budget reservation, waiting for the budget if it is spent
+    /// (time spent waiting extends `deadline`). `false` if the server shuts down meanwhile.
+    async fn reserve(&mut self, f: &mut ReceivedFrame, n: usize, deadline: &mut Instant) -> bool {
+        let Some(budget) = &self.budget else {
+            return true;
+        };
+        let before = Instant::now();
+        let permit = tokio::select! {
+            biased;
+            p = budget.clone().acquire_many_owned(n as u32) => p.ok(),
+            () = stopped(&mut self.shutdown) => return false,
+        };
+        *deadline += before.elapsed();
+        match (f.permit.as_mut(), permit) {
+            (Some(held), Some(p)) => held.merge(p),
+            (None, p) => f.permit = p,
+            (Some(_), None) => {}
+        }
+        true
     }
 }
 

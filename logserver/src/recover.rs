@@ -6,10 +6,14 @@
 //! is safe; and every record *before* it passed its checksum, so nothing before a torn tail is
 //! ever lost. For each session recovery:
 //!
-//! 1. reads the last segment in full, verifying every record's length and crc32c, and
-//!    truncates the file at the first bad record (then syncs it); a last segment too short to
-//!    hold its header is removed. Each repair is logged and appended as one JSON line to
-//!    `<session>/recovery.jsonl`, where `inspect` shows it;
+//! 1. reads the last segment in full, verifying every record's length and crc32c. A bad
+//!    record followed by intact ones is *corrupt*, not torn: the reader resynchronises on the
+//!    next valid record, the damage is reported, and its bytes are copied to
+//!    `<session>/quarantine/<segment>@<offset>` but left in place — recovery never deletes
+//!    acknowledged data. Only damage with nothing intact after it (an incomplete final record)
+//!    is a torn tail: its bytes are quarantined too, then the file is truncated there and
+//!    synced; a last segment too short to hold its header is removed. Each repair is logged
+//!    and appended as one JSON line to `<session>/recovery.jsonl`, where `inspect` shows it;
 //! 2. skims the record headers of all other segments (they were completed and synced before
 //!    the next one was begun, so their checksums are not re-verified) — damage found there is
 //!    reported but left in place;
@@ -23,13 +27,14 @@ use crate::clock::{RunClock, wall_ns};
 use crate::dedup::Dedup;
 use crate::error::{Error, io_at};
 use crate::layout::{self, RECOVERY_LOG};
-use crate::reader::{Fault, FaultKind, SegmentReader, StoreDir, list_segments};
+use crate::reader::read_at_up_to;
+use crate::reader::{Fault, FaultKind, SegmentFile, SegmentReader, StoreDir, list_segments};
 use p5_wire::store::SEGMENT_HEADER_LEN;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fs::OpenOptions;
 use std::io::{BufRead, BufReader, Write};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// One torn tail cut off by recovery (a line of `recovery.jsonl`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -174,12 +179,16 @@ pub(crate) fn recover_session(
         }
         rec.records += r.records();
         rec.faults.extend(r.skipped().iter().cloned());
+        for &(from, to) in r.corrupt_ranges() {
+            quarantine(dir, seg, from, to)?;
+        }
         match r.tail() {
             Some(tail) if last => {
                 let keep = r.end_offset();
                 let now_len = std::fs::metadata(&seg.path)
                     .map_err(io_at("cannot stat", &seg.path))?
                     .len();
+                quarantine(dir, seg, keep, now_len)?;
                 let file = OpenOptions::new()
                     .write(true)
                     .open(&seg.path)
@@ -204,6 +213,53 @@ pub(crate) fn recover_session(
     }
     rec.streams = state.dedup.len();
     Ok((rec, state))
+}
+
+/// Where damaged bytes of a session are kept (`<session>/quarantine`).
+pub fn quarantine_dir(session_dir: &Path) -> PathBuf {
+    session_dir.join("quarantine")
+}
+
+/// Copies bytes `[from, to)` of `seg` to `<session>/quarantine/<segment>@<from>` (once: an
+/// existing copy is kept) and syncs it, so damage is never simply deleted.
+fn quarantine(dir: &Path, seg: &SegmentFile, from: u64, to: u64) -> Result<(), Error> {
+    if to <= from {
+        return Ok(());
+    }
+    let qdir = quarantine_dir(dir);
+    let path = qdir.join(format!("{}@{from}", seg.file_name()));
+    if path.exists() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(&qdir).map_err(io_at("cannot create", &qdir))?;
+    let src = std::fs::File::open(&seg.path).map_err(io_at("cannot open", &seg.path))?;
+    let tmp = qdir.join(format!(".{}@{from}.tmp", seg.file_name()));
+    let mut out = std::fs::File::create(&tmp).map_err(io_at("cannot create", &tmp))?;
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut at = from;
+    while at < to {
+        let want = ((to - at) as usize).min(buf.len());
+        let n =
+            read_at_up_to(&src, &mut buf[..want], at).map_err(io_at("cannot read", &seg.path))?;
+        if n == 0 {
+            break;
+        }
+        out.write_all(&buf[..n])
+            .map_err(io_at("cannot write", &tmp))?;
+        at += n as u64;
+    }
+    out.sync_all().map_err(io_at("cannot sync", &tmp))?;
+    std::fs::rename(&tmp, &path).map_err(io_at("cannot rename", &tmp))?;
+    layout::sync_dir(&qdir)?;
+    layout::sync_dir(dir)?;
+    tracing::warn!(
+        segment = %seg.file_name(),
+        offset = from,
+        bytes = to - from,
+        "damaged store bytes quarantined in {}",
+        path.display()
+    );
+    Ok(())
 }
 
 fn note_repair(dir: &Path, session: &str, repair: &Repair) -> Result<(), Error> {

@@ -1299,3 +1299,141 @@ fn write_more_to(addr: SocketAddr, uid: u64, session: &str, frames: &[Vec<u8>]) 
     p.wait_ack(frames.len() as u64);
     p.goodbye(frames.len() as u64);
 }
+
+/// D4 (issue 12): one flipped bit inside an acknowledged record of the last segment is not a
+/// torn tail. Recovery deletes nothing, keeps the damaged bytes in a quarantine file and
+/// reports them; inspect and the reader merge uses read every intact record after it.
+#[test]
+fn flipped_bit_mid_segment_skips_one_record_and_deletes_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let uid = 0x7D;
+    let (frames, _) = stream_frames(0, 24, 200);
+    write_session(dir.path(), uid, "flip", &frames);
+    let before = stored(dir.path());
+    assert!(before.raw.len() >= 20, "{} records", before.raw.len());
+    let seg = last_segment(dir.path(), "flip");
+    let len = std::fs::metadata(&seg).unwrap().len();
+    // Offset of record 2 (0-based: the third), and a bit flipped in the middle of it.
+    let header_len = p5_logserver::reader::SegmentReader::open(&seg)
+        .unwrap()
+        .header_len();
+    let at = header_len
+        + before.raw[..2]
+            .iter()
+            .map(|r| r.len() as u64 + 8)
+            .sum::<u64>();
+    let rec_len = before.raw[2].len() as u64 + 8;
+    let mut bytes = std::fs::read(&seg).unwrap();
+    bytes[(at + rec_len / 2) as usize] ^= 0x10;
+    std::fs::write(&seg, &bytes).unwrap();
+    let mut want = before.raw.clone();
+    want.remove(2);
+
+    // Readers (inspect, merge's reader) see every intact record after the damage.
+    let damaged = stored(dir.path());
+    assert!(
+        damaged.raw == want,
+        "every intact record is read: {} of {} records",
+        damaged.raw.len(),
+        want.len()
+    );
+    assert_eq!(damaged.faults, 1, "the damaged record is reported");
+    eprintln!(
+        "flipped bit in record 2 of {}: {} intact records read after it",
+        before.raw.len(),
+        damaged.raw.len() - 2
+    );
+    let summary = inspect(dir.path()).unwrap();
+    assert_eq!(summary.sessions[0].faults.len(), 1);
+    assert_eq!(summary.sessions[0].faults[0].offset, at);
+    assert_eq!(summary.sessions[0].records, want.len() as u64);
+
+    // Recovery truncates nothing and quarantines the damaged record's bytes.
+    let server = InProc::start(config(dir.path()));
+    assert_eq!(
+        server.recovery.repairs().count(),
+        0,
+        "{:?}",
+        server.recovery
+    );
+    assert_eq!(server.recovery.sessions[0].faults.len(), 1);
+    server.stop();
+    assert_eq!(
+        std::fs::metadata(&seg).unwrap().len(),
+        len,
+        "nothing deleted"
+    );
+    let q = p5_logserver::recover::quarantine_dir(&dir.path().join("flip"));
+    let files: Vec<_> = std::fs::read_dir(&q).unwrap().flatten().collect();
+    assert_eq!(files.len(), 1, "one quarantine file in {}", q.display());
+    let kept = std::fs::read(files[0].path()).unwrap();
+    assert!(kept[..] == bytes[at as usize..(at + rec_len) as usize]);
+    assert!(
+        stored(dir.path()).raw == want,
+        "still readable after recovery"
+    );
+}
+
+/// D2 (issue 12): peers that send an 8-byte header claiming an 8 MiB frame and then nothing
+/// (32 before Hello, 32 after a valid Hello) must not hold the in-flight budget: a real
+/// client's first ack still arrives promptly.
+#[test]
+fn lying_headers_do_not_starve_a_real_client() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = InProc::start(config(dir.path()));
+    let mut lie = Vec::new();
+    lie.extend_from_slice(&frame::MAX_FRAME_LEN.to_le_bytes());
+    lie.extend_from_slice(&0u32.to_le_bytes());
+    let mut attackers = Vec::new();
+    for i in 0..32u64 {
+        let (mut p, _) = Peer::hello(server.addr, 0xA000 + i, "victim");
+        p.send(&lie);
+        attackers.push(p);
+    }
+    for _ in 0..32 {
+        let mut p = Peer::connect(server.addr);
+        let _ = p.try_send(&lie);
+        attackers.push(p);
+    }
+    // Let the server read every lying header.
+    std::thread::sleep(Duration::from_millis(300));
+    let t0 = std::time::Instant::now();
+    let mut p = Peer::connect(server.addr);
+    p.s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+    p.send(&hello_frame(0xB0B, "victim", Caps::ALL));
+    let (ty, _) = p.read_frame().expect("hello ack");
+    assert_eq!(ty, FrameType::HelloAck as u8);
+    let (frames, _) = stream_frames(0, 1, 10);
+    p.send(&frames[0]);
+    p.wait_ack(1);
+    let took = t0.elapsed();
+    eprintln!("with 64 lying peers, a real client's first ack took {took:?}");
+    assert!(took < Duration::from_secs(2), "first ack took {took:?}");
+    p.goodbye(1);
+    drop(attackers);
+    server.stop();
+}
+
+/// Issue 12: the rule for unknown frame types after Hello (docs/wire.md): a protocol error,
+/// answered with an `Error` frame naming the type before the connection closes; what was
+/// acknowledged before stays stored.
+#[test]
+fn unknown_frame_type_after_hello_is_answered_with_an_error_frame() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = InProc::start(config(dir.path()));
+    let (mut p, _) = Peer::hello(server.addr, 0x0E, "unknown");
+    let (frames, _) = stream_frames(0, 1, 10);
+    p.send(&frames[0]);
+    p.wait_ack(1);
+    p.send(&encode_raw(0x55, b"from the future"));
+    let c = p.expect_closed();
+    let e = c.error.expect("an Error frame before the close");
+    assert!(e.contains("0x55"), "{e}");
+    server.stop();
+}
+
+fn encode_raw(ty: u8, body: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    frame::encode(&mut out, ty, body);
+    out
+}

@@ -31,6 +31,8 @@ use std::time::{Duration, Instant};
 
 /// Events frames are closed once their encoding passes this size.
 pub const FRAME_TARGET: usize = 64 * 1024;
+/// How long the flusher waits for the first connection before its first drain.
+const STARTUP_CONNECT_WAIT: Duration = Duration::from_millis(20);
 
 /// Entry point of the flusher thread.
 pub fn run(p: &'static Process) {
@@ -97,10 +99,16 @@ impl Flusher {
     }
 
     fn run(mut self) {
-        // Connect before the first drain, so frames go straight to the server when it is
-        // there rather than through the spool.
+        // Give the connection a moment before the first drain, so frames go straight to a
+        // server that is there rather than through the spool; a hung one costs only this.
         self.outbox.service(Instant::now());
+        let until = Instant::now() + STARTUP_CONNECT_WAIT;
         let mut woken = false;
+        while !woken && self.outbox.connecting() && Instant::now() < until {
+            // A ring passing half full (the doorbell) ends the wait: draining comes first.
+            woken = self.wait(until.min(Instant::now() + Duration::from_millis(1)));
+            self.outbox.service(Instant::now());
+        }
         loop {
             let ctl = self.p.control.get();
             if ctl.exit_req {
@@ -225,20 +233,17 @@ impl Flusher {
         let start = Instant::now();
         let deadline = start + self.p.config.exit_timeout;
         self.drain();
-        let mut attempts = 0;
+        // One wait, bounded by the deadline: at most one connection attempt (the running
+        // one, or a new one if none runs), then acknowledgements until the deadline.
+        if !self.outbox.all_acked() {
+            self.outbox.connect(Instant::now());
+        }
         while !self.outbox.all_acked() && Instant::now() < deadline {
-            if !self.outbox.connected() {
-                if attempts >= 2 {
-                    break;
-                }
-                attempts += 1;
-                self.outbox.connect(Instant::now());
-                if !self.outbox.connected() {
-                    break;
-                }
-            }
             self.outbox.service(Instant::now());
-            self.wait(deadline.min(Instant::now() + Duration::from_millis(50)));
+            if !self.outbox.connected() && !self.outbox.connecting() {
+                break;
+            }
+            self.wait(deadline.min(Instant::now() + Duration::from_millis(10)));
         }
         self.outbox
             .close(deadline.max(Instant::now() + Duration::from_millis(100)));

@@ -14,6 +14,12 @@
 //!   `(process_uid, stream, seq)`, so resending something it already stored is harmless.
 //! - Before each transmission the frame's `t_p` is stamped (and its CRC resealed).
 //!
+//! - Connecting never stalls draining: [`Conn::open`] (a connect with a short timeout, then a
+//!   handshake with a bounded wait) runs on a short-lived connector thread, and the flusher
+//!   only polls for its result. Until the handshake completes the server counts as absent and
+//!   frames spool, so a server that accepts TCP but never answers (`kill -STOP`) costs
+//!   nothing but a spool file.
+//!
 //! Local-file mode is the degenerate case: the spool is the output and is never replayed.
 
 use crate::clock::Origin;
@@ -28,6 +34,7 @@ use std::collections::VecDeque;
 use std::os::fd::RawFd;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicI32, Ordering};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// Bytes of unacknowledged frames kept in memory before spilling to the spool.
@@ -40,6 +47,8 @@ pub const PING_INTERVAL: Duration = Duration::from_millis(500);
 const MIN_BACKOFF: Duration = Duration::from_millis(500);
 /// Longest reconnect delay.
 const MAX_BACKOFF: Duration = Duration::from_millis(1000);
+/// How often the flusher looks for the connector thread's result.
+const CONNECT_POLL: Duration = Duration::from_millis(5);
 
 /// Descriptors a forked child must close (it must not touch its parent's connection).
 #[derive(Debug)]
@@ -92,6 +101,7 @@ pub struct Outbox {
     produced: u64,
     last_ack: Option<(u64, u64)>,
     next_connect: Instant,
+    connecting: Option<mpsc::Receiver<std::io::Result<Conn>>>,
     backoff: Duration,
     next_ping: Instant,
 }
@@ -127,6 +137,7 @@ impl Outbox {
             produced: 0,
             last_ack: None,
             next_connect: now,
+            connecting: None,
             backoff: MIN_BACKOFF,
             next_ping: now,
         };
@@ -164,9 +175,21 @@ impl Outbox {
         self.conn.is_some()
     }
 
-    /// When the next connection attempt is due (if disconnected in server mode).
+    /// True while a connection attempt runs on the connector thread.
+    pub fn connecting(&self) -> bool {
+        self.connecting.is_some()
+    }
+
+    /// When the outbox next needs the flusher for connecting: the next attempt, or the next
+    /// look at a running attempt's result (if disconnected in server mode).
     pub fn next_connect(&self) -> Option<Instant> {
-        (matches!(self.mode, Mode::Server(_)) && self.conn.is_none()).then_some(self.next_connect)
+        if !matches!(self.mode, Mode::Server(_)) || self.conn.is_some() {
+            return None;
+        }
+        if self.connecting.is_some() {
+            return Some(Instant::now() + CONNECT_POLL);
+        }
+        Some(self.next_connect)
     }
 
     /// When the next ping is due (if connected).
@@ -305,13 +328,14 @@ impl Outbox {
         self.written = self.written.min(self.inflight.len());
     }
 
-    /// Connects if due, reads acks, refills from the spool, pings, and writes what the
-    /// socket takes. Never blocks except for a connection attempt.
+    /// Starts a connection attempt if due, takes a finished attempt's result, reads acks,
+    /// refills from the spool, pings, and writes what the socket takes. Never blocks.
     pub fn service(&mut self, now: Instant) {
         if self.conn.is_none() {
             if matches!(self.mode, Mode::Server(_)) && now >= self.next_connect {
                 self.connect(now);
             }
+            self.poll_connect(now);
             if self.conn.is_none() {
                 return;
             }
@@ -322,12 +346,43 @@ impl Outbox {
         self.maybe_drop_spool();
     }
 
-    /// Tries one connection now.
+    /// Starts one connection attempt on a connector thread, unless one is running or the
+    /// outbox is connected. Returns at once; [`Outbox::service`] takes the result.
     pub fn connect(&mut self, now: Instant) {
         let Mode::Server(addr) = &self.mode else {
             return;
         };
-        match Conn::open(addr, &self.hello) {
+        if self.conn.is_some() || self.connecting.is_some() {
+            return;
+        }
+        let (tx, rx) = mpsc::sync_channel(1);
+        let (addr, hello) = (addr.clone(), self.hello.clone());
+        let spawned = std::thread::Builder::new()
+            .name("p5-connect".into())
+            .spawn(move || {
+                crate::sensor::mark_flusher_thread();
+                let _ = tx.send(Conn::open(&addr, &hello));
+            });
+        match spawned {
+            Ok(_) => self.connecting = Some(rx),
+            Err(_) => self.connect_failed(now),
+        }
+    }
+
+    /// Takes the connector thread's result if it is there.
+    fn poll_connect(&mut self, now: Instant) {
+        let Some(rx) = &self.connecting else {
+            return;
+        };
+        let result = match rx.try_recv() {
+            Ok(r) => r,
+            Err(mpsc::TryRecvError::Empty) => return,
+            Err(mpsc::TryRecvError::Disconnected) => {
+                Err(std::io::Error::other("connector thread died"))
+            }
+        };
+        self.connecting = None;
+        match result {
             Ok(c) => {
                 add(&self.counters.connects, 1);
                 self.fds.conn.store(c.raw_fd(), Ordering::Relaxed);
@@ -342,11 +397,13 @@ impl Outbox {
                     s.sent = s.acked;
                 }
             }
-            Err(_) => {
-                self.next_connect = now + self.backoff;
-                self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
-            }
+            Err(_) => self.connect_failed(now),
         }
+    }
+
+    fn connect_failed(&mut self, now: Instant) {
+        self.next_connect = now + self.backoff;
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
     }
 
     fn disconnect(&mut self, now: Instant, _why: &str) {
@@ -694,7 +751,7 @@ mod tests {
         // The server appears: the spool is replayed, acknowledged and deleted.
         let server = ack_all(TcpListener::bind(&addr).unwrap());
         o.connect(Instant::now());
-        assert!(o.connected());
+        service_until(&mut o, Outbox::connected);
         service_until(&mut o, Outbox::all_acked);
         assert!(!path.exists(), "acknowledged spool deleted");
         // Now frames travel from memory and are settled only once acknowledged.

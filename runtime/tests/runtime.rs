@@ -14,6 +14,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::mpsc;
 use std::thread;
+use std::time::Duration;
 
 // ---------------------------------------------------------------- helper binaries
 
@@ -1084,4 +1085,61 @@ fn header_declares_exactly_the_exported_functions() {
             "{name} missing from libp5_runtime.a"
         );
     }
+}
+
+/// D1 (issue 12): a log server that accepts TCP but never answers the handshake (a
+/// `kill -STOP`ped one) must be treated as absent: no event is dropped because connecting
+/// stalled the drain loop, and exit waits once, bounded by `P5_EXIT_TIMEOUT_MS`.
+#[test]
+fn hung_server_does_not_stall_draining() {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap().to_string();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let stop2 = stop.clone();
+    l.set_nonblocking(true).unwrap();
+    let holder = thread::spawn(move || {
+        // Accepts and holds every connection, never reading or answering.
+        let mut held = Vec::new();
+        while !stop2.load(std::sync::atomic::Ordering::Relaxed) {
+            match l.accept() {
+                Ok((s, _)) => held.push(s),
+                Err(_) => thread::sleep(Duration::from_millis(5)),
+            }
+        }
+        held.len()
+    });
+    let dir = tempdir();
+    let d = dir.path().to_str().unwrap();
+    let t0 = std::time::Instant::now();
+    let out = run_ok(load(
+        &[
+            ("P5_LOGSERVER", &addr),
+            ("P5_DIR", d),
+            ("P5_EXIT_TIMEOUT_MS", "500"),
+        ],
+        "--threads 1 --events 150000 --rounds 600 --pause-ms 1",
+    ));
+    let took = t0.elapsed();
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let attempts = holder.join().unwrap();
+    drop(out);
+    // Every event is in the spool, in order, and none was dropped.
+    let files = spool_files(dir.path());
+    assert_eq!(files.len(), 1, "one spool: {files:?}");
+    let r = Recording::from_spool(&files[0]);
+    let s = r.stream_named("load-0");
+    s.assert_complete("thread 0");
+    let kept = s.events().len();
+    let dropped = s.close.unwrap().dropped;
+    eprintln!(
+        "hung server: {attempts} connection attempts, kept {kept}, dropped {dropped} of \
+         300000 events, process took {took:?}"
+    );
+    assert!(attempts >= 1, "the runtime tried the hung server");
+    assert_eq!(dropped, 0, "no event dropped while the server hangs");
+    assert_eq!(kept, 300_000);
+    assert!(
+        took < Duration::from_secs(15),
+        "exit waits once, bounded by the exit timeout (took {took:?})"
+    );
 }

@@ -6,6 +6,12 @@
 //! `p5_token` cookie, or once as `?token=TOKEN` on the page URL (which sets the cookie).
 //! Without one (loopback only), the `Host` header must name a loopback host, which keeps
 //! DNS-rebinding pages on other origins out.
+//!
+//! State-changing requests (anything but GET, HEAD and OPTIONS) must also be `application/json`
+//! and either carry no `Origin` (curl, scripts) or an `Origin` naming exactly this server's
+//! `Host`; otherwise they are refused with 403. A page on another origin can send a "simple"
+//! cross-site POST (form or `text/plain`) without a preflight, and the browser attaches the
+//! token cookie; this check is what keeps it from overwriting `p5.select.toml`.
 
 use crate::api::{self, AppState};
 use crate::assets;
@@ -115,6 +121,9 @@ pub fn warm(state: Arc<AppState>) {
 }
 
 async fn access(State(token): State<Arc<Option<String>>>, req: Request, next: Next) -> Response {
+    if let Err(why) = same_origin_write(&req) {
+        return forbidden(why);
+    }
     let Some(token) = token.as_ref() else {
         let host = req
             .headers()
@@ -156,6 +165,45 @@ async fn access(State(token): State<Arc<Option<String>>>, req: Request, next: Ne
         return resp;
     }
     ApiError::Unauthorized.into_response()
+}
+
+/// Checks a state-changing request: JSON body, and no `Origin` or one matching `Host`.
+fn same_origin_write(req: &Request) -> Result<(), &'static str> {
+    if matches!(
+        *req.method(),
+        axum::http::Method::GET | axum::http::Method::HEAD | axum::http::Method::OPTIONS
+    ) {
+        return Ok(());
+    }
+    let h = req.headers();
+    let text = |name| h.get(name).and_then(|v: &HeaderValue| v.to_str().ok());
+    let json = text(header::CONTENT_TYPE)
+        .and_then(|t| t.split(';').next())
+        .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"));
+    if !json {
+        return Err("state-changing requests must be application/json");
+    }
+    let Some(origin) = h.get(header::ORIGIN) else {
+        return Ok(());
+    };
+    let host = text(header::HOST).unwrap_or("");
+    let authority = origin
+        .to_str()
+        .ok()
+        .and_then(|o| o.split_once("://"))
+        .map(|(_, a)| a.trim_end_matches('/'));
+    match authority {
+        Some(a) if !host.is_empty() && a.eq_ignore_ascii_case(host) => Ok(()),
+        _ => Err("cross-origin request refused"),
+    }
+}
+
+fn forbidden(why: &str) -> Response {
+    (
+        axum::http::StatusCode::FORBIDDEN,
+        axum::Json(serde_json::json!({ "error": why })),
+    )
+        .into_response()
 }
 
 /// Constant-time comparison.

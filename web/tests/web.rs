@@ -43,12 +43,26 @@ fn config(f: &Fixture, token: Option<&str>) -> Config {
 }
 
 async fn call(app: &axum::Router, method: &str, uri: &str, body: &str) -> (StatusCode, Vec<u8>) {
-    let req = Request::builder()
+    let json = [(header::CONTENT_TYPE.as_str(), "application/json")];
+    let headers: &[(&str, &str)] = if method == "GET" { &[] } else { &json };
+    call_with(app, method, uri, body, headers).await
+}
+
+async fn call_with(
+    app: &axum::Router,
+    method: &str,
+    uri: &str,
+    body: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, Vec<u8>) {
+    let mut req = Request::builder()
         .method(method)
         .uri(uri)
-        .header(header::HOST, "localhost:8055")
-        .body(Body::from(body.to_owned()))
-        .unwrap();
+        .header(header::HOST, "localhost:8055");
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let req = req.body(Body::from(body.to_owned())).unwrap();
     let resp = app.clone().oneshot(req).await.unwrap();
     let status = resp.status();
     let bytes = axum::body::to_bytes(resp.into_body(), 1 << 26)
@@ -700,4 +714,61 @@ async fn start_up_refuses_what_is_not_a_p5_database() {
     );
     assert!(e.contains("cannot connect") && e.contains("refused"), "{e}");
     assert_eq!(e.matches("refused").count(), 1, "reported once: {e}");
+}
+
+/// D5 (issue 12): a page on another origin cannot overwrite `p5.select.toml`: state-changing
+/// requests need `application/json` and a same-origin `Origin` (or none, as curl sends).
+#[tokio::test]
+async fn cross_origin_and_non_json_writes_are_forbidden() {
+    let f = fixture().await;
+    let (app, _) = server::app(&config(&f, None)).await.unwrap();
+    let body = r#"{"functions":["evil"]}"#;
+    let saved = f.select.join("p5.select.toml");
+    let json = "application/json";
+    let cases: [(&[(&str, &str)], StatusCode); 6] = [
+        // A cross-site form post (no preflight): text/plain, foreign origin.
+        (
+            &[
+                ("content-type", "text/plain"),
+                ("origin", "http://evil.example"),
+            ],
+            StatusCode::FORBIDDEN,
+        ),
+        // JSON from a foreign origin.
+        (
+            &[("content-type", json), ("origin", "http://evil.example")],
+            StatusCode::FORBIDDEN,
+        ),
+        // Same port, other host.
+        (
+            &[("content-type", json), ("origin", "http://127.0.0.1:8055")],
+            StatusCode::FORBIDDEN,
+        ),
+        // No content type at all.
+        (&[], StatusCode::FORBIDDEN),
+        // The page itself.
+        (
+            &[
+                ("content-type", "application/json; charset=utf-8"),
+                ("origin", "http://localhost:8055"),
+            ],
+            StatusCode::OK,
+        ),
+        // curl: JSON, no Origin.
+        (&[("content-type", json)], StatusCode::OK),
+    ];
+    for (i, (headers, want)) in cases.iter().enumerate() {
+        let _ = std::fs::remove_file(&saved);
+        let (s, b) = call_with(&app, "POST", "/api/v1/selection", body, headers).await;
+        assert_eq!(
+            s,
+            *want,
+            "case {i} {headers:?}: {}",
+            String::from_utf8_lossy(&b)
+        );
+        assert_eq!(saved.exists(), *want == StatusCode::OK, "case {i}");
+    }
+    // Reads stay open to plain GETs.
+    let (s, _) = call_with(&app, "GET", "/api/v1/sessions", "", &[]).await;
+    assert_eq!(s, StatusCode::OK);
 }
