@@ -14,6 +14,7 @@ pub mod error;
 pub mod index;
 pub mod lod;
 pub mod selection;
+pub mod serve;
 pub mod server;
 pub mod snapshot;
 pub mod stats;
@@ -85,11 +86,10 @@ pub fn run(args: &WebArgs) -> Result<(), error::StartError> {
             Some(t) => eprintln!("p5 web: http://{addr}/?token={t}"),
             None => eprintln!("p5 web: http://{addr}/"),
         }
-        axum::serve(listener, app)
-            .with_graceful_shutdown(async {
-                let _ = tokio::signal::ctrl_c().await;
-            })
-            .await?;
+        serve::serve(listener, app, serve::Limits::default(), async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+        .await;
         Ok(())
     })
 }

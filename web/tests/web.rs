@@ -471,7 +471,12 @@ async fn browser() {
     state.cache.set_preview_min_events(0);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await });
+    tokio::spawn(p5_web::serve::serve(
+        listener,
+        app,
+        p5_web::serve::Limits::default(),
+        std::future::pending(),
+    ));
     let shot = root.join("../docs/screenshot.png");
     let mut child = std::process::Command::new("node")
         .arg(browser_dir.join("test.mjs"))
@@ -771,4 +776,89 @@ async fn cross_origin_and_non_json_writes_are_forbidden() {
     // Reads stay open to plain GETs.
     let (s, _) = call_with(&app, "GET", "/api/v1/sessions", "", &[]).await;
     assert_eq!(s, StatusCode::OK);
+}
+
+/// D6 (issue 12): idle and slow sockets cannot stop the service. Sockets that never finish a
+/// request header are dropped after the header timeout, idle keep-alive connections too, and at
+/// most `max_connections` are served at once; a real client opening its connection after 24
+/// such sockets is still answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_and_idle_sockets_cannot_stop_the_service() {
+    use std::time::{Duration, Instant};
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::net::TcpStream;
+    let f = fixture().await;
+    let (app, _) = server::app(&config(&f, None)).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let limits = p5_web::serve::Limits {
+        header_timeout: Duration::from_secs(1),
+        max_connections: 8,
+    };
+    tokio::spawn(p5_web::serve::serve(
+        listener,
+        app,
+        limits,
+        std::future::pending(),
+    ));
+    let request = format!("GET /api/v1/sessions HTTP/1.1\r\nHost: {addr}\r\n\r\n");
+    // Read until the peer closes (Ok(true)) or `limit` passes (Ok(false)); the bytes read.
+    async fn until_closed(s: &mut TcpStream, limit: Duration) -> (bool, Vec<u8>) {
+        let mut got = Vec::new();
+        let mut buf = [0u8; 4096];
+        let end = Instant::now() + limit;
+        loop {
+            let left = end.saturating_duration_since(Instant::now());
+            match tokio::time::timeout(left, s.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => return (true, got),
+                Ok(Ok(n)) => got.extend_from_slice(&buf[..n]),
+                Err(_) => return (false, got),
+            }
+        }
+    }
+    // 24 slow sockets: each sends half a request header and nothing more.
+    let mut slow = Vec::new();
+    for _ in 0..24 {
+        let mut s = TcpStream::connect(addr).await.unwrap();
+        s.write_all(b"GET /api/v1/sessions HTTP/1.1\r\nHost: 12")
+            .await
+            .unwrap();
+        slow.push(s);
+    }
+    // A real client behind them is answered once the slow ones time out.
+    let t = Instant::now();
+    let mut real = TcpStream::connect(addr).await.unwrap();
+    real.write_all(request.as_bytes()).await.unwrap();
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(Duration::from_secs(10), real.read(&mut buf))
+            .await
+            .expect("the real client is answered while the slow sockets are open")
+            .unwrap();
+        assert!(n > 0, "closed before answering");
+        head.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&head)
+    );
+    eprintln!(
+        "real client answered after {:?} behind 24 slow sockets",
+        t.elapsed()
+    );
+    // The slow sockets were dropped by the server, silent or not.
+    for (i, s) in slow.iter_mut().enumerate().take(2) {
+        let (closed, _) = until_closed(s, Duration::from_secs(5)).await;
+        assert!(closed, "slow socket {i} (silent: {}) is closed", i % 2 == 0);
+    }
+    // The real client's keep-alive connection, idle after its answer, is closed too.
+    let (closed, _) = until_closed(&mut real, Duration::from_secs(5)).await;
+    assert!(closed, "an idle keep-alive connection is closed");
+    // The server is still serving.
+    let mut again = TcpStream::connect(addr).await.unwrap();
+    again.write_all(request.as_bytes()).await.unwrap();
+    let (_, got) = until_closed(&mut again, Duration::from_secs(3)).await;
+    assert!(got.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&got));
 }
