@@ -36,6 +36,11 @@ fn now_wall_ns() -> i64 {
 /// Runs `p5 analyze import`.
 pub fn run(a: &ImportArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
     let url = crate::db::parse_url(&a.db)?;
+    if a.truth.is_some() && a.trace.is_none() {
+        return Err(Error::Usage(
+            "--truth needs the --trace maketrace wrote it for".into(),
+        ));
+    }
     // Read the ground truth first: a bad file should not leave a half-finished import.
     let truth = a.truth.as_deref().map(read_truth).transpose()?;
     let input = InputArgs {

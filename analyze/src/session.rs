@@ -49,7 +49,9 @@ pub fn call_id(conn_id: i64, ordinal: i64) -> CallId {
 pub struct Loader {
     key: NodeKey,
     trace: Trace,
-    /// Node of each process (by process id).
+    /// Node name of each process (by process id), interned when first used.
+    process_name: HashMap<i64, String>,
+    /// Node of each process seen so far.
     process_node: HashMap<i64, NodeId>,
     /// Node of each thread (thread key only).
     thread_node: HashMap<i64, NodeId>,
@@ -89,15 +91,16 @@ impl Loader {
             }
         }
         let procs: HashMap<i64, &Process> = tables.processes.iter().map(|p| (p.id, p)).collect();
-        let mut process_node = HashMap::new();
-        for p in &tables.processes {
-            let k = if key == NodeKey::Endpoint {
-                NodeKey::ProgramAtHost
-            } else {
-                key
-            };
-            process_node.insert(p.id, trace.nodes.intern(&k.name(&parts(&hosts, p))));
-        }
+        let k = if key == NodeKey::Endpoint {
+            NodeKey::ProgramAtHost
+        } else {
+            key
+        };
+        let process_name: HashMap<i64, String> = tables
+            .processes
+            .iter()
+            .map(|p| (p.id, k.name(&parts(&hosts, p))))
+            .collect();
         let mut thread_node = HashMap::new();
         if key == NodeKey::Thread {
             for t in &tables.threads {
@@ -112,7 +115,8 @@ impl Loader {
         let mut l = Loader {
             key,
             trace,
-            process_node,
+            process_name,
+            process_node: HashMap::new(),
             thread_node,
             conn_index: HashMap::new(),
             unknown_ends: 0,
@@ -154,10 +158,18 @@ impl Loader {
         {
             return self.trace.nodes.intern(&ep.to_string());
         }
-        match process.and_then(|p| self.process_node.get(&p)) {
-            Some(&n) => n,
-            None => self.trace.nodes.intern("unknown"),
+        let Some(p) = process else {
+            return self.trace.nodes.intern("unknown");
+        };
+        if let Some(&n) = self.process_node.get(&p) {
+            return n;
         }
+        let n = match self.process_name.get(&p) {
+            Some(name) => self.trace.nodes.intern(name),
+            None => self.trace.nodes.intern("unknown"),
+        };
+        self.process_node.insert(p, n);
+        n
     }
 
     /// Adds one message row.

@@ -6,7 +6,7 @@
 //! network delay are stored (rounded to the nanosecond) with the sample count, and the
 //! latency distribution as a four-edge histogram in `path_node_hist`: bins at the minimum,
 //! the median, the 90th percentile and the maximum, weighted 0.5, 0.4, 0.1 and 0 of the
-//! samples (equal edges are one bin with the weights added). Reading it back gives the
+//! samples (always four rows; equal edges repeat). Reading it back gives the
 //! latency statistics exactly (mean rounded); call and network delays come back as their
 //! means only, and a pattern's end-to-end latency as mean, median and 90th percentile.
 //! Instances keep their probability, times and messages (`msg_ref` → `message.id`, read
@@ -61,32 +61,36 @@ fn round(x: f64) -> i64 {
 }
 
 /// The histogram edges and weights of a latency distribution (see the module docs).
-fn hist_of(s: &Stats) -> Vec<(i64, f64)> {
+fn hist_of(s: &Stats) -> [(i64, f64); 4] {
     let n = s.n as f64;
-    let mut out: Vec<(i64, f64)> = Vec::new();
-    for (edge, w) in [
+    [
         (s.min_ns, 0.5 * n),
         (s.p50_ns, 0.4 * n),
         (s.p90_ns, 0.1 * n),
         (s.max_ns, 0.0),
-    ] {
-        match out.last_mut() {
-            Some(last) if last.0 == edge => last.1 += w,
-            _ => out.push((edge, w)),
-        }
-    }
-    out
+    ]
 }
 
-/// The latency statistics of a histogram written by [`hist_of`].
+/// The latency statistics of a histogram (bins by edge): the four edges [`hist_of`] writes,
+/// or, for another producer's histogram, its first edge, weighted quantiles and last edge.
 fn stats_of_hist(bins: &[(i64, f64)], n: u64, mean: f64) -> Option<Stats> {
     let (first, last) = (bins.first()?, bins.last()?);
-    let total = n as f64;
+    if let [a, b, c, d] = bins {
+        return Some(Stats {
+            n,
+            mean_ns: mean,
+            p50_ns: b.0,
+            p90_ns: c.0,
+            min_ns: a.0,
+            max_ns: d.0,
+        });
+    }
+    let total: f64 = bins.iter().map(|b| b.1).sum();
     let quantile = |q: f64| {
-        let mut cum = 0.0;
+        let mut before = 0.0;
         for &(edge, w) in bins {
-            cum += w;
-            if cum + 1e-9 * total.max(1.0) >= q * total {
+            before += w;
+            if before >= q * total {
                 return edge;
             }
         }
