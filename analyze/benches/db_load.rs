@@ -57,7 +57,9 @@ static ALLOC: Counting = Counting;
 /// `n` messages: clients → 8 web servers → 4 databases, on keep-alive connections.
 fn synthetic(n: usize) -> Trace {
     let mut t = Trace::default();
-    let clients: Vec<u32> = (0..64).map(|i| t.nodes.intern(&format!("client{i}"))).collect();
+    let clients: Vec<u32> = (0..64)
+        .map(|i| t.nodes.intern(&format!("client{i}")))
+        .collect();
     let web: Vec<u32> = (0..8).map(|i| t.nodes.intern(&format!("web{i}"))).collect();
     let dbs: Vec<u32> = (0..4).map(|i| t.nodes.intern(&format!("db{i}"))).collect();
     let mut conn_of = std::collections::HashMap::new();
@@ -111,8 +113,8 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(2_000_000);
     let dir = tempfile::tempdir().expect("temp dir");
-    let url = db::parse_url(&format!("sqlite:{}", dir.path().join("b.sqlite").display()))
-        .expect("url");
+    let url =
+        db::parse_url(&format!("sqlite:{}", dir.path().join("b.sqlite").display())).expect("url");
     let trace = synthetic(n);
     let n = trace.messages.len();
     let started = Instant::now();
@@ -153,6 +155,9 @@ fn main() {
     );
     println!(
         "db_load: load average {}",
-        load.split_whitespace().take(3).collect::<Vec<_>>().join(" ")
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
     );
 }

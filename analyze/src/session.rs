@@ -249,6 +249,9 @@ pub struct ImportSource {
     pub now_wall_ns: i64,
 }
 
+/// A message's place on a connection: `(connection id, direction, ordinal)`.
+pub type Place = (i64, Direction, i64);
+
 /// What [`import_rows`] builds: the small tables and, per message in trace order, its
 /// connection id, direction and ordinal.
 #[derive(Debug)]
@@ -256,7 +259,7 @@ pub struct ImportPlan {
     /// Small tables.
     pub rows: p5_tracedb::import::SessionRows<()>,
     /// Per message: `(connection id, direction, ordinal)` when it travelled on one.
-    pub places: Vec<Option<(i64, Direction, i64)>>,
+    pub places: Vec<Option<Place>>,
 }
 
 fn db_proto(p: Proto) -> Protocol {
@@ -288,10 +291,7 @@ fn node_spans(trace: &Trace) -> Vec<Option<(i64, i64)>> {
 }
 
 /// The connections of a trace being imported and each message's place on one.
-fn plan_connections(
-    trace: &Trace,
-    sid: i64,
-) -> (Vec<schema::Connection>, Vec<Option<(i64, Direction, i64)>>) {
+fn plan_connections(trace: &Trace, sid: i64) -> (Vec<schema::Connection>, Vec<Option<Place>>) {
     let mut conns: Vec<schema::Connection> = Vec::new();
     // Trace connection index → row index; synthetic (caller, callee, call id) → row index.
     let mut from_trace: HashMap<ConnId, usize> = HashMap::new();
@@ -367,10 +367,11 @@ fn plan_connections(
             c.return_messages += 1;
             c.return_bytes += bytes;
         }
-        let first = m.time();
-        let last = m.t_recv.max(m.t_send);
-        c.t_first = Some(c.t_first.map_or(first, |t| t.min(first)));
-        c.t_last = Some(c.t_last.map_or(last, |t| t.max(last)));
+        let (first, last) = (m.time(), m.t_recv.max(m.t_send));
+        if first != NO_TIME {
+            c.t_first = Some(c.t_first.map_or(first, |t| t.min(first)));
+            c.t_last = Some(c.t_last.map_or(last, |t| t.max(last)));
+        }
         let dir = if call {
             Direction::Call
         } else {
@@ -481,7 +482,7 @@ pub fn message_row(
     sid: i64,
     i: usize,
     m: &Message,
-    place: Option<(i64, Direction, i64)>,
+    place: Option<Place>,
 ) -> schema::Message {
     let proto = trace
         .conns
@@ -510,5 +511,112 @@ pub fn message_row(
         connection_id: place.map(|p| p.0),
         direction: place.map(|p| p.1),
         ordinal: place.map(|p| p.2),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tables() -> SessionTables {
+        let process = |id, host_id, pid, program: &str| Process {
+            id,
+            host_id,
+            pid,
+            program: program.into(),
+            argv: "[]".into(),
+            runtime: "c".into(),
+            t_start: 0,
+            t_end: None,
+        };
+        SessionTables {
+            hosts: vec![
+                Host {
+                    id: 1,
+                    hostname: "n1".into(),
+                },
+                Host {
+                    id: 2,
+                    hostname: "n2".into(),
+                },
+            ],
+            processes: vec![process(1, 1, 10, "web"), process(2, 2, 20, "db")],
+            threads: Vec::new(),
+            connections: vec![Connection {
+                id: 7,
+                proto: Some(Protocol::Tcp),
+                initiator_from: Some(InitiatorFrom::Connect),
+                initiator_process: Some(1),
+                initiator_thread: None,
+                acceptor_process: Some(2),
+                acceptor_thread: None,
+                initiator_endpoint: "10.0.0.1:5000".into(),
+                acceptor_endpoint: "10.0.0.2:5432".into(),
+                t_first: None,
+                t_last: None,
+                call_messages: 1,
+                call_bytes: 5,
+                return_messages: 1,
+                return_bytes: 9,
+            }],
+        }
+    }
+
+    fn ends(id: i64, dir: Direction, send: Option<i64>, recv: Option<i64>) -> MessageEnds {
+        MessageEnds {
+            id,
+            bytes: 5,
+            proto: Some(Protocol::Tcp),
+            send_process: send.map(|_| if dir == Direction::Call { 1 } else { 2 }),
+            send_thread: None,
+            send_t: send,
+            recv_process: recv.map(|_| if dir == Direction::Call { 2 } else { 1 }),
+            recv_thread: None,
+            recv_end: recv,
+            connection: Some(7),
+            direction: Some(dir),
+            ordinal: Some(0),
+        }
+    }
+
+    #[test]
+    fn half_messages_keep_their_end_and_find_the_other_side_on_the_connection() {
+        let mut l = Loader::new(&tables(), NodeKey::ProgramAtHost, 2);
+        // A call whose receive was not recorded, a return whose send was not.
+        l.push(&ends(2, Direction::Return, None, Some(300)));
+        l.push(&ends(1, Direction::Call, Some(100), None));
+        let t = l.finish();
+        let [call, ret] = [t.messages[0], t.messages[1]];
+        assert_eq!(
+            (call.kind, call.send(), call.recv()),
+            (Kind::Call, Some(100), None)
+        );
+        assert_eq!(
+            (ret.kind, ret.send(), ret.recv()),
+            (Kind::Ret, None, Some(300))
+        );
+        assert_eq!(call.call_id, call_id(7, 0));
+        assert_eq!(ret.call_id, call.call_id);
+        assert_eq!(
+            (t.nodes.name(call.src), t.nodes.name(call.dst)),
+            ("web@n1", "db@n2")
+        );
+        assert_eq!((ret.src, ret.dst), (call.dst, call.src));
+        assert_eq!((call.msg_ref, ret.msg_ref), (1, 2));
+        assert_eq!(t.conns[0].conn_ref, 7);
+        assert_ne!(call_id(7, 1), call_id(8, 0));
+    }
+
+    #[test]
+    fn endpoint_and_process_keys_name_the_ends() {
+        let mut l = Loader::new(&tables(), NodeKey::Endpoint, 1);
+        l.push(&ends(1, Direction::Call, Some(1), Some(2)));
+        let t = l.finish();
+        let names: Vec<&str> = t.nodes.names().collect();
+        assert_eq!(names, ["10.0.0.1:5000", "10.0.0.2:5432"]);
+        let mut l = Loader::new(&tables(), NodeKey::Process, 1);
+        l.push(&ends(1, Direction::Call, Some(1), Some(2)));
+        let t = l.finish();
+        assert_eq!(t.nodes.name(t.messages[0].src), "web:10@n1");
     }
 }

@@ -6,7 +6,6 @@
 //! `P5_TEST_PG_URL`, else `postgres://postgres@127.0.0.1:5432/test`, a fresh schema per test.
 
 #[path = "pcap/forge.rs"]
-#[allow(dead_code)]
 mod forge;
 
 use clap::Parser;
