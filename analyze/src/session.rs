@@ -566,7 +566,6 @@ mod tests {
         MessageEnds {
             id,
             bytes: 5,
-            proto: Some(Protocol::Tcp),
             send_process: send.map(|_| if dir == Direction::Call { 1 } else { 2 }),
             send_thread: None,
             send_t: send,

@@ -75,6 +75,9 @@ impl Reader {
                     .create_if_missing(false);
                 let probe = within(url, opts.connect()).await?;
                 let _ = probe.close().await;
+                // Rows cross from SQLite's worker thread in batches of up to 1024 (sqlx's 50
+                // makes the two threads hand over every few rows when loading millions).
+                let opts = opts.row_buffer_size(1024);
                 let pool = SqlitePoolOptions::new()
                     .max_connections(8)
                     .acquire_timeout(CONNECT_TIMEOUT);
@@ -708,8 +711,6 @@ pub struct MessageEnds {
     pub id: i64,
     /// Bytes.
     pub bytes: i64,
-    /// Protocol (`None`: a name this version does not know).
-    pub proto: Option<Protocol>,
     /// Sending process (NULL: the send was not recorded).
     pub send_process: Option<i64>,
     /// Sending thread.
@@ -737,21 +738,13 @@ pub async fn for_each_message_end(
     sid: i64,
     mut each: impl FnMut(MessageEnds),
 ) -> Result<u64, Error> {
-    const Q: &str = "SELECT id, bytes, proto, send_process_id, send_thread_id, send_t, \
-         recv_process_id, recv_thread_id, recv_end, connection_id, direction, ordinal \
+    // Few columns and integers only: each value costs SQLite's driver a copy.
+    const Q: &str = "SELECT id, bytes, send_process_id, send_thread_id, send_t, \
+         recv_process_id, recv_thread_id, recv_end, connection_id, \
+         CASE direction WHEN 'call' THEN 0 WHEN 'return' THEN 1 END, ordinal \
          FROM message WHERE session_id = $1";
-    const PROTOS: &[&str] = &["tcp", "udp", "unix-stream", "unix-dgram", "unknown"];
-    const DIRECTIONS: &[&str] = &["call", "return"];
     fn row<R: RowExt>(r: &R) -> Result<MessageEnds, sqlx::Error> {
-        let proto = match r.cat(2, PROTOS)? {
-            0 => Some(Protocol::Tcp),
-            1 => Some(Protocol::Udp),
-            2 => Some(Protocol::UnixStream),
-            3 => Some(Protocol::UnixDgram),
-            4 => Some(Protocol::Unknown),
-            _ => None,
-        };
-        let direction = match r.ocat(10, DIRECTIONS)? {
+        let direction = match r.oi(9)? {
             Some(0) => Some(Direction::Call),
             Some(1) => Some(Direction::Return),
             _ => None,
@@ -759,16 +752,15 @@ pub async fn for_each_message_end(
         Ok(MessageEnds {
             id: r.i(0)?,
             bytes: r.i(1)?,
-            proto,
-            send_process: r.oi(3)?,
-            send_thread: r.oi(4)?,
-            send_t: r.oi(5)?,
-            recv_process: r.oi(6)?,
-            recv_thread: r.oi(7)?,
-            recv_end: r.oi(8)?,
-            connection: r.oi(9)?,
+            send_process: r.oi(2)?,
+            send_thread: r.oi(3)?,
+            send_t: r.oi(4)?,
+            recv_process: r.oi(5)?,
+            recv_thread: r.oi(6)?,
+            recv_end: r.oi(7)?,
+            connection: r.oi(8)?,
             direction,
-            ordinal: r.oi(11)?,
+            ordinal: r.oi(10)?,
         })
     }
     let mut n = 0u64;
@@ -941,8 +933,6 @@ trait RowExt {
     /// Position of a text column's value in `names` (`names.len()` if absent), without
     /// allocating.
     fn cat(&self, i: usize, names: &[&str]) -> Result<u32, sqlx::Error>;
-    /// [`RowExt::cat`] of a nullable column.
-    fn ocat(&self, i: usize, names: &[&str]) -> Result<Option<u32>, sqlx::Error>;
 }
 
 macro_rules! row_ext {
@@ -966,10 +956,6 @@ macro_rules! row_ext {
             fn cat(&self, i: usize, names: &[&str]) -> Result<u32, sqlx::Error> {
                 let v: &str = self.try_get(i)?;
                 Ok(names.iter().position(|n| *n == v).unwrap_or(names.len()) as u32)
-            }
-            fn ocat(&self, i: usize, names: &[&str]) -> Result<Option<u32>, sqlx::Error> {
-                let v: Option<&str> = self.try_get(i)?;
-                Ok(v.map(|v| names.iter().position(|n| *n == v).unwrap_or(names.len()) as u32))
             }
         }
     };
