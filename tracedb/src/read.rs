@@ -741,7 +741,7 @@ pub async fn for_each_message_end(
     // Few columns and integers only: each value costs SQLite's driver a copy.
     const Q: &str = "SELECT id, bytes, send_process_id, send_thread_id, send_t, \
          recv_process_id, recv_thread_id, recv_end, connection_id, \
-         CASE direction WHEN 'call' THEN 0 WHEN 'return' THEN 1 END, ordinal \
+         CAST(CASE direction WHEN 'call' THEN 0 WHEN 'return' THEN 1 END AS BIGINT), ordinal \
          FROM message WHERE session_id = $1";
     fn row<R: RowExt>(r: &R) -> Result<MessageEnds, sqlx::Error> {
         let direction = match r.oi(9)? {
