@@ -2,9 +2,10 @@
 //! [`AnalyzeArgs`] and calls [`run`] with a progress callback it draws as it likes.
 //!
 //! Subcommands: `maketrace` (ground-truth generator), `score` (accuracy against ground
-//! truth), `convert` (text trace normalisation and export), `show` (a result as a table,
-//! JSON or DOT). Still to come: `import`,
-//! `nesting`, `convolution`, `linking`, `flows`.
+//! truth), `convert` (text trace normalisation and export), `import` (a trace or capture
+//! into the trace database, optionally with its ground truth as an analysis run), `show` (a
+//! result from JSON or from the database as a table, JSON or DOT; `--save-db` stores it).
+//! Still to come: `nesting`, `convolution`, `linking`, `flows`.
 
 use crate::clients::{FIXED_PORT_PEERS, aggregate_clients};
 use crate::input::InputArgs;
@@ -45,15 +46,61 @@ pub enum AnalyzeCmd {
     Score(ScoreArgs),
     /// Read a text trace and write it back normalised (optionally coalesced, aggregated).
     Convert(ConvertArgs),
-    /// Print an analysis result or ground truth (JSON) as a table, JSON or DOT.
+    /// Print an analysis result or ground truth (JSON, or a run in the trace database) as a
+    /// table, JSON or DOT.
     Show(ShowArgs),
+    /// Write a text trace or pcap captures into the trace database as a session (the viewer
+    /// then shows it), optionally with its ground truth as an analysis run.
+    Import(ImportArgs),
+}
+
+/// `p5 analyze import`.
+#[derive(Debug, clap::Args)]
+pub struct ImportArgs {
+    /// Project 5 text trace to import.
+    #[arg(
+        long,
+        value_name = "FILE",
+        conflicts_with = "pcap",
+        required_unless_present = "pcap"
+    )]
+    pub trace: Option<PathBuf>,
+    /// pcap or pcapng captures of one system (repeatable; `FILE@+1.5ms` offsets a clock).
+    #[arg(long, value_name = "FILE[@±OFFSET]", num_args = 1..)]
+    pub pcap: Vec<String>,
+    /// Node naming of captures: `host` (IP address, the default) or `endpoint`.
+    #[arg(long, value_enum)]
+    pub node: Option<crate::node::NodeKey>,
+    /// Trace database to write (`sqlite:PATH` or `postgres://…`; created if missing).
+    #[arg(long, value_name = "URL")]
+    pub db: String,
+    /// Session name (default: the input file's name without extension); an existing
+    /// session of that name is replaced.
+    #[arg(long, value_name = "NAME")]
+    pub session: Option<String>,
+    /// Ground truth from maketrace: also written as an analysis run (`algorithm = truth`).
+    #[arg(long, value_name = "GT.json", requires = "trace")]
+    pub truth: Option<PathBuf>,
 }
 
 /// `p5 analyze show`.
 #[derive(Debug, clap::Args)]
 pub struct ShowArgs {
-    /// The result or ground truth (JSON).
-    pub result: PathBuf,
+    /// The result or ground truth (JSON); or use `--db`.
+    #[arg(required_unless_present = "db", conflicts_with = "db")]
+    pub result: Option<PathBuf>,
+    /// Read the result from this trace database (with `--session`, `--run`).
+    #[arg(long, value_name = "URL", requires = "session")]
+    pub db: Option<String>,
+    /// The session whose run to read (`--db`) or to save to (`--save-db`).
+    #[arg(long, value_name = "NAME")]
+    pub session: Option<String>,
+    /// The analysis run to read (default: the newest).
+    #[arg(long, requires = "db")]
+    pub run: Option<i64>,
+    /// Also write the result into this trace database as a new run of `--session`.
+    #[arg(long, value_name = "URL", requires = "session")]
+    pub save_db: Option<String>,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -151,6 +198,7 @@ pub fn run(args: &AnalyzeArgs, progress: &mut dyn FnMut(Progress)) -> Result<()>
         AnalyzeCmd::Score(a) => run_score(a),
         AnalyzeCmd::Convert(a) => run_convert(a, progress),
         AnalyzeCmd::Show(a) => run_show(a),
+        AnalyzeCmd::Import(a) => crate::import::run(a, progress),
     };
     progress(Progress::Done);
     r
@@ -294,7 +342,26 @@ fn run_score(a: &ScoreArgs) -> Result<()> {
 }
 
 fn run_show(a: &ShowArgs) -> Result<()> {
-    let r = read_json(&a.result)?;
+    let r = match (&a.result, &a.db, &a.session) {
+        (Some(path), ..) => read_json(path)?,
+        (None, Some(url), Some(session)) => {
+            crate::db::load_result(&crate::db::parse_url(url)?, session, a.run)?
+        }
+        _ => {
+            return Err(Error::Usage(
+                "give a result file or --db URL --session NAME".into(),
+            ));
+        }
+    };
+    if let (Some(url), Some(session)) = (&a.save_db, &a.session) {
+        let source = a
+            .result
+            .as_ref()
+            .map_or_else(|| "sql".to_owned(), |p| format!("file:{}", p.display()));
+        let ids = crate::store::MessageIds::default();
+        let run = crate::db::save_result(&crate::db::parse_url(url)?, session, &r, &source, &ids)?;
+        eprintln!("saved as analysis run {run} of session {session}");
+    }
     crate::output::write(&r, a.format, a.top, std::io::stdout().lock())?;
     Ok(())
 }

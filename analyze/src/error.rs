@@ -37,6 +37,9 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
+    /// The trace database refused or failed (its message names the URL and the cause).
+    #[error("{0}")]
+    Db(#[from] p5_tracedb::Error),
     /// A command-line value is not valid.
     #[error("{0}")]
     Usage(String),

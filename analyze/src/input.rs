@@ -1,7 +1,7 @@
 //! The inputs every analysis reads, as command-line options: `--trace FILE` (a Project 5 text
-//! trace) or `--pcap FILE[@±OFFSET]...` (captures of one system, merged), with `--node` naming
-//! the nodes. Reading a merged p5 session (`--db URL --session NAME`) joins here when the
-//! trace database's reader lands.
+//! trace), `--pcap FILE[@±OFFSET]...` (captures of one system, merged) or `--db URL
+//! --session NAME` (a merged p5 session, or one `p5 analyze import` wrote), with `--node`
+//! naming the nodes.
 
 use crate::maketrace::config::parse_duration;
 use crate::node::NodeKey;
@@ -10,23 +10,30 @@ use crate::text::{self, Layout, ReadOptions};
 use crate::{Error, ReadReport, Result, Trace};
 use std::path::PathBuf;
 
-/// `--trace FILE | --pcap FILE...` with `--node`.
+/// `--trace FILE | --pcap FILE... | --db URL --session NAME` with `--node`.
 #[derive(Debug, Clone, Default, clap::Args)]
 pub struct InputArgs {
     /// Project 5 text trace to read (`timestamp operation sender receiver id`).
     #[arg(
         long,
         value_name = "FILE",
-        conflicts_with = "pcap",
-        required_unless_present = "pcap"
+        conflicts_with_all = ["pcap", "db"],
+        required_unless_present_any = ["pcap", "db"]
     )]
     pub trace: Option<PathBuf>,
     /// pcap or pcapng captures of one system, merged with duplicates removed (repeatable).
     /// `FILE@+1.5ms` adds an offset to one capture's clock.
-    #[arg(long, value_name = "FILE[@±OFFSET]", num_args = 1..)]
+    #[arg(long, value_name = "FILE[@±OFFSET]", num_args = 1.., conflicts_with = "db")]
     pub pcap: Vec<String>,
-    /// How message ends become nodes: for captures `host` (IP address, the default) or
-    /// `endpoint` (address and port); text traces use the names as written.
+    /// Trace database holding the session to read (`sqlite:PATH` or `postgres://…`).
+    #[arg(long, value_name = "URL", requires = "session")]
+    pub db: Option<String>,
+    /// The session to read from `--db`.
+    #[arg(long, value_name = "NAME", requires = "db")]
+    pub session: Option<String>,
+    /// How message ends become nodes: sessions `host`, `program`, `program@host` (the
+    /// default), `process`, `thread` or `endpoint`; captures `host` (IP address, the default)
+    /// or `endpoint` (address and port); text traces use the names as written.
     #[arg(long, value_enum)]
     pub node: Option<NodeKey>,
 }
@@ -47,6 +54,33 @@ pub struct Input {
 impl InputArgs {
     /// Reads the input. `keep_order` keeps a text trace's line order for writing it back.
     pub fn read(&self, keep_order: bool) -> Result<Input> {
+        self.read_with_progress(keep_order, &mut |_| {})
+    }
+
+    /// [`InputArgs::read`], reporting the progress of long reads (a session's messages).
+    pub fn read_with_progress(
+        &self,
+        keep_order: bool,
+        progress: &mut dyn FnMut(crate::cli::Progress),
+    ) -> Result<Input> {
+        if let (Some(url), Some(session)) = (&self.db, &self.session) {
+            let url = crate::db::parse_url(url)?;
+            let key = self.node.unwrap_or_default();
+            let loaded = crate::db::load(&url, session, key, progress)?;
+            let mut report = ReadReport {
+                records: loaded.trace.messages.len() as u64,
+                ..ReadReport::default()
+            };
+            if loaded.unknown_ends > 0 {
+                report.note("message end of no known process", loaded.unknown_ends);
+            }
+            return Ok(Input {
+                trace: loaded.trace,
+                report,
+                layout: Layout::fresh(9),
+                name: format!("session {session}"),
+            });
+        }
         if let Some(path) = &self.trace {
             if matches!(self.node, Some(k) if k != NodeKey::ProgramAtHost) {
                 return Err(Error::Usage(

@@ -6,13 +6,17 @@
 //! nodes — whichever source it came from (a merged p5 session, a Project 5 text trace, pcap
 //! captures), and every analysis writes the same pattern output.
 //!
-//! Layout: the algorithms are pure (no I/O, no clocks); readers and writers sit at the edge.
+//! Layout: the algorithms are pure (no I/O, no clocks); readers and writers sit at the edge
+//! (files in `text` and `pcap`, the trace database in [`db`], whose rows [`session`] and
+//! [`store`] map without I/O).
 
 pub mod cli;
 pub mod clients;
+pub mod db;
 pub mod error;
 pub mod fat;
 pub mod hash;
+pub mod import;
 pub mod input;
 pub mod maketrace;
 pub mod node;
@@ -21,7 +25,9 @@ pub mod pattern;
 pub mod pcap;
 pub mod report;
 pub mod score;
+pub mod session;
 pub mod skew;
+pub mod store;
 pub mod text;
 pub mod trace;
 

@@ -7,6 +7,7 @@
 //! - [`write`](mod@write): open (create, migrate), replace a session, bulk writes of typed rows
 //!   (multi-row `VALUES` into SQLite, `COPY` into PostgreSQL) — what merge writes through, and
 //!   [`analysis`] for what `p5 analyze` writes;
+//! - [`import`]: a whole session written from outside merge (`p5 analyze import`);
 //! - [`read`]: typed read queries — what the viewer, the demo and the analysis read through;
 //! - [`domain`]: the names stored for thread states, runtimes, protocols, directions.
 //!
@@ -16,6 +17,7 @@ pub mod analysis;
 pub mod connect;
 pub mod domain;
 pub mod error;
+pub mod import;
 pub mod migrate;
 pub mod read;
 pub mod schema;

@@ -75,6 +75,9 @@ impl Reader {
                     .create_if_missing(false);
                 let probe = within(url, opts.connect()).await?;
                 let _ = probe.close().await;
+                // Rows cross from SQLite's worker thread in batches of up to 1024 (sqlx's 50
+                // makes the two threads hand over every few rows when loading millions).
+                let opts = opts.row_buffer_size(1024);
                 let pool = SqlitePoolOptions::new()
                     .max_connections(8)
                     .acquire_timeout(CONNECT_TIMEOUT);
@@ -698,6 +701,140 @@ pub async fn path_nodes(
             Ok(n)
         })
         .collect()
+}
+
+/// A message as `p5 analyze` reads it: both ends (either may be unknown), its connection
+/// and its place on it. Arrival is `recv_end` (`recv_t` starts a possibly blocked receive).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MessageEnds {
+    /// Message id.
+    pub id: i64,
+    /// Bytes.
+    pub bytes: i64,
+    /// Sending process (NULL: the send was not recorded).
+    pub send_process: Option<i64>,
+    /// Sending thread.
+    pub send_thread: Option<i64>,
+    /// Send call start on the base.
+    pub send_t: Option<i64>,
+    /// Receiving process.
+    pub recv_process: Option<i64>,
+    /// Receiving thread.
+    pub recv_thread: Option<i64>,
+    /// End of the receive that got the last byte on the base.
+    pub recv_end: Option<i64>,
+    /// → `connection.id`.
+    pub connection: Option<i64>,
+    /// Call or return on the connection.
+    pub direction: Option<Direction>,
+    /// 0-based index within the connection and direction.
+    pub ordinal: Option<i64>,
+}
+
+/// Streams every message of a session (table order) into `each`, without materializing
+/// them: loading millions costs only what `each` keeps. Returns the number of rows.
+pub async fn for_each_message_end(
+    db: &Reader,
+    sid: i64,
+    mut each: impl FnMut(MessageEnds),
+) -> Result<u64, Error> {
+    // Few columns and integers only: each value costs SQLite's driver a copy.
+    const Q: &str = "SELECT id, bytes, send_process_id, send_thread_id, send_t, \
+         recv_process_id, recv_thread_id, recv_end, connection_id, \
+         CAST(CASE direction WHEN 'call' THEN 0 WHEN 'return' THEN 1 END AS BIGINT), ordinal \
+         FROM message WHERE session_id = $1";
+    fn row<R: RowExt>(r: &R) -> Result<MessageEnds, sqlx::Error> {
+        let direction = match r.oi(9)? {
+            Some(0) => Some(Direction::Call),
+            Some(1) => Some(Direction::Return),
+            _ => None,
+        };
+        Ok(MessageEnds {
+            id: r.i(0)?,
+            bytes: r.i(1)?,
+            send_process: r.oi(2)?,
+            send_thread: r.oi(3)?,
+            send_t: r.oi(4)?,
+            recv_process: r.oi(5)?,
+            recv_thread: r.oi(6)?,
+            recv_end: r.oi(7)?,
+            connection: r.oi(8)?,
+            direction,
+            ordinal: r.oi(10)?,
+        })
+    }
+    let mut n = 0u64;
+    match db {
+        Reader::Sqlite(pool) => {
+            let mut rows = sqlx::query(Q).bind(sid).fetch(pool);
+            while let Some(r) = rows.try_next().await? {
+                each(row(&r)?);
+                n += 1;
+            }
+        }
+        Reader::Postgres(pool) => {
+            let mut rows = sqlx::query(Q).bind(sid).fetch(pool);
+            while let Some(r) = rows.try_next().await? {
+                each(row(&r)?);
+                n += 1;
+            }
+        }
+    }
+    Ok(n)
+}
+
+/// The histogram bins of a run's nodes, by node and bin.
+pub async fn path_node_hist(
+    db: &Reader,
+    sid: i64,
+    run: i64,
+) -> Result<Vec<schema::PathNodeHist>, Error> {
+    const Q: &str = "SELECT session_id, run_id, node_id, bin, weight FROM path_node_hist \
+         WHERE session_id = $1 AND run_id = $2 ORDER BY node_id, bin";
+    Ok(fetch!(db, Q, [sid, run], |r| schema::PathNodeHist {
+        session_id: r.i(0)?,
+        run_id: r.i(1)?,
+        node_id: r.i(2)?,
+        bin: r.i(3)?,
+        weight: r.of(4)?.unwrap_or(0.0),
+    }))
+}
+
+/// The instances of a run, by id.
+pub async fn path_instances(
+    db: &Reader,
+    sid: i64,
+    run: i64,
+) -> Result<Vec<schema::PathInstance>, Error> {
+    const Q: &str = "SELECT session_id, run_id, id, pattern_id, prob, t_start, t_end \
+         FROM path_instance WHERE session_id = $1 AND run_id = $2 ORDER BY id";
+    Ok(fetch!(db, Q, [sid, run], |r| schema::PathInstance {
+        session_id: r.i(0)?,
+        run_id: r.i(1)?,
+        id: r.i(2)?,
+        pattern_id: r.i(3)?,
+        prob: r.of(4)?.unwrap_or(0.0),
+        t_start: r.i(5)?,
+        t_end: r.i(6)?,
+    }))
+}
+
+/// The messages of a run's instances, by instance and message id.
+pub async fn path_instance_messages(
+    db: &Reader,
+    sid: i64,
+    run: i64,
+) -> Result<Vec<schema::PathInstanceMessage>, Error> {
+    const Q: &str = "SELECT session_id, run_id, instance_id, message_id, node_id \
+         FROM path_instance_message WHERE session_id = $1 AND run_id = $2 \
+         ORDER BY instance_id, message_id";
+    Ok(fetch!(db, Q, [sid, run], |r| schema::PathInstanceMessage {
+        session_id: r.i(0)?,
+        run_id: r.i(1)?,
+        instance_id: r.i(2)?,
+        message_id: r.i(3)?,
+        node_id: r.i(4)?,
+    }))
 }
 
 /// A bucket of the session overview (merge's `overview` table): a group of spans of one lane.

@@ -1,0 +1,450 @@
+//! The trace database as an input and an output of `p5 analyze`: a maketrace text trace and
+//! a forged capture imported (`p5 analyze import`) into SQLite and PostgreSQL and read back
+//! with `--db URL --session NAME` (the same messages, times exact, calls paired with their
+//! returns; connections, directions and ordinals), ground truth stored as an analysis run
+//! and read back (`show --db`), `--node` variants, and bad input. PostgreSQL:
+//! `P5_TEST_PG_URL`, else `postgres://postgres@127.0.0.1:5432/test`, a fresh schema per test.
+
+#[path = "pcap/forge.rs"]
+mod forge;
+
+use clap::Parser;
+use p5_analyze::cli::{AnalyzeArgs, run};
+use p5_analyze::input::InputArgs;
+use p5_analyze::maketrace::GroundTruth;
+use p5_analyze::node::NodeKey;
+use p5_analyze::pattern::{AnalysisResult, Stats};
+use p5_analyze::store::MessageIds;
+use p5_analyze::text::{self, ReadOptions};
+use p5_analyze::trace::{CallId, NO_CALL_ID};
+use p5_analyze::{Kind, Trace};
+use p5_tracedb::domain::Direction;
+use p5_tracedb::{DbUrl, Reader, read};
+use sqlx::Connection;
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+
+static SEQ: AtomicU32 = AtomicU32::new(0);
+
+#[derive(Parser, Debug)]
+struct Top {
+    #[command(flatten)]
+    args: AnalyzeArgs,
+}
+
+fn p5(words: &[&str]) -> p5_analyze::Result<()> {
+    let mut argv = vec!["analyze"];
+    argv.extend_from_slice(words);
+    let top = Top::try_parse_from(argv).expect("arguments parse");
+    run(&top.args, &mut |_| {})
+}
+
+fn rt() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+}
+
+/// A PostgreSQL URL with a fresh schema, dropped at the end.
+struct PgSchema {
+    base: String,
+    schema: String,
+}
+
+impl PgSchema {
+    fn new() -> PgSchema {
+        let base = std::env::var("P5_TEST_PG_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+        let schema = format!(
+            "p5analyze_{}_{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        );
+        rt().block_on(async {
+            let mut c = sqlx::PgConnection::connect(&base)
+                .await
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "PostgreSQL is needed for these tests and {base} is not reachable \
+                         ({e}); run `eval $(bash scripts/pg-test-server.sh)` or set \
+                         P5_TEST_PG_URL"
+                    )
+                });
+            let sql = format!("CREATE SCHEMA {schema}");
+            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                .execute(&mut c)
+                .await
+                .unwrap();
+        });
+        PgSchema { base, schema }
+    }
+
+    fn url(&self) -> String {
+        let sep = if self.base.contains('?') { '&' } else { '?' };
+        format!("{}{sep}options=-csearch_path%3D{}", self.base, self.schema)
+    }
+}
+
+impl Drop for PgSchema {
+    fn drop(&mut self) {
+        let (base, schema) = (self.base.clone(), self.schema.clone());
+        rt().block_on(async move {
+            if let Ok(mut c) = sqlx::PgConnection::connect(&base).await {
+                let sql = format!("DROP SCHEMA IF EXISTS {schema} CASCADE");
+                let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+                    .execute(&mut c)
+                    .await;
+            }
+        });
+    }
+}
+
+fn fixture(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+fn read_db(url: &str, session: &str, node: Option<NodeKey>) -> Trace {
+    let input = InputArgs {
+        db: Some(url.to_owned()),
+        session: Some(session.to_owned()),
+        node,
+        ..InputArgs::default()
+    };
+    input.read(false).expect("the session reads").trace
+}
+
+/// For each message, the index of the message it pairs with (the k-th call and the k-th
+/// return of one `(caller, callee, call id)`), if any.
+fn partners(t: &Trace) -> Vec<Option<usize>> {
+    let mut open: HashMap<(u32, u32, CallId), [Vec<usize>; 2]> = HashMap::new();
+    for (i, m) in t.messages.iter().enumerate() {
+        let (caller, callee, side) = match m.kind {
+            Kind::Call => (m.src, m.dst, 0),
+            Kind::Ret => (m.dst, m.src, 1),
+            Kind::Msg => continue,
+        };
+        if m.call_id == NO_CALL_ID {
+            continue;
+        }
+        open.entry((caller, callee, m.call_id)).or_default()[side].push(i);
+    }
+    let mut out = vec![None; t.messages.len()];
+    for [calls, rets] in open.values() {
+        for (&c, &r) in calls.iter().zip(rets) {
+            out[c] = Some(r);
+            out[r] = Some(c);
+        }
+    }
+    out
+}
+
+/// (send, receive, sender, receiver, kind, bytes) of every message, in order.
+fn rows(t: &Trace) -> Vec<(i64, i64, String, String, Kind, u32)> {
+    t.messages
+        .iter()
+        .map(|m| {
+            let (a, b) = (t.nodes.name(m.src), t.nodes.name(m.dst));
+            (
+                m.t_send,
+                m.t_recv,
+                a.to_owned(),
+                b.to_owned(),
+                m.kind,
+                m.bytes,
+            )
+        })
+        .collect()
+}
+
+/// What a result keeps through the analysis tables (store.rs's module docs).
+fn stored_form(r: &AnalysisResult, ids: &MessageIds) -> AnalysisResult {
+    let mean_only = |s: &Option<Stats>, n: u64| {
+        s.as_ref().map(|s| {
+            let m = s.mean_ns.round() as i64;
+            Stats {
+                n,
+                mean_ns: m as f64,
+                p50_ns: m,
+                p90_ns: m,
+                min_ns: m,
+                max_ns: m,
+            }
+        })
+    };
+    let mut out = r.clone();
+    for p in &mut out.patterns {
+        if let Some(l) = &mut p.latency {
+            l.mean_ns = l.mean_ns.round();
+            (l.n, l.min_ns, l.max_ns) = (p.count, l.p50_ns, l.p90_ns);
+        }
+        for n in &mut p.nodes {
+            let samples = [&n.latency, &n.call_delay, &n.net_delay]
+                .iter()
+                .filter_map(|s| s.as_ref().map(|s| s.n))
+                .max()
+                .unwrap_or(0);
+            if let Some(l) = &mut n.latency {
+                l.mean_ns = l.mean_ns.round();
+                l.n = samples;
+            }
+            n.call_delay = mean_only(&n.call_delay, samples);
+            n.net_delay = mean_only(&n.net_delay, samples);
+        }
+    }
+    for i in &mut out.instances {
+        let mut m: Vec<u64> = i
+            .messages
+            .iter()
+            .filter_map(|r| ids.ids.get(r).map(|&id| id as u64))
+            .collect();
+        m.sort_unstable();
+        i.messages = m;
+    }
+    out
+}
+
+/// maketrace → import (with ground truth) → `--db` read: the same messages, pairs and
+/// truth, on `url`.
+fn text_round_trip(url: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let (trace, truth) = (dir.path().join("t.p5t"), dir.path().join("gt.json"));
+    let cfg = fixture("fig10-multi-tier.toml");
+    let args = ["maketrace", &cfg, "--seed", "7", "-o", s(&trace)];
+    p5(&[&args[..], &["--truth", s(&truth), "--duration", "3s"]].concat()).unwrap();
+    let import = [
+        "import",
+        "--trace",
+        s(&trace),
+        "--db",
+        url,
+        "--session",
+        "fig10",
+    ];
+    p5(&[&import[..], &["--truth", s(&truth)]].concat()).unwrap();
+    // Importing again replaces the session (one session, one truth run).
+    p5(&[&import[..], &["--truth", s(&truth)]].concat()).unwrap();
+
+    let original = text::read_file(&trace, ReadOptions::default())
+        .unwrap()
+        .trace;
+    for key in [None, Some(NodeKey::Program), Some(NodeKey::Host)] {
+        let back = read_db(url, "fig10", key);
+        assert_eq!(rows(&back), rows(&original), "{key:?}");
+        assert_eq!(partners(&back), partners(&original), "{key:?}");
+        assert!(partners(&back).iter().filter(|p| p.is_some()).count() > 100);
+    }
+
+    let gt: GroundTruth = serde_json::from_slice(&std::fs::read(&truth).unwrap()).unwrap();
+    let url_p = DbUrl::parse(url).unwrap();
+    let stored = p5_analyze::db::load_result(&url_p, "fig10", None).unwrap();
+    let ids = MessageIds::of_import(&original);
+    let want = stored_form(&gt.result, &ids);
+    assert_eq!(stored.patterns.len(), want.patterns.len());
+    for (a, b) in stored.patterns.iter().zip(&want.patterns) {
+        assert_eq!(a.nodes, b.nodes, "{}", b.signature);
+        assert_eq!(a, b);
+    }
+    for (a, b) in stored.instances.iter().zip(&want.instances) {
+        assert_eq!(a, b);
+    }
+    assert_eq!(stored, want);
+    rt().block_on(async {
+        let db = Reader::open(&url_p).await.unwrap();
+        let sessions = read::sessions(&db).await.unwrap();
+        assert_eq!(sessions.len(), 1);
+        let runs = read::analysis_runs(&db, sessions[0].id).await.unwrap();
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        assert_eq!(runs[0].algorithm, "truth");
+        // Every truth message names the pattern node it enters.
+        let msgs = read::path_instance_messages(&db, sessions[0].id, runs[0].id)
+            .await
+            .unwrap();
+        let total: usize = gt.result.instances.iter().map(|i| i.messages.len()).sum();
+        assert_eq!(msgs.len(), total);
+        let distinct: std::collections::BTreeSet<i64> = msgs.iter().map(|m| m.node_id).collect();
+        assert!(distinct.len() > gt.result.patterns.len(), "{distinct:?}");
+        db.close().await;
+    });
+    // `show --db` prints it; a run that does not exist is an error naming the runs.
+    p5(&["show", "--db", url, "--session", "fig10", "--top", "2"]).unwrap();
+    let e = p5(&["show", "--db", url, "--session", "fig10", "--run", "9"]).unwrap_err();
+    assert!(e.to_string().contains("runs: 1"), "{e}");
+}
+
+#[test]
+fn a_text_trace_round_trips_through_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = format!("sqlite:{}", dir.path().join("t.sqlite").display());
+    text_round_trip(&url);
+}
+
+#[test]
+fn a_text_trace_round_trips_through_postgres() {
+    let pg = PgSchema::new();
+    text_round_trip(&pg.url());
+}
+
+/// A capture of two keep-alive connections (3 and 2 RPCs) from two clients to one server.
+fn capture(dir: &Path) -> std::path::PathBuf {
+    let mut a = forge::Conv::new("10.0.0.1:40000", "10.0.0.9:80", [100, 900], 1_000_000);
+    a.handshake();
+    a.rpcs(3, 200, 3000);
+    a.close();
+    let mut b = forge::Conv::new("10.0.0.2:40001", "10.0.0.9:80", [5, 7], 1_005_000);
+    b.handshake();
+    b.rpcs(2, 100, 50);
+    b.close();
+    let mut pkts: Vec<(i64, Vec<u8>)> = a.pkts.into_iter().chain(b.pkts).collect();
+    pkts.sort_by_key(|p| p.0);
+    let mut w = forge::Writer::pcap(1, true);
+    for (t, p) in &pkts {
+        w.packet(*t, &forge::frame(1, p, false));
+    }
+    let path = dir.join("two.pcap");
+    std::fs::write(&path, &w.buf).unwrap();
+    path
+}
+
+#[test]
+fn a_capture_imports_with_connections_directions_and_ordinals() {
+    let dir = tempfile::tempdir().unwrap();
+    let cap = capture(dir.path());
+    let url = format!("sqlite:{}", dir.path().join("c.sqlite").display());
+    p5(&["import", "--pcap", s(&cap), "--db", &url]).unwrap();
+    let u = DbUrl::parse(&url).unwrap();
+    rt().block_on(async {
+        let db = Reader::open(&u).await.unwrap();
+        let ss = read::sessions(&db).await.unwrap();
+        assert_eq!(ss[0].name, "two");
+        let sid = ss[0].id;
+        let conns = read::connections(&db, sid).await.unwrap();
+        let mut got: Vec<(String, String, i64, i64)> = conns
+            .iter()
+            .map(|c| {
+                let e = (c.initiator_endpoint.clone(), c.acceptor_endpoint.clone());
+                (e.0, e.1, c.call_messages, c.return_messages)
+            })
+            .collect();
+        got.sort();
+        let want = [
+            ("10.0.0.1:40000", "10.0.0.9:80", 3, 3),
+            ("10.0.0.2:40001", "10.0.0.9:80", 2, 2),
+        ];
+        let want: Vec<_> = want
+            .iter()
+            .map(|w| (w.0.to_owned(), w.1.to_owned(), w.2, w.3))
+            .collect();
+        assert_eq!(got, want);
+        let roles = read::message_roles(&db, sid).await.unwrap();
+        for c in &conns {
+            for d in [Direction::Call, Direction::Return] {
+                let ords: Vec<i64> = roles
+                    .iter()
+                    .filter(|r| r.connection == c.id && r.direction == d)
+                    .map(|r| r.ordinal)
+                    .collect();
+                let n = if d == Direction::Call {
+                    c.call_messages
+                } else {
+                    c.return_messages
+                };
+                assert_eq!(ords, (0..n).collect::<Vec<_>>());
+            }
+        }
+        // The viewer's arrows: every message has both threads and times.
+        assert_eq!(read::messages(&db, sid).await.unwrap().len(), 10);
+        db.close().await;
+    });
+    // Read back: the capture's messages, calls paired with their replies.
+    let direct = p5_analyze::pcap::read(
+        &[p5_analyze::pcap::CaptureFile {
+            path: cap.clone(),
+            offset_ns: 0,
+        }],
+        &p5_analyze::pcap::PcapOptions::default(),
+    )
+    .unwrap()
+    .0;
+    let back = read_db(&url, "two", Some(NodeKey::Host));
+    assert_eq!(rows(&back), rows(&direct));
+    assert_eq!(partners(&back), partners(&direct));
+    assert_eq!(partners(&back).iter().flatten().count(), 10);
+    // --node endpoint names the ends by the connection's endpoints.
+    let eps = read_db(&url, "two", Some(NodeKey::Endpoint));
+    let mut names: Vec<&str> = eps.nodes.names().collect();
+    names.sort_unstable();
+    assert_eq!(names, ["10.0.0.1:40000", "10.0.0.2:40001", "10.0.0.9:80"]);
+    assert_eq!(eps.conns.len(), 2);
+}
+
+#[test]
+fn bad_sessions_and_foreign_databases_are_clear_errors() {
+    let dir = tempfile::tempdir().unwrap();
+    let cap = capture(dir.path());
+    let url = format!("sqlite:{}", dir.path().join("c.sqlite").display());
+    p5(&["import", "--pcap", s(&cap), "--db", &url, "--session", "a"]).unwrap();
+    p5(&["import", "--pcap", s(&cap), "--db", &url, "--session", "b"]).unwrap();
+    let input = InputArgs {
+        db: Some(url.clone()),
+        session: Some("nope".into()),
+        ..InputArgs::default()
+    };
+    let e = input.read(false).unwrap_err().to_string();
+    assert!(
+        e.contains("no session \"nope\"") && e.contains("sessions: a, b"),
+        "{e}"
+    );
+
+    let foreign = dir.path().join("other.sqlite");
+    rt().block_on(async {
+        let u = format!("sqlite:{}?mode=rwc", foreign.display());
+        let mut c = sqlx::SqliteConnection::connect(&u).await.unwrap();
+        sqlx::raw_sql("CREATE TABLE t (x INTEGER)")
+            .execute(&mut c)
+            .await
+            .unwrap();
+        c.close().await.unwrap();
+    });
+    let furl = format!("sqlite:{}", foreign.display());
+    let input = InputArgs {
+        db: Some(furl.clone()),
+        session: Some("a".into()),
+        ..InputArgs::default()
+    };
+    let e = input.read(false).unwrap_err().to_string();
+    assert!(e.contains("not a p5 database"), "{e}");
+    let e = p5(&["import", "--pcap", s(&cap), "--db", &furl]).unwrap_err();
+    assert!(e.to_string().contains("not a p5 database"), "{e}");
+    let garbage = dir.path().join("garbage.sqlite");
+    std::fs::write(&garbage, vec![0x5a; 8192]).unwrap();
+    let input = InputArgs {
+        db: Some(format!("sqlite:{}", garbage.display())),
+        session: Some("a".into()),
+        ..InputArgs::default()
+    };
+    let e = input.read(false).unwrap_err().to_string();
+    assert!(e.contains("not a p5 database"), "{e}");
+    // A text trace's ground truth needs a text trace.
+    let argv = [
+        "analyze",
+        "import",
+        "--pcap",
+        s(&cap),
+        "--db",
+        &url,
+        "--truth",
+        "g",
+    ];
+    let top = Top::try_parse_from(argv);
+    assert!(top.is_err() || run(&top.unwrap().args, &mut |_| {}).is_err());
+}

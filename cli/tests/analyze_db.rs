@@ -1,0 +1,142 @@
+//! `p5 analyze --db URL --session NAME` on a real merged p5 session: the cracker case study
+//! recorded and merged by `p5 demo` (real processes, a real log server, TCP through the
+//! runtime). Under every `--node` key the messages are all read, calls go initiator →
+//! acceptor and returns back, and the k-th call and the k-th return of a connection share
+//! one call id that no other connection uses.
+
+use p5_analyze::node::NodeKey;
+use p5_analyze::{Kind, Trace};
+use p5_tracedb::{DbUrl, Reader, read};
+use std::collections::{HashMap, HashSet};
+use std::process::Command;
+
+fn demo(out: &std::path::Path) -> String {
+    let output = Command::new(env!("CARGO_BIN_EXE_p5"))
+        .args([
+            "demo",
+            "--no-serve",
+            "--quick",
+            "--only",
+            "cracker-salt",
+            "--no-agent",
+        ])
+        .arg("--out")
+        .arg(out)
+        .output()
+        .expect("run p5 demo");
+    assert!(
+        output.status.success(),
+        "p5 demo failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    format!("sqlite:{}", out.join("store").join("p5.sqlite").display())
+}
+
+fn check_pairs(t: &Trace, key: NodeKey) {
+    let mut by_id: HashMap<u64, (u32, [u32; 2])> = HashMap::new();
+    for m in &t.messages {
+        let side = match m.kind {
+            Kind::Call => 0,
+            Kind::Ret => 1,
+            Kind::Msg => continue,
+        };
+        let e = by_id.entry(m.call_id).or_insert((m.conn, [0, 0]));
+        assert_eq!(e.0, m.conn, "call id {} on two connections", m.call_id);
+        e.1[side] += 1;
+        let c = &t.conns[m.conn as usize];
+        if key != NodeKey::Thread {
+            let (from, to) = if side == 0 {
+                (c.initiator, c.acceptor)
+            } else {
+                (c.acceptor, c.initiator)
+            };
+            assert_eq!((m.src, m.dst), (from, to), "{key}: {m:?} on {c:?}");
+        }
+    }
+    let mut pairs = 0;
+    for (id, (_, n)) in &by_id {
+        assert!(n[0] <= 1 && n[1] <= 1, "call id {id}: {n:?}");
+        pairs += usize::from(n[0] == 1 && n[1] == 1);
+    }
+    // Per connection, min(calls, returns) pairs.
+    let mut per_conn: HashMap<u32, [usize; 2]> = HashMap::new();
+    for m in &t.messages {
+        let side = usize::from(m.kind == Kind::Ret);
+        per_conn.entry(m.conn).or_default()[side] += 1;
+    }
+    let want: usize = per_conn.values().map(|n| n[0].min(n[1])).sum();
+    assert_eq!(pairs, want, "{key}");
+    assert!(pairs > 0, "{key}");
+}
+
+#[test]
+fn a_merged_session_reads_with_every_node_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let url = demo(&dir.path().join("demo"));
+    let u = DbUrl::parse(&url).unwrap();
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let session = rt.block_on(async {
+        let db = Reader::open(&u).await.unwrap();
+        let s = read::sessions(&db).await.unwrap().remove(0);
+        db.close().await;
+        s
+    });
+    assert!(session.messages > 0);
+    let mut seen = HashSet::new();
+    for key in [
+        NodeKey::Host,
+        NodeKey::Program,
+        NodeKey::ProgramAtHost,
+        NodeKey::Process,
+        NodeKey::Thread,
+        NodeKey::Endpoint,
+    ] {
+        let l = p5_analyze::db::load(&u, &session.name, key, &mut |_| {}).unwrap();
+        let t = l.trace;
+        assert_eq!(t.messages.len() as i64, session.messages, "{key}");
+        assert_eq!(l.unknown_ends, 0, "{key}");
+        assert!(t.messages.windows(2).all(|w| w[0].time() <= w[1].time()));
+        for m in &t.messages {
+            if let (Some(s), Some(r)) = (m.send(), m.recv()) {
+                assert!(r >= s || session.violations > 0, "{m:?}");
+            }
+        }
+        check_pairs(&t, key);
+        let names: Vec<&str> = t.nodes.names().collect();
+        let ok = |n: &&str| match key {
+            NodeKey::Host | NodeKey::Program => !n.contains('@') && !n.contains(':'),
+            NodeKey::ProgramAtHost => n.contains('@') && !n.contains(':'),
+            NodeKey::Process => n.contains(':') && n.contains('@') && !n.contains('/'),
+            NodeKey::Thread => n.contains('/'),
+            NodeKey::Endpoint => n.parse::<std::net::SocketAddr>().is_ok(),
+        };
+        assert!(names.iter().all(ok), "{key}: {names:?}");
+        seen.insert(names.len());
+    }
+    // Program names two roles (cow, cpw); processes and threads are more.
+    assert!(seen.len() > 1, "{seen:?}");
+    // The command line reads it too (convert writes it as a text trace).
+    let out = Command::new(env!("CARGO_BIN_EXE_p5"))
+        .args([
+            "analyze",
+            "convert",
+            "--db",
+            &url,
+            "--session",
+            &session.name,
+        ])
+        .args(["--node", "program", "-o", "-"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().count() as i64 >= session.messages);
+    assert!(text.contains("CALL_SENT") && text.contains("RET_SENT"));
+}
