@@ -82,9 +82,20 @@ impl Db {
         Ok(())
     }
 
-    /// Starts a transaction.
+    /// Starts a transaction. On PostgreSQL its commit does not wait for the WAL flush (the
+    /// transaction stays atomic; a server crash right after it may lose it, never half of it)
+    /// and index builds may use more memory.
     pub async fn begin(&mut self) -> Result<(), Error> {
-        self.execute("BEGIN").await
+        match self.backend() {
+            Backend::Sqlite => self.execute("BEGIN").await,
+            Backend::Postgres => {
+                self.execute(
+                    "BEGIN; SET LOCAL synchronous_commit TO OFF; \
+                     SET LOCAL maintenance_work_mem TO '256MB'",
+                )
+                .await
+            }
+        }
     }
 
     /// Commits it.
@@ -283,9 +294,20 @@ fn sqlite_load(
     // SAFETY: `locked` keeps sqlx's worker off the handle until `statements` (declared after
     // it, so dropped first) is gone.
     let mut statements = unsafe { prepared::Statements::new(locked.as_raw_handle()) };
+    let (mut busy, mut idle) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
+    let mut t = std::time::Instant::now();
     while let Some((table, values)) = rx.blocking_recv() {
+        idle += t.elapsed();
+        t = std::time::Instant::now();
         statements.insert(&table, &values)?;
+        busy += t.elapsed();
+        t = std::time::Instant::now();
     }
+    tracing::debug!(
+        busy_ms = busy.as_millis() as u64,
+        idle_ms = idle.as_millis() as u64,
+        "bulk insert thread"
+    );
     Ok(())
 }
 
