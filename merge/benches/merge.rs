@@ -1,7 +1,8 @@
 //! Merge throughput. Synthetic sessions are written with the wire encoders and merged into
 //! SQLite and PostgreSQL; every line prints events/s, rows/s, the peak resident memory of the
 //! merge (VmHWM, reset before each merge) and the ratio to the baseline: the same store read
-//! and decoded without writing (`scan only`, printed first for each store).
+//! and decoded without writing (`scan only`, printed first for each store). Each store is
+//! benched in a fresh process of this binary.
 //!
 //! Lines: the ordinary session (nested calls of depth 3, a socket call every 10th group) at
 //! each size of `P5_BENCH_SIZES` (comma-separated events; default `1000000,3000000,10000000`;
@@ -331,9 +332,57 @@ fn env_u64(name: &str) -> Option<u64> {
     std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
 }
 
+/// Runs the bench once per store, each in a fresh process (`P5_BENCH_ONE`), so that one
+/// store's peak RSS does not carry the allocations left from the one before.
+fn per_store(stores: &[String]) {
+    let exe = std::env::current_exe().unwrap();
+    for one in stores {
+        let status = std::process::Command::new(&exe)
+            .args(std::env::args().skip(1))
+            .env("P5_BENCH_ONE", one)
+            .status()
+            .unwrap();
+        assert!(status.success(), "bench child for {one} failed");
+    }
+}
+
+/// One store: `ordinary:N`, `comm:N` or `recorded:PATH`.
+fn one(spec: &str) {
+    let mut targets = Targets::new();
+    let (kind, arg) = spec.split_once(':').unwrap();
+    if kind == "recorded" {
+        let store = Path::new(arg);
+        let scan = scan_only(store, "scan only recorded");
+        targets.run(store, "recorded", scan);
+        return;
+    }
+    let n: u64 = arg.parse().unwrap();
+    let (shape, label) = if kind == "comm" {
+        (COMM_HEAVY, " comm-heavy")
+    } else {
+        (ORDINARY, "")
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    synthetic(&store, n, shape);
+    let what = format!("{}M{label}", n as f64 / 1e6);
+    let scan = scan_only(&store, &format!("scan only {what}"));
+    targets.run(&store, &what, scan);
+}
+
 fn main() {
     if std::env::args().any(|a| a == "--list") {
         println!("merge: bench");
+        return;
+    }
+    if std::env::var_os("RUST_LOG").is_some() {
+        // Phase timings: `RUST_LOG=p5_merge=debug`.
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .init();
+    }
+    if let Ok(spec) = std::env::var("P5_BENCH_ONE") {
+        one(&spec);
         return;
     }
     let sizes: Vec<u64> = match (std::env::var("P5_BENCH_SIZES"), env_u64("P5_BENCH_EVENTS")) {
@@ -344,29 +393,13 @@ fn main() {
         (Err(_), Some(n)) => vec![n],
         _ => vec![1_000_000, 3_000_000, 10_000_000],
     };
-    if std::env::var_os("RUST_LOG").is_some() {
-        // Phase timings: `RUST_LOG=p5_merge=debug`.
-        tracing_subscriber::fmt()
-            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
-            .init();
-    }
     let comm = env_u64("P5_BENCH_COMM").unwrap_or(3_000_000);
-    let mut targets = Targets::new();
-    let mut stores: Vec<(u64, Shape, &str)> = sizes.iter().map(|&n| (n, ORDINARY, "")).collect();
+    let mut stores: Vec<String> = sizes.iter().map(|n| format!("ordinary:{n}")).collect();
     if comm > 0 {
-        stores.push((comm, COMM_HEAVY, " comm-heavy"));
-    }
-    for (n, shape, kind) in stores {
-        let tmp = tempfile::tempdir().unwrap();
-        let store = tmp.path().join("store");
-        synthetic(&store, n, shape);
-        let what = format!("{}M{kind}", n as f64 / 1e6);
-        let scan = scan_only(&store, &format!("scan only {what}"));
-        targets.run(&store, &what, scan);
+        stores.push(format!("comm:{comm}"));
     }
     if let Ok(recorded) = std::env::var("P5_BENCH_RECORDED") {
-        let store = Path::new(&recorded);
-        let scan = scan_only(store, "scan only recorded");
-        targets.run(store, "recorded", scan);
+        stores.push(format!("recorded:{recorded}"));
     }
+    per_store(&stores);
 }

@@ -37,9 +37,6 @@ pub async fn connect(url: &str) -> Result<SqliteConnection, sqlx::Error> {
         .journal_mode(journal)
         .synchronous(sync)
         .pragma("cache_size", "-65536")
-        // CREATE INDEX sorts on up to two helper threads (the bulk load builds the indexes
-        // at the end).
-        .pragma("threads", "2")
         .busy_timeout(std::time::Duration::from_secs(30));
     opts.connect().await
 }
