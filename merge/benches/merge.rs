@@ -1,7 +1,16 @@
-//! Merge throughput: a synthetic session (default 10 M events; `P5_BENCH_EVENTS` to change)
-//! is written with the wire encoders, then merged into SQLite and PostgreSQL; prints events/s,
-//! rows/s and the peak resident memory of the merge (VmHWM, reset before each merge).
-//! Baseline: the same store read and decoded without writing (`scan only`).
+//! Merge throughput. Synthetic sessions are written with the wire encoders and merged into
+//! SQLite and PostgreSQL; every line prints events/s, rows/s, the peak resident memory of the
+//! merge (VmHWM, reset before each merge) and the ratio to the baseline: the same store read
+//! and decoded without writing (`scan only`, printed first for each store). Each store is
+//! benched in a fresh process of this binary.
+//!
+//! Lines: the ordinary session (nested calls of depth 3, a socket call every 10th group) at
+//! each size of `P5_BENCH_SIZES` (comma-separated events; default `1000000,3000000,10000000`;
+//! `P5_BENCH_EVENTS=N` is the single size N), a communication-heavy session (a third of the
+//! events are socket calls; `P5_BENCH_COMM` events, default 3 M, 0 to skip) and, with
+//! `P5_BENCH_RECORDED=STORE`, every session of a store recorded with the runtime (see
+//! ARCHITECTURE.md for the recording command). `P5_BENCH_BACKENDS=sqlite` skips PostgreSQL;
+//! `RUST_LOG=p5_merge=debug` prints the merge's phases with their times.
 //! PostgreSQL: `P5_TEST_PG_URL` or `postgres://postgres@127.0.0.1:5432/test`; skipped with a
 //! note when unreachable. Run: `cargo bench -p p5-merge --bench merge`.
 
@@ -20,10 +29,31 @@ const PROCESSES: u64 = 4;
 const THREADS: u32 = 2;
 const PER_FRAME: usize = 4096;
 
-/// Writes the session: each thread repeats groups of nested calls (depth 3); every 10th group
+/// What a synthetic session's threads do.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    /// Nested calls per group.
+    depth: u32,
+    /// Every how many groups start with a socket call.
+    comm_every: u64,
+}
+
+/// The ordinary session: depth 3, a socket call every 10th group.
+const ORDINARY: Shape = Shape {
+    depth: 3,
+    comm_every: 10,
+};
+
+/// A third of the events are socket calls: one call and one socket call per group.
+const COMM_HEAVY: Shape = Shape {
+    depth: 1,
+    comm_every: 1,
+};
+
+/// Writes the session: each thread repeats groups of nested calls; every `comm_every`th group
 /// starts with a send (even processes) or receive (odd) of 256 bytes on the pair's TCP
 /// connection.
-fn build(root: &Path, total: u64) -> u64 {
+fn build(root: &Path, total: u64, shape: Shape) -> u64 {
     let mut b = StoreBuilder::new(root, "bench", 1, 1_000_000_000);
     let streams = PROCESSES * THREADS as u64;
     let per_stream = total / streams;
@@ -85,10 +115,13 @@ fn build(root: &Path, total: u64) -> u64 {
                     peer: Endpoint::Inet(r.parse().unwrap()),
                 });
             }
-            while frame.len() + 8 <= PER_FRAME && emitted[st] + (frame.len() as u64) < per_stream {
+            let group = 2 * shape.depth as usize + 1;
+            while frame.len() + group <= PER_FRAME
+                && emitted[st] + (frame.len() as u64) < per_stream
+            {
                 let base = t[st];
                 iteration[st] += 1;
-                if iteration[st].is_multiple_of(10) {
+                if iteration[st].is_multiple_of(shape.comm_every) {
                     let op = if p.is_multiple_of(2) {
                         CommOp::Send
                     } else {
@@ -104,30 +137,18 @@ fn build(root: &Path, total: u64) -> u64 {
                         peer: Endpoint::None,
                     });
                 }
-                frame.push(Event::Enter {
-                    t: base + 2_100,
-                    sensor: 1,
-                });
-                frame.push(Event::Enter {
-                    t: base + 2_200,
-                    sensor: 2,
-                });
-                frame.push(Event::Enter {
-                    t: base + 2_300,
-                    sensor: 3,
-                });
-                frame.push(Event::Exit {
-                    t: base + 2_500,
-                    sensor: 3,
-                });
-                frame.push(Event::Exit {
-                    t: base + 2_700,
-                    sensor: 2,
-                });
-                frame.push(Event::Exit {
-                    t: base + 3_000,
-                    sensor: 1,
-                });
+                for d in 0..shape.depth {
+                    frame.push(Event::Enter {
+                        t: base + 2_100 + 100 * u64::from(d),
+                        sensor: 1 + u64::from(d),
+                    });
+                }
+                for d in (0..shape.depth).rev() {
+                    frame.push(Event::Exit {
+                        t: base + 3_000 - 250 * u64::from(d),
+                        sensor: 1 + u64::from(d),
+                    });
+                }
                 t[st] = base + 3_100;
             }
             let p_uid = 0x100 + p;
@@ -174,7 +195,8 @@ fn peak_mib() -> f64 {
         .map_or(0.0, |kb| kb / 1024.0)
 }
 
-fn merge(store: &Path, url: &str, label: &str, events: u64) {
+/// One merge of every session of `store` into `url`; prints a line against `scan` (events/s).
+fn merge(store: &Path, url: &str, label: &str, scan: f64) {
     let mut args = p5_merge::MergeArgs::new(store);
     args.db = Some(url.to_owned());
     let rt = tokio::runtime::Builder::new_current_thread()
@@ -185,14 +207,167 @@ fn merge(store: &Path, url: &str, label: &str, events: u64) {
     let t0 = Instant::now();
     let s = rt.block_on(p5_merge::merge_store(&args)).unwrap();
     let dt = t0.elapsed().as_secs_f64();
-    let rows: u64 = s[0].rows.values().sum();
+    let events: u64 = s.iter().map(|s| s.events).sum();
+    let rows: u64 = s.iter().flat_map(|s| s.rows.values()).sum();
+    let matched: u64 = s.iter().map(|s| s.matched).sum();
+    let rate = events as f64 / dt;
     println!(
-        "{label:<12} {events:>10} events in {dt:>6.2} s = {:>6.2} M events/s, {rows} rows = {:.2} M rows/s, peak RSS {:.0} MiB, {} messages matched",
-        events as f64 / dt / 1e6,
+        "{label:<22} {events:>10} events in {dt:>6.2} s = {:>5.2} M events/s, {rows} rows = {:.2} M rows/s, peak RSS {:.0} MiB, {:.3} of scan only, {matched} messages matched",
+        rate / 1e6,
         rows as f64 / dt / 1e6,
         peak_mib(),
-        s[0].matched
+        rate / scan,
     );
+}
+
+/// Reads and decodes every session of `store` without writing; prints and returns events/s.
+fn scan_only(store: &Path, label: &str) -> f64 {
+    reset_peak();
+    let t0 = Instant::now();
+    let mut events = 0;
+    for dir in p5_logserver::reader::StoreDir::open(store)
+        .unwrap()
+        .sessions()
+        .unwrap()
+    {
+        events += p5_merge::load::scan(&dir, |_| {}).unwrap().events;
+    }
+    let dt = t0.elapsed().as_secs_f64();
+    let rate = events as f64 / dt;
+    println!(
+        "{label:<22} {events:>10} events in {dt:>6.2} s = {:>5.2} M events/s, peak RSS {:.0} MiB",
+        rate / 1e6,
+        peak_mib()
+    );
+    rate
+}
+
+/// Writes a synthetic session of `total` events; prints its size.
+fn synthetic(root: &Path, total: u64, shape: Shape) {
+    let t0 = Instant::now();
+    let events = build(root, total, shape);
+    let bytes: u64 = std::fs::read_dir(root.join("bench"))
+        .unwrap()
+        .map(|e| e.unwrap().metadata().unwrap().len())
+        .sum();
+    println!(
+        "store: {events} events ({shape:?}), {:.1} MB ({:.2} B/event), written in {:.2} s",
+        bytes as f64 / 1e6,
+        bytes as f64 / events as f64,
+        t0.elapsed().as_secs_f64()
+    );
+}
+
+/// The databases a store is merged into.
+struct Targets {
+    dir: tempfile::TempDir,
+    /// PostgreSQL base URL, if reachable and wanted.
+    pg: Option<String>,
+    n: u32,
+}
+
+impl Targets {
+    fn new() -> Self {
+        let backends = std::env::var("P5_BENCH_BACKENDS").unwrap_or_default();
+        let base = std::env::var("P5_TEST_PG_URL")
+            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
+        let want_pg = backends.is_empty() || backends.contains("postgres");
+        let pg = want_pg.then(|| pg_exec(&base, "SELECT 1").then_some(base.clone()));
+        match &pg {
+            Some(None) => println!("postgres skipped: {base} not reachable"),
+            None => println!("postgres skipped: P5_BENCH_BACKENDS={backends}"),
+            Some(Some(_)) => {}
+        }
+        Targets {
+            dir: tempfile::tempdir().unwrap(),
+            pg: pg.flatten(),
+            n: 0,
+        }
+    }
+
+    /// Merges `store` into a fresh SQLite file and a fresh PostgreSQL schema.
+    fn run(&mut self, store: &Path, what: &str, scan: f64) {
+        self.n += 1;
+        let file = self.dir.path().join(format!("bench{}.sqlite", self.n));
+        merge(
+            store,
+            &format!("sqlite:{}", file.display()),
+            &format!("sqlite {what}"),
+            scan,
+        );
+        let _ = std::fs::remove_file(&file);
+        let Some(base) = self.pg.clone() else {
+            return;
+        };
+        let schema = format!("p5bench_{}_{}", std::process::id(), self.n);
+        if !pg_exec(&base, &format!("CREATE SCHEMA {schema}")) {
+            println!("postgres: cannot create schema {schema}");
+            return;
+        }
+        let sep = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
+        merge(store, &url, &format!("postgres {what}"), scan);
+        pg_exec(&base, &format!("DROP SCHEMA {schema} CASCADE"));
+    }
+}
+
+/// Runs one statement on a fresh connection; false if anything fails.
+fn pg_exec(url: &str, sql: &str) -> bool {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let Ok(mut c) = sqlx::PgConnection::connect(url).await else {
+            return false;
+        };
+        sqlx::raw_sql(sqlx::AssertSqlSafe(sql.to_owned()))
+            .execute(&mut c)
+            .await
+            .is_ok()
+    })
+}
+
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.trim().parse().ok())
+}
+
+/// Runs the bench once per store, each in a fresh process (`P5_BENCH_ONE`), so that one
+/// store's peak RSS does not carry the allocations left from the one before.
+fn per_store(stores: &[String]) {
+    let exe = std::env::current_exe().unwrap();
+    for one in stores {
+        let status = std::process::Command::new(&exe)
+            .args(std::env::args().skip(1))
+            .env("P5_BENCH_ONE", one)
+            .status()
+            .unwrap();
+        assert!(status.success(), "bench child for {one} failed");
+    }
+}
+
+/// One store: `ordinary:N`, `comm:N` or `recorded:PATH`.
+fn one(spec: &str) {
+    let mut targets = Targets::new();
+    let (kind, arg) = spec.split_once(':').unwrap();
+    if kind == "recorded" {
+        let store = Path::new(arg);
+        let scan = scan_only(store, "scan only recorded");
+        targets.run(store, "recorded", scan);
+        return;
+    }
+    let n: u64 = arg.parse().unwrap();
+    let (shape, label) = if kind == "comm" {
+        (COMM_HEAVY, " comm-heavy")
+    } else {
+        (ORDINARY, "")
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    synthetic(&store, n, shape);
+    let what = format!("{}M{label}", n as f64 / 1e6);
+    let scan = scan_only(&store, &format!("scan only {what}"));
+    targets.run(&store, &what, scan);
 }
 
 fn main() {
@@ -200,83 +375,31 @@ fn main() {
         println!("merge: bench");
         return;
     }
-    let total: u64 = std::env::var("P5_BENCH_EVENTS")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(10_000_000);
-    let tmp = tempfile::tempdir().unwrap();
-    let store = tmp.path().join("store");
-    let t0 = Instant::now();
-    let events = build(&store, total);
-    let bytes: u64 = std::fs::read_dir(store.join("bench"))
-        .unwrap()
-        .map(|e| e.unwrap().metadata().unwrap().len())
-        .sum();
-    println!(
-        "store: {events} events, {:.1} MB ({:.2} B/event), written in {:.2} s",
-        bytes as f64 / 1e6,
-        bytes as f64 / events as f64,
-        t0.elapsed().as_secs_f64()
-    );
-
-    // Baseline: read and decode everything once, no database.
-    reset_peak();
-    let t0 = Instant::now();
-    let dir = p5_logserver::reader::StoreDir::open(&store)
-        .unwrap()
-        .session("bench")
-        .unwrap();
-    let scan = p5_merge::load::scan(&dir, |_| {}).unwrap();
-    let dt = t0.elapsed().as_secs_f64();
-    println!(
-        "{:<12} {:>10} events in {dt:>6.2} s = {:>6.2} M events/s, peak RSS {:.0} MiB",
-        "scan only",
-        scan.events,
-        scan.events as f64 / dt / 1e6,
-        peak_mib()
-    );
-    drop(scan);
-
-    let sqlite = tmp.path().join("bench.sqlite");
-    merge(
-        &store,
-        &format!("sqlite:{}", sqlite.display()),
-        "sqlite",
-        events,
-    );
-
-    let base = std::env::var("P5_TEST_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let schema = format!("p5bench_{}", std::process::id());
-    let ok = rt.block_on(async {
-        let Ok(mut c) = sqlx::PgConnection::connect(&base).await else {
-            return false;
-        };
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-            .execute(&mut c)
-            .await
-            .is_ok()
-    });
-    if !ok {
-        println!("postgres     skipped: {base} not reachable");
+    if std::env::var_os("RUST_LOG").is_some() {
+        // Phase timings: `RUST_LOG=p5_merge=debug`.
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .init();
+    }
+    if let Ok(spec) = std::env::var("P5_BENCH_ONE") {
+        one(&spec);
         return;
     }
-    let sep = if base.contains('?') { '&' } else { '?' };
-    merge(
-        &store,
-        &format!("{base}{sep}options=-csearch_path%3D{schema}"),
-        "postgres",
-        events,
-    );
-    rt.block_on(async {
-        if let Ok(mut c) = sqlx::PgConnection::connect(&base).await {
-            let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-                .execute(&mut c)
-                .await;
-        }
-    });
+    let sizes: Vec<u64> = match (std::env::var("P5_BENCH_SIZES"), env_u64("P5_BENCH_EVENTS")) {
+        (Ok(list), _) => list
+            .split(',')
+            .filter_map(|v| v.trim().parse().ok())
+            .collect(),
+        (Err(_), Some(n)) => vec![n],
+        _ => vec![1_000_000, 3_000_000, 10_000_000],
+    };
+    let comm = env_u64("P5_BENCH_COMM").unwrap_or(3_000_000);
+    let mut stores: Vec<String> = sizes.iter().map(|n| format!("ordinary:{n}")).collect();
+    if comm > 0 {
+        stores.push(format!("comm:{comm}"));
+    }
+    if let Ok(recorded) = std::env::var("P5_BENCH_RECORDED") {
+        stores.push(format!("recorded:{recorded}"));
+    }
+    per_store(&stores);
 }

@@ -124,17 +124,22 @@ pub async fn merge_store_with(
             all
         }
     };
+    let started = std::time::Instant::now();
+    let elapsed = || started.elapsed().as_millis() as u64;
     let mut db = p5_tracedb::Db::open(&url).await?;
+    tracing::debug!(elapsed_ms = elapsed(), "merge: database open");
     let store_name = args.store.display().to_string();
     let mut out = Vec::new();
     for s in &sessions {
         db.begin().await?;
         let (mut back, summary) = session::merge(db, &store_name, s, &manifests, progress).await?;
         back.commit().await?;
+        tracing::debug!(elapsed_ms = elapsed(), "merge: committed {}", s.name);
         db = back;
         out.push(summary);
     }
     db.close().await?;
+    tracing::debug!(elapsed_ms = elapsed(), "merge: closed");
     Ok(out)
 }
 

@@ -177,6 +177,7 @@ pub async fn merge(
         .iter()
         .map(|(k, v)| ((*k).to_owned(), *v))
         .collect();
+    phase("finishing");
     db = writer.finish().await?;
     if bulk {
         phase("indexing");
@@ -191,6 +192,7 @@ pub async fn merge(
         violations,
         diags.len(),
     );
+    phase("session row");
     db.insert_session(row).await?;
     phase("done");
     progress.position(plan.scan.bytes * 2);

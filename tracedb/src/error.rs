@@ -26,6 +26,9 @@ pub enum Error {
     /// A query failed.
     #[error("database: {0}")]
     Db(#[from] sqlx::Error),
+    /// SQLite refused a bulk insert (prepared statements on the raw handle).
+    #[error("sqlite: {0}")]
+    Sqlite(String),
     /// Applying the migrations failed.
     #[error("applying the schema: {0}")]
     Migrate(#[from] sqlx::migrate::MigrateError),

@@ -2,12 +2,14 @@
 //! bulk.
 //!
 //! [`Writer`] buffers rows per table and hands full batches to a task that owns the
-//! connection: SQLite gets multi-row `INSERT … VALUES (…),(…)` statements of up to
-//! [`sqlite::MAX_PARAMS`] bound parameters (sqlx runs SQLite on a worker thread, so one row per
-//! statement would cost a round trip each), PostgreSQL gets `COPY … FROM STDIN` in text
-//! format. A whole merge is one transaction: a failed merge leaves the previous contents.
+//! connection: for SQLite a blocking thread that locks sqlx's connection and inserts through
+//! prepared multi-row statements on its raw handle ([`prepared`]; sqlx's per-value binding
+//! was the bottleneck), for PostgreSQL a task streaming `COPY … FROM STDIN`. Small tables go
+//! through sqlx ([`Db::insert`]: multi-row `VALUES` of up to [`sqlite::MAX_PARAMS`] bound
+//! parameters). A whole merge is one transaction: a failed merge leaves the previous contents.
 
 pub mod postgres;
+pub mod prepared;
 pub mod sqlite;
 
 use crate::connect::{Catalogue, not_a_database, within};
@@ -80,9 +82,20 @@ impl Db {
         Ok(())
     }
 
-    /// Starts a transaction.
+    /// Starts a transaction. On PostgreSQL its commit does not wait for the WAL flush (the
+    /// transaction stays atomic; a server crash right after it may lose it, never half of it)
+    /// and index builds may use more memory.
     pub async fn begin(&mut self) -> Result<(), Error> {
-        self.execute("BEGIN").await
+        match self.backend() {
+            Backend::Sqlite => self.execute("BEGIN").await,
+            Backend::Postgres => {
+                self.execute(
+                    "BEGIN; SET LOCAL synchronous_commit TO OFF; \
+                     SET LOCAL maintenance_work_mem TO '256MB'",
+                )
+                .await
+            }
+        }
     }
 
     /// Commits it.
@@ -245,11 +258,22 @@ impl Db {
         self.insert([row]).await
     }
 
-    /// Closes the connection.
+    /// Closes the connection (a SQLite file is left in WAL mode: a file created by this
+    /// connection was loaded with a rollback journal, see [`sqlite`]).
     pub async fn close(self) -> Result<(), Error> {
         use sqlx::Connection;
         match self {
-            Db::Sqlite(c) => c.close().await?,
+            Db::Sqlite(mut c) => {
+                // Fails only if a reader already has the new file open; it then simply keeps
+                // its rollback journal, which is just as valid.
+                if let Err(e) = sqlx::raw_sql("PRAGMA journal_mode=WAL")
+                    .execute(&mut c)
+                    .await
+                {
+                    tracing::debug!("leaving the rollback journal: {e}");
+                }
+                c.close().await?
+            }
             Db::Postgres(c) => c.close().await?,
         }
         Ok(())
@@ -259,6 +283,34 @@ impl Db {
 /// A batch on its way to the database task.
 type Batch = (Table, Vec<Value>);
 
+/// The SQLite side of a [`Writer`] (on a blocking thread): locks sqlx's connection and inserts
+/// every batch through prepared statements on its handle until the channel closes.
+fn sqlite_load(
+    conn: &mut SqliteConnection,
+    mut rx: tokio::sync::mpsc::Receiver<Batch>,
+    rt: &tokio::runtime::Handle,
+) -> Result<(), Error> {
+    let mut locked = rt.block_on(conn.lock_handle())?;
+    // SAFETY: `locked` keeps sqlx's worker off the handle until `statements` (declared after
+    // it, so dropped first) is gone.
+    let mut statements = unsafe { prepared::Statements::new(locked.as_raw_handle()) };
+    let (mut busy, mut idle) = (std::time::Duration::ZERO, std::time::Duration::ZERO);
+    let mut t = std::time::Instant::now();
+    while let Some((table, values)) = rx.blocking_recv() {
+        idle += t.elapsed();
+        t = std::time::Instant::now();
+        statements.insert(&table, &values)?;
+        busy += t.elapsed();
+        t = std::time::Instant::now();
+    }
+    tracing::debug!(
+        busy_ms = busy.as_millis() as u64,
+        idle_ms = idle.as_millis() as u64,
+        "bulk insert thread"
+    );
+    Ok(())
+}
+
 /// Rows per table waiting for a batch. Full batches go to a separate task that owns the
 /// connection, so building rows overlaps with the database's work (SQLite's worker thread or
 /// the PostgreSQL server); at most [`IN_FLIGHT`] batches wait in between, bounding memory.
@@ -266,9 +318,18 @@ type Batch = (Table, Vec<Value>);
 pub struct Writer {
     tx: Option<tokio::sync::mpsc::Sender<Batch>>,
     task: Option<tokio::task::JoinHandle<(Db, Result<(), Error>)>>,
-    buffers: HashMap<&'static str, (Table, Vec<Value>)>,
+    buffers: Vec<Buffer>,
+    /// Index in `buffers` of the table written last (rows come in runs of one table).
+    last: usize,
     batch_values: usize,
-    rows: HashMap<&'static str, u64>,
+}
+
+/// Rows of one table waiting for a batch, and how many were written.
+#[derive(Debug)]
+struct Buffer {
+    table: Table,
+    values: Vec<Value>,
+    rows: u64,
 }
 
 /// Batches queued for the database task.
@@ -282,21 +343,31 @@ impl Writer {
             Backend::Postgres => postgres::BATCH_VALUES,
         };
         let (tx, mut rx) = tokio::sync::mpsc::channel::<Batch>(IN_FLIGHT);
-        let task = tokio::spawn(async move {
-            let mut db = db;
-            while let Some((table, rows)) = rx.recv().await {
-                if let Err(e) = db.insert_values(table, rows).await {
-                    return (db, Err(e));
-                }
+        let task = match db {
+            Db::Sqlite(conn) => {
+                let rt = tokio::runtime::Handle::current();
+                tokio::task::spawn_blocking(move || {
+                    let mut conn = conn;
+                    let result = sqlite_load(&mut conn, rx, &rt);
+                    (Db::Sqlite(conn), result)
+                })
             }
-            (db, Ok(()))
-        });
+            db => tokio::spawn(async move {
+                let mut db = db;
+                while let Some((table, rows)) = rx.recv().await {
+                    if let Err(e) = db.insert_values(table, rows).await {
+                        return (db, Err(e));
+                    }
+                }
+                (db, Ok(()))
+            }),
+        };
         Writer {
             tx: Some(tx),
             task: Some(task),
-            buffers: HashMap::new(),
+            buffers: Vec::new(),
+            last: 0,
             batch_values,
-            rows: HashMap::new(),
         }
     }
 
@@ -324,41 +395,65 @@ impl Writer {
         }
     }
 
+    /// The buffer of `table` (a pointer comparison for the table written last; tables are
+    /// few, so no hashing per row).
+    fn buffer(&mut self, table: Table) -> usize {
+        let same =
+            |b: &Buffer| std::ptr::eq(b.table.name, table.name) || b.table.name == table.name;
+        if self.buffers.get(self.last).is_some_and(same) {
+            return self.last;
+        }
+        let i = match self.buffers.iter().position(same) {
+            Some(i) => i,
+            None => {
+                let cols = table.columns.len();
+                let cap = (self.batch_values / cols) * cols;
+                self.buffers.push(Buffer {
+                    table,
+                    values: Vec::with_capacity(cap),
+                    rows: 0,
+                });
+                self.buffers.len() - 1
+            }
+        };
+        self.last = i;
+        i
+    }
+
     /// Adds one row; queues a batch when its table's buffer is full.
     pub async fn row<R: Row>(&mut self, row: R) -> Result<(), Error> {
         let table = R::TABLE;
         let cols = table.columns.len();
         let cap = (self.batch_values / cols) * cols;
-        let (_, buf) = self
-            .buffers
-            .entry(table.name)
-            .or_insert_with(|| (table, Vec::with_capacity(cap)));
-        row.push_values(buf);
-        *self.rows.entry(table.name).or_insert(0) += 1;
-        if buf.len() + cols > cap {
-            let rows = std::mem::replace(buf, Vec::with_capacity(cap));
+        let i = self.buffer(table);
+        let b = &mut self.buffers[i];
+        row.push_values(&mut b.values);
+        b.rows += 1;
+        if b.values.len() + cols > cap {
+            let rows = std::mem::replace(&mut b.values, Vec::with_capacity(cap));
             self.send(table, rows).await?;
         }
         Ok(())
     }
 
-    /// Queues everything buffered.
+    /// Queues everything buffered (tables in name order).
     pub async fn flush(&mut self) -> Result<(), Error> {
-        let mut names: Vec<&'static str> = self.buffers.keys().copied().collect();
-        names.sort_unstable();
-        for n in names {
-            if let Some((table, buf)) = self.buffers.get_mut(n) {
-                let rows = std::mem::take(buf);
-                let table = *table;
-                self.send(table, rows).await?;
-            }
+        let mut order: Vec<usize> = (0..self.buffers.len()).collect();
+        order.sort_unstable_by_key(|&i| self.buffers[i].table.name);
+        for i in order {
+            let rows = std::mem::take(&mut self.buffers[i].values);
+            let table = self.buffers[i].table;
+            self.send(table, rows).await?;
         }
         Ok(())
     }
 
     /// Rows written per table so far.
-    pub fn counts(&self) -> &HashMap<&'static str, u64> {
-        &self.rows
+    pub fn counts(&self) -> HashMap<&'static str, u64> {
+        self.buffers
+            .iter()
+            .map(|b| (b.table.name, b.rows))
+            .collect()
     }
 
     /// Writes what is left, waits for the database task and returns the connection.

@@ -1,4 +1,15 @@
-//! SQLite: one connection, WAL, multi-row `INSERT` batches with bound parameters.
+//! SQLite: one connection, multi-row `INSERT` batches with bound parameters (small tables;
+//! bulk rows go through [`super::prepared`]).
+//!
+//! Journal: an existing database is written in WAL mode (readers keep reading during a
+//! merge). A database file created by this connection is loaded with a rollback journal
+//! instead and switched to WAL by [`Db::close`](super::Db::close): in WAL mode every page of a
+//! bulk load is written twice (to the WAL, then by the checkpoint into the file), while a
+//! rollback journal of a new file holds almost nothing, so the pages are written once. Both
+//! journals are crash-safe and a failed merge rolls back either way; nothing else can be
+//! reading a file that did not exist. A new file is also written without `fsync`
+//! (`synchronous=OFF`): a crashed process loses nothing, and what a power loss could damage is
+//! a file that holds only what the store it was merged from still holds.
 
 use crate::error::Error;
 use crate::schema::{Table, Value};
@@ -11,12 +22,20 @@ use std::sync::{Arc, Mutex};
 /// Most bound parameters per statement SQLite accepts (`SQLITE_MAX_VARIABLE_NUMBER`, 32,766).
 pub const MAX_PARAMS: usize = 32_766;
 
-/// Opens (creating) the database file with bulk-load pragmas.
+/// Opens (creating) the database file with bulk-load pragmas (a new file: rollback journal
+/// until [`Db::close`](super::Db::close) switches it to WAL).
 pub async fn connect(url: &str) -> Result<SqliteConnection, sqlx::Error> {
-    let opts = SqliteConnectOptions::from_str(url)?
+    let opts = SqliteConnectOptions::from_str(url)?;
+    let fresh = !opts.get_filename().exists();
+    let (journal, sync) = if fresh {
+        (SqliteJournalMode::Delete, SqliteSynchronous::Off)
+    } else {
+        (SqliteJournalMode::Wal, SqliteSynchronous::Normal)
+    };
+    let opts = opts
         .create_if_missing(true)
-        .journal_mode(SqliteJournalMode::Wal)
-        .synchronous(SqliteSynchronous::Normal)
+        .journal_mode(journal)
+        .synchronous(sync)
         .pragma("cache_size", "-65536")
         .busy_timeout(std::time::Duration::from_secs(30));
     opts.connect().await
