@@ -17,6 +17,7 @@ import random
 import socket
 import sys
 import threading
+import types
 import time
 
 from . import wire
@@ -236,9 +237,23 @@ def sensor_over(sensor_id, decorator):
     return decorate
 
 
+def sensor_under(sensor_id, decorator):
+    """`@p5.sensor_under(id, d)` is `@d` over `@p5.sensor(id)`: the sensor wraps the plain
+    function and `d` gets the wrapper, so whatever `d` makes of it (a descriptor, a property,
+    a registry entry) is made exactly as before. The instrumenter's form for decorated
+    functions."""
+
+    def decorate(f):
+        return decorator(sensor(sensor_id)(f))
+
+    return decorate
+
+
 def sensor(sensor_id):
     """Decorator: records enter/exit of every call (every resumption for generators,
-    coroutines and async generators). Accepts staticmethod, classmethod and property objects."""
+    coroutines and async generators). Accepts staticmethod, classmethod and property objects;
+    any other object that is not a plain function (a descriptor, a class, a callable
+    instance) is returned unchanged, never wrapped: wrapping it would change what it does."""
 
     def decorate(f):
         if isinstance(f, staticmethod):
@@ -252,7 +267,7 @@ def sensor(sensor_id):
                 decorate(f.fdel) if f.fdel else None,
                 f.__doc__,
             )
-        if not callable(f):
+        if not isinstance(f, types.FunctionType):
             return f
         if inspect.isasyncgenfunction(f):
 
