@@ -240,12 +240,33 @@ impl Walker {
                         let body_ok = n
                             .child_by_field_name("body")
                             .is_some_and(|b| b.kind() == "compound_statement");
+                        // Errors inside a body whose braces are real and balanced (an
+                        // unreadable macro line) do not stop its sensor either: the scope
+                        // guard after `{` needs nothing from the rest of the body.
+                        let braces_ok = || {
+                            n.child_by_field_name("body")
+                                .is_some_and(|b| body_braces_intact(b, src))
+                        };
+                        // Error recovery reads `switch (op(i)) {`, `case_label(X) {` or
+                        // `if (x) {` inside a body as a definition: C has no nested functions
+                        // (barring a GCC extension), so such a definition is none.
+                        let nested =
+                            !cpp && defs.last().is_some_and(|d| d.end_byte() >= n.end_byte());
+                        if n.has_error() && (nested || KEYWORDS.contains(&bare.as_str())) {
+                            return true;
+                        }
+                        // A macro in a parameter list (`f(void *p ARG_PDECL)`) leaves the
+                        // declarator with an error but still one line of names and types.
+                        let declarator_plain = || {
+                            n.child_by_field_name("declarator")
+                                .is_some_and(|d| !text(d, src).contains(['{', '}', ';']))
+                        };
                         if n.has_error()
                             && !(body_ok
-                                && intact("body")
-                                && intact("declarator")
+                                && (intact("declarator") || declarator_plain())
                                 && has_function_declarator(n)
-                                && !bare.is_empty())
+                                && !bare.is_empty()
+                                && (intact("body") || braces_ok()))
                         {
                             u.problems.push(Problem::at(
                                 n,
@@ -508,6 +529,64 @@ fn scope_id(stmt: Node<'_>, src: &str) -> Option<u64> {
     let t = text(stmt, src).trim();
     let inner = t.strip_prefix("P5_SCOPE(")?.strip_suffix(");")?;
     parse_literal(inner)
+}
+
+/// Words error recovery can take for a function's name (`if (x) {` read as a definition).
+const KEYWORDS: &[&str] = &[
+    "if", "else", "while", "for", "do", "switch", "case", "return", "sizeof", "goto",
+];
+
+/// Whether a compound statement's `{` and `}` are real tokens that match each other in the
+/// text (skipping comments, strings and character literals): then the body is where its
+/// braces say, whatever tree-sitter made of the lines between them.
+fn body_braces_intact(body: Node<'_>, src: &str) -> bool {
+    let (Some(open), Some(close)) = (
+        body.child(0),
+        body.child(body.child_count().saturating_sub(1)),
+    ) else {
+        return false;
+    };
+    if open.kind() != "{" || close.kind() != "}" || open.is_missing() || close.is_missing() {
+        return false;
+    }
+    let b = &src.as_bytes()[open.start_byte()..close.end_byte()];
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                    i += 1;
+                }
+                i += 1;
+            }
+            q @ (b'"' | b'\'') => {
+                i += 1;
+                while i < b.len() && b[i] != q && b[i] != b'\n' {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            b'{' => depth += 1,
+            b'}' => {
+                depth = depth.saturating_sub(1);
+                if depth == 0 && i + 1 != b.len() {
+                    return false;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    depth == 0
 }
 
 fn first_statement(block: Node<'_>) -> Option<Node<'_>> {
