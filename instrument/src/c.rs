@@ -252,7 +252,11 @@ impl Walker {
                         // (barring a GCC extension), so such a definition is none.
                         let nested =
                             !cpp && defs.last().is_some_and(|d| d.end_byte() >= n.end_byte());
-                        if n.has_error() && (nested || KEYWORDS.contains(&bare.as_str())) {
+                        if n.has_error()
+                            && (nested
+                                || KEYWORDS.contains(&bare.as_str())
+                                || !has_function_declarator(n))
+                        {
                             return true;
                         }
                         // A macro in a parameter list (`f(void *p ARG_PDECL)`) leaves the
