@@ -245,7 +245,7 @@ impl Walker {
                         // guard after `{` needs nothing from the rest of the body.
                         let braces_ok = || {
                             n.child_by_field_name("body")
-                                .is_some_and(|b| body_braces_intact(b, src))
+                                .is_some_and(|b| body_braces_intact(n, b, src))
                         };
                         // Error recovery reads `switch (op(i)) {`, `case_label(X) {` or
                         // `if (x) {` inside a body as a definition: C has no nested functions
@@ -540,20 +540,21 @@ const KEYWORDS: &[&str] = &[
     "if", "else", "while", "for", "do", "switch", "case", "return", "sizeof", "goto",
 ];
 
-/// Whether a compound statement's `{` and `}` are real tokens that match each other in the
-/// text (skipping comments, strings and character literals): then the body is where its
-/// braces say, whatever tree-sitter made of the lines between them.
-fn body_braces_intact(body: Node<'_>, src: &str) -> bool {
-    let (Some(open), Some(close)) = (
-        body.child(0),
-        body.child(body.child_count().saturating_sub(1)),
-    ) else {
+/// Whether a definition's body starts with a real `{` right after its declarator and that
+/// brace has its match in the text (skipping comments, strings and character literals):
+/// then the body is where its braces say, whatever tree-sitter made of the lines between
+/// them, and the scope guard after `{` is in the right place.
+fn body_braces_intact(def: Node<'_>, body: Node<'_>, src: &str) -> bool {
+    let (Some(open), Some(decl)) = (body.child(0), def.child_by_field_name("declarator")) else {
         return false;
     };
-    if open.kind() != "{" || close.kind() != "}" || open.is_missing() || close.is_missing() {
+    if open.kind() != "{" || open.is_missing() || decl.end_byte() > open.start_byte() {
         return false;
     }
-    let b = &src.as_bytes()[open.start_byte()..close.end_byte()];
+    if !src[decl.end_byte()..open.start_byte()].trim().is_empty() {
+        return false;
+    }
+    let b = &src.as_bytes()[open.start_byte()..];
     let mut depth = 0usize;
     let mut i = 0;
     while i < b.len() {
@@ -581,16 +582,16 @@ fn body_braces_intact(body: Node<'_>, src: &str) -> bool {
             }
             b'{' => depth += 1,
             b'}' => {
-                depth = depth.saturating_sub(1);
-                if depth == 0 && i + 1 != b.len() {
-                    return false;
+                depth -= 1;
+                if depth == 0 {
+                    return true;
                 }
             }
             _ => {}
         }
         i += 1;
     }
-    depth == 0
+    false
 }
 
 fn first_statement(block: Node<'_>) -> Option<Node<'_>> {
