@@ -92,7 +92,9 @@ const NO_WRAP_CALLEE: &[&str] = &[
 struct Frame {
     end: usize,
     name: String,
-    selected: bool,
+    /// Whether its calls get sensors and its communication calls are routed: selected, and
+    /// no unreadable lines in its body.
+    calls: bool,
 }
 
 /// A communication call found by the walk; rewritten once the whole file is walked (a
@@ -292,10 +294,12 @@ impl Walker {
                             function_sensor(u, n, &qualified);
                         }
                         defs.push(n);
+                        // Calls in a body with unreadable lines are left alone: error
+                        // recovery can read a preprocessor line or a macro as a call.
                         frames.push(Frame {
                             end: n.end_byte(),
                             name: qualified,
-                            selected,
+                            calls: selected && !n.has_error(),
                         });
                         // A C body holds nothing more to instrument unless calls are wrapped,
                         // regions are marked or a communication call is named in it: then the
@@ -635,7 +639,7 @@ fn call<'t>(
     cpp: bool,
     comm: &mut Vec<PendingComm>,
 ) {
-    if !f.selected {
+    if !f.calls {
         return;
     }
     let Some(callee) = n.child_by_field_name("function") else {
