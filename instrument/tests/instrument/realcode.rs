@@ -265,7 +265,10 @@ fn fuzz_summary(out: &[u8]) -> Vec<String> {
     String::from_utf8_lossy(out)
         .lines()
         // "pulse" lines depend on elapsed time (libFuzzer prints them after 2 s).
-        .filter(|l| (l.starts_with('#') && !l.contains(" pulse ")) || l.starts_with("Done "))
+        .filter(|l| {
+            (l.starts_with('#') && !l.split_whitespace().any(|w| w == "pulse"))
+                || l.starts_with("Done ")
+        })
         .map(|l| {
             l.split_whitespace()
                 .filter(|w| !w.ends_with("Mb") && !w.contains("second"))
