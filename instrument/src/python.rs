@@ -1,18 +1,20 @@
 //! The Python engine.
 //!
-//! `--functions`: each `def` (and `async def`) gets the decorator `@p5.sensor(0x…)`, which
-//! records enter/exit around calls and handles generators, coroutines and async generators
-//! (the sensor spans each resumption, so time suspended in a `yield` or `await` is not
-//! charged to the function). Python has no room on a `def` line, so the decorator goes on the
-//! blank or comment-only line just above the function (above its other decorators: it wraps
-//! them, and the client unwraps `staticmethod`/`classmethod`); failing that, the line just after
-//! the function's body gets `name = p5.sensor(0x…)(name)` at the `def`'s indentation; failing
-//! that, a decorated function's topmost decorator `@d` becomes `@p5.sensor_over(0x…, d)`, or
-//! the rebinding goes on a later blank line of the same block or after a later one-line simple
-//! statement of it (see `function_sensor`); a function with none of these is reported. `import p5` goes on the last blank module-level line before the
-//! first sensor that runs at import time (decorators, rebindings, module-level code), or in
-//! front of the first module-level simple statement after any docstring and `from __future__`
-//! imports, or in front of that first sensor when it is a module-level rebinding.
+//! `--functions`: each `def` (and `async def`) gets a sensor, `p5.sensor(0x…)`, which records
+//! enter/exit around calls (one span per resumption of a generator, coroutine or async
+//! generator, so time suspended in a `yield` or `await` is not charged) and returns the very
+//! function it is given, its `__code__` swapped for a same-signature trampoline: identity,
+//! closure and introspection are kept, and a non-function is returned unchanged. Python has no
+//! room on a `def` line. An undecorated function gets `@p5.sensor(0x…)` on the blank or
+//! comment-only line just above it, or `name = p5.sensor(0x…)(name)` on the blank line after
+//! its body, on a later blank line of its block or after a later one-line simple statement
+//! of it. A decorated function's sensor goes under its decorators, where the object is still
+//! the plain function: `@p5.sensor(0x…)` on a blank/comment line between the last decorator
+//! and the `def`, else the innermost decorator `@d` becomes `@p5.sensor_under(0x…, d)`
+//! (`d(p5.sensor(0x…)(f))`); never above them, where the object may be a descriptor. A
+//! function with none of these is reported. `import p5` goes on an existing line before the
+//! first sensor that runs at import time and after the docstring and `from __future__`
+//! imports (see `import`); a module with no such line is left unchanged and reported.
 //!
 //! `--calls`: see `call`.
 //!
@@ -420,13 +422,14 @@ const OVER: &str = "@p5.sensor_over(";
 const UNDER: &str = "@p5.sensor_under(";
 
 /// Where a function's sensor goes, in order of preference: the decorator `@p5.sensor(0x…)`
-/// on the blank or comment line above it (above its decorators); the rebinding
-/// `name = p5.sensor(0x…)(name)` on the blank line just after it; for a decorated function,
-/// its topmost decorator `@d` wrapped as `@p5.sensor_over(0x…, d)` (the same as the sensor
-/// above `@d`); the rebinding on a later blank line between statements of the same block, or
-/// after a later one-line simple statement of the block (`x = 1; name = p5.sensor(…)(name)`).
-/// A rebinding wraps the function from that line on: references taken before it (a
-/// registry filled by another decorator, a call at import time) see the plain function.
+/// on the blank or comment line just above the `def` (below any decorators); for an
+/// undecorated function, the rebinding `name = p5.sensor(0x…)(name)` on the blank line just
+/// after it, on a later blank line between statements of the same block, or after a later
+/// one-line simple statement of the block (`x = 1; name = p5.sensor(…)(name)`); for a
+/// decorated one, its innermost decorator `@d` wrapped as `@p5.sensor_under(0x…, d)`. The
+/// client instruments the function object in place, so a rebinding also reaches references
+/// taken before it; calls made before it run unrecorded. Old outputs' `@p5.sensor_over`
+/// decorators are recognised as sensors.
 /// Returns the insertion's offset and whether it is a module-level statement `import p5; `
 /// can go in front of.
 fn function_sensor(
