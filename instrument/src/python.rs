@@ -596,9 +596,13 @@ fn imports_p5(root: Node<'_>, src: &str) -> bool {
                 .trim_start_matches("import")
                 .split(',')
                 .any(|m| m.trim() == "p5")
-    }) || src
-        .lines()
-        .any(|l| l.trim_start().starts_with("import p5;"))
+    }) || src.lines().any(|l| {
+        // The instrumenter's own forms: `import p5; x = 1`, `from __future__ import a; import
+        // p5`, `"""doc"""; global p5; import p5`, `global p5; import p5; x = 1`.
+        l.trim_start().starts_with("import p5;")
+            || l.trim_end().ends_with("; import p5")
+            || l.contains("global p5; import p5; ")
+    })
 }
 
 /// Puts `import p5` on an existing line before the first sensor that runs at import time,
