@@ -17,6 +17,8 @@ command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
 command -v faketime >/dev/null 2>&1 || missing+=(faketime)
 # The pcap reader's tests capture loopback traffic with tcpdump (they skip without it or root).
 command -v tcpdump >/dev/null 2>&1 || missing+=(tcpdump)
+# The instrumenter's real-code coverage test counts function definitions with Universal Ctags.
+command -v ctags >/dev/null 2>&1 && ctags --version 2>/dev/null | grep -q Universal || missing+=(universal-ctags)
 if ((${#missing[@]})); then
     sudo=""
     [ "$(id -u)" = 0 ] || sudo="sudo"

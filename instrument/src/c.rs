@@ -92,7 +92,9 @@ const NO_WRAP_CALLEE: &[&str] = &[
 struct Frame {
     end: usize,
     name: String,
-    selected: bool,
+    /// Whether its calls get sensors and its communication calls are routed: selected, and
+    /// no unreadable lines in its body.
+    calls: bool,
 }
 
 /// A communication call found by the walk; rewritten once the whole file is walked (a
@@ -240,12 +242,37 @@ impl Walker {
                         let body_ok = n
                             .child_by_field_name("body")
                             .is_some_and(|b| b.kind() == "compound_statement");
+                        // Errors inside a body whose braces are real and balanced (an
+                        // unreadable macro line) do not stop its sensor either: the scope
+                        // guard after `{` needs nothing from the rest of the body.
+                        let braces_ok = || {
+                            n.child_by_field_name("body")
+                                .is_some_and(|b| body_braces_intact(n, b, src))
+                        };
+                        // Error recovery reads `switch (op(i)) {`, `case_label(X) {` or
+                        // `if (x) {` inside a body as a definition: C has no nested functions
+                        // (barring a GCC extension), so such a definition is none.
+                        let nested =
+                            !cpp && defs.last().is_some_and(|d| d.end_byte() >= n.end_byte());
+                        if n.has_error()
+                            && (nested
+                                || KEYWORDS.contains(&bare.as_str())
+                                || !has_function_declarator(n))
+                        {
+                            return true;
+                        }
+                        // A macro in a parameter list (`f(void *p ARG_PDECL)`) leaves the
+                        // declarator with an error but still one line of names and types.
+                        let declarator_plain = || {
+                            n.child_by_field_name("declarator")
+                                .is_some_and(|d| !text(d, src).contains(['{', '}', ';']))
+                        };
                         if n.has_error()
                             && !(body_ok
-                                && intact("body")
-                                && intact("declarator")
+                                && (intact("declarator") || declarator_plain())
                                 && has_function_declarator(n)
-                                && !bare.is_empty())
+                                && !bare.is_empty()
+                                && (intact("body") || braces_ok()))
                         {
                             u.problems.push(Problem::at(
                                 n,
@@ -267,10 +294,12 @@ impl Walker {
                             function_sensor(u, n, &qualified);
                         }
                         defs.push(n);
+                        // Calls in a body with unreadable lines are left alone: error
+                        // recovery can read a preprocessor line or a macro as a call.
                         frames.push(Frame {
                             end: n.end_byte(),
                             name: qualified,
-                            selected,
+                            calls: selected && !n.has_error(),
                         });
                         // A C body holds nothing more to instrument unless calls are wrapped,
                         // regions are marked or a communication call is named in it: then the
@@ -510,6 +539,65 @@ fn scope_id(stmt: Node<'_>, src: &str) -> Option<u64> {
     parse_literal(inner)
 }
 
+/// Words error recovery can take for a function's name (`if (x) {` read as a definition).
+const KEYWORDS: &[&str] = &[
+    "if", "else", "while", "for", "do", "switch", "case", "return", "sizeof", "goto",
+];
+
+/// Whether a definition's body starts with a real `{` right after its declarator and that
+/// brace has its match in the text (skipping comments, strings and character literals):
+/// then the body is where its braces say, whatever tree-sitter made of the lines between
+/// them, and the scope guard after `{` is in the right place.
+fn body_braces_intact(def: Node<'_>, body: Node<'_>, src: &str) -> bool {
+    let (Some(open), Some(decl)) = (body.child(0), def.child_by_field_name("declarator")) else {
+        return false;
+    };
+    if open.kind() != "{" || open.is_missing() || decl.end_byte() > open.start_byte() {
+        return false;
+    }
+    if !src[decl.end_byte()..open.start_byte()].trim().is_empty() {
+        return false;
+    }
+    let b = &src.as_bytes()[open.start_byte()..];
+    let mut depth = 0usize;
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'/' if b.get(i + 1) == Some(&b'/') => {
+                while i < b.len() && b[i] != b'\n' {
+                    i += 1;
+                }
+            }
+            b'/' if b.get(i + 1) == Some(&b'*') => {
+                i += 2;
+                while i + 1 < b.len() && !(b[i] == b'*' && b[i + 1] == b'/') {
+                    i += 1;
+                }
+                i += 1;
+            }
+            q @ (b'"' | b'\'') => {
+                i += 1;
+                while i < b.len() && b[i] != q && b[i] != b'\n' {
+                    if b[i] == b'\\' {
+                        i += 1;
+                    }
+                    i += 1;
+                }
+            }
+            b'{' => depth += 1,
+            b'}' => {
+                depth -= 1;
+                if depth == 0 {
+                    return true;
+                }
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    false
+}
+
 fn first_statement(block: Node<'_>) -> Option<Node<'_>> {
     let mut c = block.walk();
     block.named_children(&mut c).find(|n| n.kind() != "comment")
@@ -551,7 +639,7 @@ fn call<'t>(
     cpp: bool,
     comm: &mut Vec<PendingComm>,
 ) {
-    if !f.selected {
+    if !f.calls {
         return;
     }
     let Some(callee) = n.child_by_field_name("function") else {

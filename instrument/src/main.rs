@@ -46,9 +46,31 @@ struct Cli {
     /// Print the linker arguments an instrumented C/C++ build needs.
     #[arg(long)]
     libs: bool,
+    /// List every problem (default: a count per kind; the manifest always lists them).
+    #[arg(short, long)]
+    verbose: bool,
     /// No progress bar, no summary.
     #[arg(short, long)]
     quiet: bool,
+}
+
+/// Problems counted by kind (the message up to its first `:` or `;`, names left out).
+fn problem_kinds(problems: &[(String, p5_instrument::sensor::Problem)]) -> Vec<(String, usize)> {
+    let mut kinds: std::collections::BTreeMap<String, usize> = Default::default();
+    for (_, p) in problems {
+        let m = &p.message;
+        let kind = if let Some(rest) = m.strip_prefix("function ") {
+            // `function NAME not instrumented: why` → `function not instrumented: why`
+            rest.split_once(' ')
+                .map_or(m.clone(), |(_, r)| format!("function {r}"))
+        } else {
+            m.split(['(', ';']).next().unwrap_or(m).trim().to_owned()
+        };
+        *kinds.entry(kind).or_default() += 1;
+    }
+    let mut v: Vec<_> = kinds.into_iter().collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v
 }
 
 fn main() -> anyhow::Result<()> {
@@ -91,8 +113,15 @@ fn main() -> anyhow::Result<()> {
         progress: !cli.quiet,
     };
     let report = p5_instrument::run(&opts).context("p5-instrument failed")?;
-    for (file, p) in &report.problems {
-        eprintln!("{file}:{}:{}: {}", p.line, p.column, p.message);
+    if cli.verbose {
+        for (file, p) in &report.problems {
+            eprintln!("{file}:{}:{}: {}", p.line, p.column, p.message);
+        }
+    } else if !cli.quiet && !report.problems.is_empty() {
+        for (kind, n) in problem_kinds(&report.problems) {
+            eprintln!("{n:>6}  {kind}");
+        }
+        eprintln!("(--verbose lists each problem; so does the manifest's \"problems\")");
     }
     if opts.dry_run {
         for (file, lang, s) in &report.sensors {

@@ -13,6 +13,7 @@ use std::path::{Path, PathBuf};
 pub struct Builder {
     files: Vec<(wm::SourceFile, String)>,
     sensors: Vec<wm::Sensor>,
+    problems: Vec<serde_json::Value>,
 }
 
 /// SHA-256 of `text`, lowercase hex.
@@ -52,6 +53,16 @@ impl Builder {
         }));
     }
 
+    /// Records a problem of file `rel` for the manifest's `problems` list.
+    pub fn problem(&mut self, rel: &str, p: &crate::sensor::Problem) {
+        self.problems.push(serde_json::json!({
+            "file": rel,
+            "line": p.line,
+            "column": p.column,
+            "message": p.message,
+        }));
+    }
+
     /// Number of sensors so far.
     pub fn sensor_count(&self) -> usize {
         self.sensors.len()
@@ -78,8 +89,16 @@ impl Builder {
                 std::fs::write(&p, text)?;
             }
         }
-        let json =
-            serde_json::to_string_pretty(&self.manifest(root)).map_err(std::io::Error::other)?;
+        // The problems ride beside the wire crate's manifest type, as an extra key its readers
+        // ignore: what could not be instrumented, one `{file, line, column, message}` each.
+        let mut value = serde_json::to_value(self.manifest(root)).map_err(std::io::Error::other)?;
+        if let Some(map) = value.as_object_mut() {
+            map.insert(
+                "problems".into(),
+                serde_json::Value::Array(self.problems.clone()),
+            );
+        }
+        let json = serde_json::to_string_pretty(&value).map_err(std::io::Error::other)?;
         let path = dir.join(MANIFEST_FILE);
         std::fs::write(&path, json + "\n")?;
         Ok(path)

@@ -1,18 +1,20 @@
 //! The Python engine.
 //!
-//! `--functions`: each `def` (and `async def`) gets the decorator `@p5.sensor(0x…)`, which
-//! records enter/exit around calls and handles generators, coroutines and async generators
-//! (the sensor spans each resumption, so time suspended in a `yield` or `await` is not
-//! charged to the function). Python has no room on a `def` line, so the decorator goes on the
-//! blank or comment-only line just above the function (above its other decorators: it wraps
-//! them, and the client unwraps `staticmethod`/`classmethod`); failing that, the line just after
-//! the function's body gets `name = p5.sensor(0x…)(name)` at the `def`'s indentation; failing
-//! that, a decorated function's topmost decorator `@d` becomes `@p5.sensor_over(0x…, d)`, or
-//! the rebinding goes on a later blank line of the same block or after a later one-line simple
-//! statement of it (see `function_sensor`); a function with none of these is reported. `import p5` goes on the last blank module-level line before the
-//! first sensor that runs at import time (decorators, rebindings, module-level code), or in
-//! front of the first module-level simple statement after any docstring and `from __future__`
-//! imports, or in front of that first sensor when it is a module-level rebinding.
+//! `--functions`: each `def` (and `async def`) gets a sensor, `p5.sensor(0x…)`, which records
+//! enter/exit around calls (one span per resumption of a generator, coroutine or async
+//! generator, so time suspended in a `yield` or `await` is not charged) and returns the very
+//! function it is given, its `__code__` swapped for a same-signature trampoline: identity,
+//! closure and introspection are kept, and a non-function is returned unchanged. Python has no
+//! room on a `def` line. An undecorated function gets `@p5.sensor(0x…)` on the blank or
+//! comment-only line just above it, or `name = p5.sensor(0x…)(name)` on the blank line after
+//! its body, on a later blank line of its block or after a later one-line simple statement
+//! of it. A decorated function's sensor goes under its decorators, where the object is still
+//! the plain function: `@p5.sensor(0x…)` on a blank/comment line between the last decorator
+//! and the `def`, else the innermost decorator `@d` becomes `@p5.sensor_under(0x…, d)`
+//! (`d(p5.sensor(0x…)(f))`); never above them, where the object may be a descriptor. A
+//! function with none of these is reported. `import p5` goes on an existing line before the
+//! first sensor that runs at import time and after the docstring and `from __future__`
+//! imports (see `import`); a module with no such line is left unchanged and reported.
 //!
 //! `--calls`: see `call`.
 //!
@@ -417,15 +419,17 @@ const SIMPLE: &[&str] = &[
 ];
 
 const OVER: &str = "@p5.sensor_over(";
+const UNDER: &str = "@p5.sensor_under(";
 
 /// Where a function's sensor goes, in order of preference: the decorator `@p5.sensor(0x…)`
-/// on the blank or comment line above it (above its decorators); the rebinding
-/// `name = p5.sensor(0x…)(name)` on the blank line just after it; for a decorated function,
-/// its topmost decorator `@d` wrapped as `@p5.sensor_over(0x…, d)` (the same as the sensor
-/// above `@d`); the rebinding on a later blank line between statements of the same block, or
-/// after a later one-line simple statement of the block (`x = 1; name = p5.sensor(…)(name)`).
-/// A rebinding wraps the function from that line on: references taken before it (a
-/// registry filled by another decorator, a call at import time) see the plain function.
+/// on the blank or comment line just above the `def` (below any decorators); for an
+/// undecorated function, the rebinding `name = p5.sensor(0x…)(name)` on the blank line just
+/// after it, on a later blank line between statements of the same block, or after a later
+/// one-line simple statement of the block (`x = 1; name = p5.sensor(…)(name)`); for a
+/// decorated one, its innermost decorator `@d` wrapped as `@p5.sensor_under(0x…, d)`. The
+/// client instruments the function object in place, so a rebinding also reaches references
+/// taken before it; calls made before it run unrecorded. Old outputs' `@p5.sensor_over`
+/// decorators are recognised as sensors.
 /// Returns the insertion's offset and whether it is a module-level statement `import p5; `
 /// can go in front of.
 fn function_sensor(
@@ -464,6 +468,7 @@ fn function_sensor(
             t.strip_prefix(DECORATOR)
                 .and_then(|t| t.split(')').next())
                 .or_else(|| t.strip_prefix(OVER).and_then(|t| t.split(',').next()))
+                .or_else(|| t.strip_prefix(UNDER).and_then(|t| t.split(',').next()))
                 .and_then(parse_literal)
         })
         .or_else(|| {
@@ -487,19 +492,32 @@ fn function_sensor(
         line_text(src, starts, r).is_some_and(|l| l.trim().is_empty())
             && !decorated_lines.contains(&r)
     };
-    let row = outer.start_position().row;
+    // A decorated function's sensor wraps the function itself, under its decorators (what
+    // they return may be anything: a descriptor, a registry entry); an undecorated one's
+    // result is the plain function, which the sensor can wrap from anywhere.
+    let decorated = !decorators.is_empty();
+    let row = f.start_position().row;
     let above = row
         .checked_sub(1)
+        .filter(|r| decorators.last().is_none_or(|d| d.end_position().row < *r))
         .and_then(|r| line_text(src, starts, r).map(|l| (r, l)))
         .filter(|(r, l)| {
             let t = l.trim();
             (t.is_empty() || t.starts_with('#')) && !decorated_lines.contains(r)
         });
+    let def_indent = &src[starts[row]..f.start_byte()];
+    let def_indent = if def_indent.trim().is_empty() {
+        def_indent
+    } else {
+        ""
+    };
     let below_row = outer.end_position().row + 1;
-    let below = free(below_row, decorated_lines).then_some(below_row);
-    let over = decorators.first().copied();
+    let below = (!decorated && free(below_row, decorated_lines)).then_some(below_row);
+    let under = decorators.last().copied();
     // A blank line between two later statements of the block (not inside one of them).
-    let gap = {
+    let gap = if decorated {
+        None
+    } else {
         let mut prev_end = outer.end_position().row;
         later.iter().find_map(|n| {
             let r = (prev_end + 1..n.start_position().row).find(|&r| free(r, decorated_lines));
@@ -509,7 +527,8 @@ fn function_sensor(
     };
     // A later one-line simple statement alone on its line.
     let tail = later.iter().copied().find(|n| {
-        SIMPLE.contains(&n.kind())
+        !decorated
+            && SIMPLE.contains(&n.kind())
             && n.start_position().row == n.end_position().row
             && n.next_sibling().is_none_or(|x| {
                 x.start_position().row > n.end_position().row || x.kind() == "comment"
@@ -519,7 +538,7 @@ fn function_sensor(
     });
     if above.is_none()
         && below.is_none()
-        && over.is_none()
+        && under.is_none()
         && gap.is_none()
         && tail.is_none()
         && existing.is_none()
@@ -542,10 +561,10 @@ fn function_sensor(
     if let Some((r, l)) = above {
         let sep = if l.trim().is_empty() { "" } else { " " };
         u.edits
-            .open(starts[r], format!("{indent}{DECORATOR}{lit}){sep}"));
+            .open(starts[r], format!("{def_indent}{DECORATOR}{lit}){sep}"));
         decorated_lines.push(r);
         Some((starts[r], false))
-    } else if let Some(r) = below.or(if over.is_none() { gap } else { None }) {
+    } else if let Some(r) = below.or(gap) {
         u.edits.open(
             starts[r],
             format!("{indent}{bare} = p5.sensor({lit})({bare})"),
@@ -553,13 +572,11 @@ fn function_sensor(
         decorated_lines.push(r);
         // A module-level rebinding is a statement: `import p5; ` can go in front of it.
         Some((starts[r], indent.is_empty()))
-    } else if let Some(d) = over {
-        // `@d` → `@p5.sensor_over(0x…, d)` (the expression: the node may end with the newline).
-        let e = d
-            .named_child(0)
-            .filter(|e| e.start_position().row == e.end_position().row)?;
+    } else if let Some(d) = under {
+        // `@d` → `@p5.sensor_under(0x…, d)`: `d(p5.sensor(0x…)(f))`.
+        let e = d.named_child(0)?;
         u.edits
-            .open(e.start_byte(), format!("p5.sensor_over({lit}, "));
+            .open(e.start_byte(), format!("p5.sensor_under({lit}, "));
         u.edits.close(e.end_byte(), ")");
         Some((d.start_byte(), false))
     } else if let Some(n) = tail {
@@ -579,11 +596,22 @@ fn imports_p5(root: Node<'_>, src: &str) -> bool {
                 .trim_start_matches("import")
                 .split(',')
                 .any(|m| m.trim() == "p5")
-    }) || src
-        .lines()
-        .any(|l| l.trim_start().starts_with("import p5;"))
+    }) || src.lines().any(|l| {
+        // The instrumenter's own forms: `import p5; x = 1`, `from __future__ import a; import
+        // p5`, `"""doc"""; global p5; import p5`, `global p5; import p5; x = 1`.
+        l.trim_start().starts_with("import p5;")
+            || l.trim_end().ends_with("; import p5")
+            || l.contains("global p5; import p5; ")
+    })
 }
 
+/// Puts `import p5` on an existing line before the first sensor that runs at import time,
+/// after the docstring and the `from __future__` imports (which must stay first), in order of
+/// preference: on a blank module-level line; appended to the last of those head statements
+/// (`from __future__ import annotations; import p5`); in front of a module-level simple
+/// statement or rebinding; in front of the first statement of a leading `class` or `try`
+/// body (`global p5; import p5; `, which binds the module's name). Failing all of these, the
+/// file is left as it was and reported: a sensor without its import would be a `NameError`.
 fn import(
     u: &mut Unit<'_>,
     root: Node<'_>,
@@ -607,13 +635,23 @@ fn import(
     let mut c = root.walk();
     let top: Vec<Node<'_>> = root.named_children(&mut c).collect();
     let mut after = 0usize;
+    let mut head: Option<Node<'_>> = None;
+    let mut seen_statement = false;
+    let mut rest = top.len();
     for (i, n) in top.iter().enumerate() {
-        let doc = i == 0
+        let doc = !seen_statement
             && n.kind() == "expression_statement"
             && n.named_child(0).is_some_and(|s| s.kind() == "string");
-        if doc || n.kind() == "future_import_statement" || n.kind() == "comment" {
+        if n.kind() == "comment" {
             after = n.end_position().row + 1;
+            continue;
+        }
+        if doc || n.kind() == "future_import_statement" {
+            seen_statement = true;
+            after = n.end_position().row + 1;
+            head = Some(*n);
         } else {
+            rest = i;
             break;
         }
     }
@@ -636,9 +674,12 @@ fn import(
             return;
         }
     }
-    if let Some(n) = top.iter().find(|n| {
-        n.start_position().row >= after
-            && n.start_position().column == 0
+    if let Some(h) = head.filter(|h| h.end_byte() <= first) {
+        u.edits.close(h.end_byte(), "; import p5");
+        return;
+    }
+    if let Some(n) = top[rest..].iter().find(|n| {
+        n.start_position().column == 0
             && n.start_byte() < first
             && matches!(
                 n.kind(),
@@ -653,9 +694,56 @@ fn import(
         u.edits.close(first, "import p5; ");
         return;
     }
+    if let Some((at, doc)) = top.get(rest).and_then(|n| leading_body(*n))
+        && at <= first
+    {
+        if doc {
+            u.edits.close(at, "; global p5; import p5");
+        } else {
+            u.edits.open(at, "global p5; import p5; ");
+        }
+        return;
+    }
+    u.edits = crate::edit::Edits::new();
+    u.ledger.sensors.retain(|s| !s.inserted);
     u.problems.push(Problem {
         line: 1,
         column: 1,
-        message: "no module-level line to hold `import p5`; add it by hand".into(),
+        message: "file not instrumented: no line before its first sensor can hold `import p5` \
+                  (add `import p5` by hand, e.g. on a blank line at the top)"
+            .into(),
     });
+}
+
+/// Where `global p5; import p5; ` can go in a module's first statement when that is a `class`
+/// or a `try`: in front of the first statement of its body when that is a simple statement
+/// alone at the start of its line, or after a class's docstring (which must stay first).
+/// Returns the offset and whether it is the end of a docstring.
+fn leading_body(n: Node<'_>) -> Option<(usize, bool)> {
+    if !matches!(n.kind(), "class_definition" | "try_statement") {
+        return None;
+    }
+    let body = n.child_by_field_name("body").or_else(|| {
+        let mut c = n.walk();
+        n.named_children(&mut c).find(|b| b.kind() == "block")
+    })?;
+    let mut c = body.walk();
+    let s = body
+        .named_children(&mut c)
+        .find(|s| s.kind() != "comment")?;
+    if s.start_position().row == n.start_position().row || !SIMPLE.contains(&s.kind()) {
+        return None;
+    }
+    if s.prev_sibling()
+        .is_some_and(|p| p.end_position().row == s.start_position().row)
+    {
+        return None;
+    }
+    let doc =
+        s.named_child(0).is_some_and(|x| x.kind() == "string") && n.kind() == "class_definition";
+    Some(if doc {
+        (s.end_byte(), true)
+    } else {
+        (s.start_byte(), false)
+    })
 }

@@ -216,6 +216,9 @@ pub fn run(opts: &Options) -> Result<Report, RunError> {
             rust_sensors |= lang == Lang::Rust;
         }
         manifest.add(&e.rel, lang, &src, &outcome.sensors);
+        for p in &outcome.problems {
+            manifest.problem(&e.rel, p);
+        }
         report
             .problems
             .extend(outcome.problems.into_iter().map(|p| (e.rel.clone(), p)));

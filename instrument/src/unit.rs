@@ -77,6 +77,9 @@ pub struct Unit<'a> {
     pub regions_used: Vec<bool>,
     /// The selection's line regions for this file.
     pub line_regions: Vec<crate::select::LineRegion>,
+    /// Regions the parser could not read, reported in [`Unit::settle_unreadable`] only where
+    /// they cost a sensor.
+    pub unreadable: Vec<Unreadable>,
     /// Whether engines may skip subtrees they can tell hold nothing to instrument (off only in
     /// tests that check the shortcut changes nothing).
     pub prune: bool,
@@ -104,6 +107,7 @@ impl<'a> Unit<'a> {
             edits: Edits::new(),
             problems: Vec::new(),
             regions_used: vec![false; line_regions.len()],
+            unreadable: Vec::new(),
             line_regions,
             prune,
         }
@@ -115,6 +119,11 @@ impl<'a> Unit<'a> {
     /// with one macro it cannot read) in one ERROR node: the definitions inside that parsed
     /// without error are complete and get their sensors, the stray tokens stay untouched.
     pub fn check_error(&mut self, node: Node<'_>) -> bool {
+        if node.is_error() && node.parent().is_none() {
+            // The whole file as one ERROR node (tree-sitter's recovery from one unreadable
+            // line in a large file): its definitions are walked, nothing is lost by itself.
+            return false;
+        }
         if node.is_error() {
             // One stray word is almost always an unknown macro (`SQLITE_API int f(…)`,
             // `EXPORT void g(…)`): nothing around it is lost, so it is not worth a report.
@@ -128,22 +137,82 @@ impl<'a> Unit<'a> {
                 .find(|n| n.child_count() == 0)
                 .unwrap_or(node);
             let (a, b) = (node.start_position().row + 1, node.end_position().row + 1);
-            self.problems.push(Problem::at(
-                stray,
-                format!(
-                    "syntax not understood near here (error region lines {a}-{b}); only the \
-                     complete definitions inside it are instrumented"
+            self.unreadable.push(Unreadable {
+                lines: (a as u32, b as u32),
+                braces: t.contains('{'),
+                problem: Problem::at(
+                    stray,
+                    format!(
+                        "syntax not understood near here (error region lines {a}-{b}); only the \
+                         complete definitions inside it are instrumented"
+                    ),
                 ),
-            ));
+            });
             false
         } else if node.is_missing() {
-            self.problems.push(Problem::at(
-                node,
-                format!("missing {}; region left untouched", node.kind()),
-            ));
+            let line = node.start_position().row as u32 + 1;
+            self.unreadable.push(Unreadable {
+                lines: (line, line),
+                braces: false,
+                problem: Problem::at(
+                    node,
+                    format!("missing {}; region left untouched", node.kind()),
+                ),
+            });
             true
         } else {
             false
+        }
+    }
+
+    /// Turns the unreadable regions into problems where a sensor may be lost: everywhere in
+    /// Rust, Python and Java; in C and C++ only where the region holds a `{` (a declaration
+    /// such as `SQLITE_API int f(sqlite3*);` loses nothing) and, without `--calls` (whose
+    /// sensors inside the region are lost), one of its lines with a `{` lies outside every
+    /// function that got its sensor.
+    pub fn settle_unreadable(&mut self) {
+        if self.unreadable.is_empty() {
+            return;
+        }
+        let c = matches!(self.lang, Lang::C | Lang::Cpp);
+        let mut functions: Vec<(u32, u32)> = self
+            .ledger
+            .sensors
+            .iter()
+            .filter(|s| s.kind == crate::sensor::Kind::Function)
+            .map(|s| (s.span.line, s.span.end_line))
+            .collect();
+        functions.sort_unstable();
+        // Lines (1-based) holding a `{` outside every function that got its sensor.
+        let mut open_lines = Vec::new();
+        let mut f = 0;
+        for (i, line) in self.src.lines().enumerate() {
+            let n = i as u32 + 1;
+            while functions.get(f).is_some_and(|&(_, end)| end < n) {
+                f += 1;
+            }
+            let covered = functions[f..]
+                .iter()
+                .take_while(|&&(a, _)| a <= n)
+                .any(|&(_, b)| n <= b);
+            if !covered && line.contains('{') {
+                open_lines.push(n);
+            }
+        }
+        for r in std::mem::take(&mut self.unreadable) {
+            let inside = || {
+                functions
+                    .iter()
+                    .any(|&(a, b)| a <= r.lines.0 && r.lines.1 <= b)
+            };
+            let lost_brace = || {
+                let k = open_lines.partition_point(|&l| l < r.lines.0);
+                open_lines.get(k).is_some_and(|&l| l <= r.lines.1)
+            };
+            if c && (!r.braces || (!self.modes.calls && (inside() || !lost_brace()))) {
+                continue;
+            }
+            self.problems.push(r.problem);
         }
     }
 
@@ -156,6 +225,17 @@ impl<'a> Unit<'a> {
     pub fn selected(&self, qualified: &str, bare: &str) -> bool {
         self.file_selected && self.selection.function(qualified, bare)
     }
+}
+
+/// A region the parser could not read (an ERROR or MISSING node).
+#[derive(Debug)]
+pub struct Unreadable {
+    /// First and last line (1-based).
+    pub lines: (u32, u32),
+    /// Whether its text holds a `{` (it may hide a definition's body).
+    pub braces: bool,
+    /// The report, if it is kept.
+    pub problem: Problem,
 }
 
 /// Instruments `src`, the text of the file at relative path `path`.
@@ -224,6 +304,7 @@ fn instrument_with(
             vec![tree]
         }
     };
+    unit.settle_unreadable();
     for (i, r) in unit.line_regions.iter().enumerate() {
         if !unit.regions_used[i] {
             unit.problems.push(Problem {

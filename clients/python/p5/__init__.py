@@ -17,6 +17,8 @@ import random
 import socket
 import sys
 import threading
+import types
+import warnings
 import time
 
 from . import wire
@@ -236,66 +238,166 @@ def sensor_over(sensor_id, decorator):
     return decorate
 
 
-def sensor(sensor_id):
-    """Decorator: records enter/exit of every call (every resumption for generators,
-    coroutines and async generators). Accepts staticmethod, classmethod and property objects."""
+def sensor_under(sensor_id, decorator):
+    """`@p5.sensor_under(id, d)` is `@d` over `@p5.sensor(id)`: the sensor wraps the plain
+    function and `d` gets the wrapper, so whatever `d` makes of it (a descriptor, a property,
+    a registry entry) is made exactly as before. The instrumenter's form for decorated
+    functions."""
 
     def decorate(f):
-        if isinstance(f, staticmethod):
-            return staticmethod(decorate(f.__func__))
-        if isinstance(f, classmethod):
-            return classmethod(decorate(f.__func__))
-        if isinstance(f, property):
-            return property(
-                decorate(f.fget) if f.fget else None,
-                decorate(f.fset) if f.fset else None,
-                decorate(f.fdel) if f.fdel else None,
-                f.__doc__,
-            )
-        if not callable(f):
-            return f
-        if inspect.isasyncgenfunction(f):
-
-            @functools.wraps(f)
-            async def agen(*args, **kwargs):
-                it = f(*args, **kwargs)
-                try:
-                    while True:
-                        try:
-                            value = await _Resumed(it.__anext__(), sensor_id)
-                        except StopAsyncIteration:
-                            return
-                        yield value
-                finally:
-                    await it.aclose()
-
-            return agen
-        if inspect.iscoroutinefunction(f):
-
-            @functools.wraps(f)
-            async def coro(*args, **kwargs):
-                return await _Resumed(f(*args, **kwargs).__await__(), sensor_id)
-
-            return coro
-        if inspect.isgeneratorfunction(f):
-
-            @functools.wraps(f)
-            def gen(*args, **kwargs):
-                return (yield from _Resumed(f(*args, **kwargs), sensor_id))
-
-            return gen
-
-        @functools.wraps(f)
-        def call(*args, **kwargs):
-            enter(sensor_id)
-            try:
-                return f(*args, **kwargs)
-            finally:
-                exit(sensor_id)
-
-        return call
+        return decorator(sensor(sensor_id)(f))
 
     return decorate
+
+
+def sensor(sensor_id):
+    """Decorator: records enter/exit of every call (every resumption for generators,
+    coroutines and async generators) and returns the very function it was given.
+
+    Nothing wraps the function: its `__code__` becomes a trampoline with the same parameters
+    (names, kinds, flags: a generator function stays one, a coroutine function too) that calls
+    the original code between the sensor's enter and exit, so identity, `__closure__`,
+    defaults, annotations, attributes, `inspect.signature`/`getfullargspec` and registrations
+    made before the sensor all stay as they were. `staticmethod`, `classmethod` and `property`
+    objects get their functions instrumented; any other object (a descriptor, a class, a
+    callable instance) is returned unchanged: changing it would change what it does."""
+
+    def decorate(f):
+        if isinstance(f, (staticmethod, classmethod)):
+            decorate(f.__func__)
+            return f
+        if isinstance(f, property):
+            for g in (f.fget, f.fset, f.fdel):
+                if g is not None:
+                    decorate(g)
+            return f
+        if isinstance(f, types.FunctionType) and not _instrumented(f):
+            try:
+                _trampoline(f, sensor_id)
+            except Exception:
+                pass
+        return f
+
+    return decorate
+
+
+# Trampoline templates: `"\x00…"` constants are placeholders replaced in `co_consts` by the
+# original code (as a function), the sensor id and the client's functions.
+_PLAIN = r"""
+    def _p5_t({params}):
+        "\x00enter"("\x00id")
+        try:
+            return "\x00inner"({args})
+        finally:
+            "\x00exit"("\x00id")
+        {free}
+"""
+_GENERATOR = r"""
+    def _p5_t({params}):
+        return (yield from "\x00resumed"("\x00inner"({args}), "\x00id"))
+        {free}
+"""
+_COROUTINE = r"""
+    async def _p5_t({params}):
+        return await "\x00resumed"("\x00inner"({args}).__await__(), "\x00id")
+        {free}
+"""
+_ASYNCGEN = r"""
+    async def _p5_t({params}):
+        _p5_it = "\x00inner"({args})
+        try:
+            while True:
+                try:
+                    _p5_value = await "\x00resumed"(_p5_it.__anext__(), "\x00id")
+                except StopAsyncIteration:
+                    return
+                yield _p5_value
+        finally:
+            await _p5_it.aclose()
+        {free}
+"""
+_templates = {}
+
+
+def _signature(code):
+    """The parameter list and the matching argument list of `code`."""
+    names = code.co_varnames
+    n = code.co_argcount
+    posonly = code.co_posonlyargcount
+    kwonly = names[n : n + code.co_kwonlyargcount]
+    i = n + code.co_kwonlyargcount
+    star = names[i] if code.co_flags & inspect.CO_VARARGS else None
+    i += 1 if star else 0
+    starstar = names[i] if code.co_flags & inspect.CO_VARKEYWORDS else None
+    params = list(names[:posonly]) + (["/"] if posonly else []) + list(names[posonly:n])
+    args = list(names[:n])
+    if star:
+        params.append("*" + star)
+        args.append("*" + star)
+    elif kwonly:
+        params.append("*")
+    params += kwonly
+    args += ["%s=%s" % (k, k) for k in kwonly]
+    if starstar:
+        params.append("**" + starstar)
+        args.append("**" + starstar)
+    return ", ".join(params), ", ".join(args)
+
+
+def _trampoline(f, sensor_id):
+    code = f.__code__
+    flags = code.co_flags
+    if flags & inspect.CO_ASYNC_GENERATOR:
+        template = _ASYNCGEN
+    elif flags & inspect.CO_COROUTINE:
+        template = _COROUTINE
+    elif flags & inspect.CO_GENERATOR:
+        template = _GENERATOR
+    else:
+        template = _PLAIN
+    params, args = _signature(code)
+    nfree = len(code.co_freevars)
+    key = (template, params, args, nfree)
+    t = _templates.get(key)
+    if t is None:
+        # The trampoline must have as many free variables as the function has closure cells
+        # (only the count is checked): dead references after the return make them.
+        dummies = ["_p5_f%d" % i for i in range(nfree)]
+        free = ", ".join(dummies) + "," if dummies else "pass"
+        body = template.format(params=params, args=args, free=free)
+        src = "def _p5_make(%s):\n%s\n    return _p5_t\n" % (", ".join(dummies), body)
+        ns = {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            exec(compile(src, "<p5>", "exec"), ns)
+        t = ns["_p5_make"](*range(nfree)).__code__
+        _templates[key] = t
+    inner = types.FunctionType(code, f.__globals__, f.__name__, None, f.__closure__)
+    values = {
+        "\x00inner": inner,
+        "\x00id": sensor_id,
+        "\x00enter": enter,
+        "\x00exit": exit,
+        "\x00resumed": _Resumed,
+    }
+    consts = tuple(
+        values.get(c, c) if type(c) is str else c for c in t.co_consts
+    )
+    changes = {
+        "co_consts": consts,
+        "co_name": code.co_name,
+        "co_filename": code.co_filename,
+        "co_firstlineno": code.co_firstlineno,
+    }
+    if hasattr(code, "co_qualname"):
+        changes["co_qualname"] = code.co_qualname
+    f.__code__ = t.replace(**changes)
+
+
+def _instrumented(f):
+    """True if `f` already runs through a trampoline (a function gets one sensor)."""
+    consts = f.__code__.co_consts
+    return any(c is enter for c in consts) or any(c is _Resumed for c in consts)
 
 
 def _read(path, default=""):

@@ -189,6 +189,64 @@ fn golden_cases() {
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
+/// Python cases with a `__main__` block run the same before and after instrumentation: same
+/// output, same exit status (the client spools its events to a temporary folder).
+#[test]
+fn python_behaviour() {
+    if !have("python3") {
+        return;
+    }
+    let root = crate::crate_dir().join("test_data/python");
+    let client = crate::crate_dir().join("../clients/python");
+    let spool = tempfile::tempdir().unwrap();
+    let mut ran = 0;
+    let mut failures = Vec::new();
+    for case in std::fs::read_dir(&root).unwrap().flatten() {
+        let dir = case.path();
+        let input = dir.join("input.py");
+        if !input.exists() || !read(&input).contains("__main__") {
+            continue;
+        }
+        let outputs: Vec<_> = ["input.py", "expected.py"]
+            .iter()
+            .map(|f| {
+                Command::new("python3")
+                    .arg(dir.join(f))
+                    .env("PYTHONPATH", &client)
+                    .env("P5_DIR", spool.path())
+                    .env_remove("P5_LOGSERVER")
+                    .output()
+                    .unwrap()
+            })
+            .collect();
+        ran += 1;
+        let show = |o: &std::process::Output| {
+            format!(
+                "status {:?}\n{}{}",
+                o.status.code(),
+                String::from_utf8_lossy(&o.stdout),
+                String::from_utf8_lossy(&o.stderr)
+            )
+        };
+        if !outputs[0].status.success() {
+            failures.push(format!(
+                "{}: input fails: {}",
+                dir.display(),
+                show(&outputs[0])
+            ));
+        } else if show(&outputs[0]) != show(&outputs[1]) {
+            failures.push(format!(
+                "{}: behaviour changed\n--- input\n{}--- expected\n{}",
+                dir.display(),
+                show(&outputs[0]),
+                show(&outputs[1])
+            ));
+        }
+    }
+    assert!(ran >= 3, "only {ran} runnable Python cases");
+    assert!(failures.is_empty(), "{}", failures.join("\n\n"));
+}
+
 /// `cargo check` of a crate made of `modules` (files in `dir/src`) and the runtime.
 fn cargo_check(dir: &Path, modules: &[String]) -> Result<(), String> {
     let lib: String = modules.iter().map(|m| format!("pub mod {m};\n")).collect();

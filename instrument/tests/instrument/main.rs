@@ -5,6 +5,7 @@ mod cli;
 mod clients;
 mod e2e;
 mod golden;
+mod pypi;
 mod realcode;
 
 use std::path::{Path, PathBuf};

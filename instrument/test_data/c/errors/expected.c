@@ -6,7 +6,7 @@ int good(int x)
 }
 
 int bad(int x)
-{
+{ P5_SCOPE(0x5515fc2e65de2403ULL);
     return x + * ;
 }
 

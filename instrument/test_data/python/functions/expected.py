@@ -12,10 +12,10 @@ class Server:
     def __init__(self, port):
         self.port = port
     __init__ = p5.sensor(0x431b55ea5b21e645)(__init__)
-    @staticmethod
+    @p5.sensor_under(0x40dfc90a20da1f9b, staticmethod)
     def version():
         return 1
-    version = p5.sensor(0x40dfc90a20da1f9b)(version)
+
     @p5.sensor(0xf6fe56e4f3494e99)     # handles one client
     async def handle(self, reader):
         data = await reader.read(10)
@@ -30,7 +30,7 @@ x = 1; tight = p5.sensor(0x5c9e8d32b7ce802a)(tight)
 class Tight:
     def a(self):
         return 1
-    @p5.sensor_over(0xf649e45a4472a0f6, property)
+    @p5.sensor_under(0xf649e45a4472a0f6, property)
     def b(self):
         return 2
     def c(self):
