@@ -860,5 +860,9 @@ async fn slow_and_idle_sockets_cannot_stop_the_service() {
     let mut again = TcpStream::connect(addr).await.unwrap();
     again.write_all(request.as_bytes()).await.unwrap();
     let (_, got) = until_closed(&mut again, Duration::from_secs(3)).await;
-    assert!(got.starts_with(b"HTTP/1.1 200"), "{}", String::from_utf8_lossy(&got));
+    assert!(
+        got.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&got)
+    );
 }
