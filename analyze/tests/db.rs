@@ -19,13 +19,11 @@ use p5_analyze::text::{self, ReadOptions};
 use p5_analyze::trace::{CallId, NO_CALL_ID};
 use p5_analyze::{Kind, Trace};
 use p5_tracedb::domain::Direction;
+use p5_tracedb::testing::PgSchema;
 use p5_tracedb::{DbUrl, Reader, read};
 use sqlx::Connection;
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
-
-static SEQ: AtomicU32 = AtomicU32::new(0);
 
 #[derive(Parser, Debug)]
 struct Top {
@@ -45,60 +43,6 @@ fn rt() -> tokio::runtime::Runtime {
         .enable_all()
         .build()
         .unwrap()
-}
-
-/// A PostgreSQL URL with a fresh schema, dropped at the end.
-struct PgSchema {
-    base: String,
-    schema: String,
-}
-
-impl PgSchema {
-    fn new() -> PgSchema {
-        let base = std::env::var("P5_TEST_PG_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-        let schema = format!(
-            "p5analyze_{}_{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
-        rt().block_on(async {
-            let mut c = sqlx::PgConnection::connect(&base)
-                .await
-                .unwrap_or_else(|e| {
-                    panic!(
-                        "PostgreSQL is needed for these tests and {base} is not reachable \
-                         ({e}); run `eval $(bash scripts/pg-test-server.sh)` or set \
-                         P5_TEST_PG_URL"
-                    )
-                });
-            let sql = format!("CREATE SCHEMA {schema}");
-            sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-                .execute(&mut c)
-                .await
-                .unwrap();
-        });
-        PgSchema { base, schema }
-    }
-
-    fn url(&self) -> String {
-        let sep = if self.base.contains('?') { '&' } else { '?' };
-        format!("{}{sep}options=-csearch_path%3D{}", self.base, self.schema)
-    }
-}
-
-impl Drop for PgSchema {
-    fn drop(&mut self) {
-        let (base, schema) = (self.base.clone(), self.schema.clone());
-        rt().block_on(async move {
-            if let Ok(mut c) = sqlx::PgConnection::connect(&base).await {
-                let sql = format!("DROP SCHEMA IF EXISTS {schema} CASCADE");
-                let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-                    .execute(&mut c)
-                    .await;
-            }
-        });
-    }
 }
 
 fn fixture(name: &str) -> String {
@@ -290,7 +234,7 @@ fn a_text_trace_round_trips_through_sqlite() {
 
 #[test]
 fn a_text_trace_round_trips_through_postgres() {
-    let pg = PgSchema::new();
+    let pg = rt().block_on(PgSchema::new("p5analyze"));
     text_round_trip(&pg.url());
 }
 

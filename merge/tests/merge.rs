@@ -8,12 +8,12 @@ mod fixture;
 
 use fixture::*;
 use p5_merge::{MergeArgs, SessionSummary};
+use p5_tracedb::testing::PgSchema;
 use p5_wire::data::Name;
 use p5_wire::manifest::{Manifest, Sensor, SourceFile};
 use p5_wire::{CommOp, Endpoint, Event, SocketProto};
 use sqlx::{Column, Connection, Row, TypeInfo};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
 
 const S_MAIN: u64 = 0x5050_0000_0000_0001;
 const S_SERVE: u64 = 0x5050_0000_0000_0002;
@@ -564,64 +564,6 @@ fn skew_store(root: &Path) -> PathBuf {
 // ---------------------------------------------------------------------------------------
 // Database plumbing.
 
-static SEQ: AtomicU32 = AtomicU32::new(0);
-
-/// A PostgreSQL URL with a fresh schema (dropped by `Drop`).
-struct PgSchema {
-    base: String,
-    schema: String,
-}
-
-impl PgSchema {
-    async fn new() -> PgSchema {
-        let base = std::env::var("P5_TEST_PG_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-        let schema = format!(
-            "p5test_{}_{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
-        let mut c = match sqlx::PgConnection::connect(&base).await {
-            Ok(c) => c,
-            Err(e) => panic!(
-                "PostgreSQL is needed for these tests and {base} is not reachable ({e}); \
-                 run `eval $(bash scripts/pg-test-server.sh)` or set P5_TEST_PG_URL"
-            ),
-        };
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-            .execute(&mut c)
-            .await
-            .unwrap();
-        PgSchema { base, schema }
-    }
-
-    fn url(&self) -> String {
-        let sep = if self.base.contains('?') { '&' } else { '?' };
-        format!("{}{sep}options=-csearch_path%3D{}", self.base, self.schema)
-    }
-}
-
-impl Drop for PgSchema {
-    fn drop(&mut self) {
-        let (base, schema) = (self.base.clone(), self.schema.clone());
-        let _ = std::thread::spawn(move || {
-            let rt = tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-                .unwrap();
-            rt.block_on(async {
-                if let Ok(mut c) = sqlx::PgConnection::connect(&base).await {
-                    let sql = format!("DROP SCHEMA IF EXISTS {schema} CASCADE");
-                    let _ = sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-                        .execute(&mut c)
-                        .await;
-                }
-            })
-        })
-        .join();
-    }
-}
-
 fn cell_sqlite(row: &sqlx::sqlite::SqliteRow, i: usize) -> String {
     if let Ok(v) = row.try_get::<Option<i64>, _>(i) {
         return v.map_or(String::new(), |v| v.to_string());
@@ -826,7 +768,7 @@ fn skewed_clocks_merge_identically_on_sqlite_and_postgres() {
         assert_eq!(s.matched, (REQUESTS * 3 + 11) as u64, "{s:?}");
         check_queries("skew", &url).await;
 
-        let pg = PgSchema::new().await;
+        let pg = PgSchema::new("p5test").await;
         let sums_pg = merge(&store, &pg.url(), vec![mdir.clone()]).await;
         assert_eq!(sums_pg[0].matched, s.matched);
         check_queries("skew", &pg.url()).await;
@@ -841,7 +783,7 @@ fn re_merging_a_session_replaces_it() {
     let tmp = tempfile::tempdir().unwrap();
     let store = skew_store(tmp.path());
     rt().block_on(async {
-        let pg = PgSchema::new().await;
+        let pg = PgSchema::new("p5test").await;
         for url in [format!("sqlite:{}", tmp.path().join("t.sqlite").display()), pg.url()] {
             let count = "SELECT session_id, COUNT(*) AS n FROM interval GROUP BY session_id ORDER BY session_id";
             let a = merge(&store, &url, vec![]).await;
@@ -926,7 +868,7 @@ fn damaged_store_merges_what_it_can_with_diagnostics() {
         let s = merge(&store, &url, vec![]).await;
         assert!(s[0].events > 0);
         check_queries("damaged", &url).await;
-        let pg = PgSchema::new().await;
+        let pg = PgSchema::new("p5test").await;
         merge(&store, &pg.url(), vec![]).await;
         check_queries("damaged", &pg.url()).await;
     });
@@ -1045,7 +987,7 @@ fn real_processes_recorded_by_a_log_server_merge() {
     drop(server_rt);
 
     rt().block_on(async {
-        let pg = PgSchema::new().await;
+        let pg = PgSchema::new("p5test").await;
         let mut results = Vec::new();
         for url in [format!("sqlite:{}", tmp.path().join("t.sqlite").display()), pg.url()] {
             let s = merge(&store, &url, vec![]).await;
@@ -1346,7 +1288,7 @@ fn re_merging_clears_the_analysis_of_that_session() {
     write_sim(&mut other, &skew_processes()[1..2], 8, 5);
     other.finish();
     rt().block_on(async {
-        let pg = PgSchema::new().await;
+        let pg = PgSchema::new("p5test").await;
         for url in [
             format!("sqlite:{}", tmp.path().join("t.sqlite").display()),
             pg.url(),

@@ -21,6 +21,8 @@ pub mod import;
 pub mod migrate;
 pub mod read;
 pub mod schema;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod url;
 pub mod write;
 

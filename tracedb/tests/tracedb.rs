@@ -5,57 +5,10 @@
 //! typed analysis writes round-trip; opening fails clearly.
 
 use p5_tracedb::schema::{self, Row};
+use p5_tracedb::testing::PgSchema;
 use p5_tracedb::{Db, DbUrl, Reader, read};
 use sqlx::Connection;
 use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
-
-static SEQ: AtomicU32 = AtomicU32::new(0);
-
-/// A PostgreSQL URL with a fresh schema, dropped at the end.
-struct PgSchema {
-    base: String,
-    schema: String,
-}
-
-impl PgSchema {
-    async fn new() -> PgSchema {
-        let base = std::env::var("P5_TEST_PG_URL")
-            .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned());
-        let schema = format!(
-            "p5tracedb_{}_{}",
-            std::process::id(),
-            SEQ.fetch_add(1, Ordering::Relaxed)
-        );
-        let mut c = sqlx::PgConnection::connect(&base)
-            .await
-            .unwrap_or_else(|e| {
-                panic!(
-                    "PostgreSQL is needed for these tests and {base} is not reachable ({e}); run \
-                 `eval $(bash scripts/pg-test-server.sh)` or set P5_TEST_PG_URL"
-                )
-            });
-        sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-            .execute(&mut c)
-            .await
-            .unwrap();
-        PgSchema { base, schema }
-    }
-
-    fn url(&self) -> String {
-        let sep = if self.base.contains('?') { '&' } else { '?' };
-        format!("{}{sep}options=-csearch_path%3D{}", self.base, self.schema)
-    }
-
-    async fn drop_schema(self) {
-        let mut c = sqlx::PgConnection::connect(&self.base).await.unwrap();
-        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.schema);
-        sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
-            .execute(&mut c)
-            .await
-            .unwrap();
-    }
-}
 
 /// `(name, type, nullable)` of a table's columns in order, as the database says.
 async fn sqlite_columns(
@@ -103,7 +56,7 @@ fn the_migrations_create_exactly_the_defined_tables() {
     rt().block_on(async {
         let lite = DbUrl::sqlite_file(&tmp.path().join("t.sqlite"));
         Db::open(&lite).await.unwrap().close().await.unwrap();
-        let pg = PgSchema::new().await;
+        let pg = PgSchema::new("p5tracedb").await;
         let pg_url = DbUrl::parse(&pg.url()).unwrap();
         Db::open(&pg_url).await.unwrap().close().await.unwrap();
         let mut l = sqlx::SqliteConnection::connect(lite.as_str())
@@ -147,7 +100,7 @@ fn the_migrations_create_exactly_the_defined_tables() {
         .unwrap();
         assert_eq!(names.len(), tables);
         p.close().await.unwrap();
-        pg.drop_schema().await;
+        drop(pg);
     });
 }
 
