@@ -13,6 +13,7 @@
 
 use crate::error::Error;
 use crate::matching::{Call, Role, SocketDesc};
+use p5_logserver::dedup::Dedup;
 use p5_logserver::reader::{Fault, SessionDir, SessionRecords};
 use p5_wire::data::{ClockSamples, EventsFrame, Name, Names, StreamClose, StreamOpen};
 use p5_wire::frame::FrameType;
@@ -126,6 +127,9 @@ pub struct Scan {
     pub bad_frames: u64,
     /// Data frames of types this version does not handle.
     pub unknown_frames: u64,
+    /// Data frames stored twice (a copied segment, a resend the server did not catch),
+    /// skipped as the log server skips them: by (process, stream, sequence).
+    pub duplicate_frames: u64,
     /// Store damage.
     pub faults: Vec<Fault>,
     /// Bytes of all segments (for progress).
@@ -134,6 +138,19 @@ pub struct Scan {
     last_desc: HashMap<(usize, i64), usize>,
     /// (process, fd) → a `connect`/`accept` whose description has not come yet.
     pending_role: HashMap<(usize, i64), Role>,
+    /// Highest data-frame sequence seen per (process, stream).
+    dedup: Dedup,
+}
+
+/// Whether a stored data frame repeats one already read: its sequence number is not above
+/// the highest seen for its (process, stream), the log server's own rule
+/// (`p5_logserver::dedup`). Both passes apply it to the same records in the same order, so
+/// they skip the same frames. Frames without a readable data header are left to the decoder.
+fn is_duplicate(dedup: &mut Dedup, process_uid: u64, body: &[u8]) -> bool {
+    match p5_wire::data::DataHeader::peek(body) {
+        Ok(h) => !dedup.admit(process_uid, h.stream, h.seq),
+        Err(_) => false,
+    }
 }
 
 /// Converts a record's `t_s` to the session base.
@@ -217,6 +234,12 @@ impl Scan {
                 body,
             } => {
                 let p = self.process(process_uid);
+                if FrameType::from_u8(ty).is_some_and(FrameType::is_data)
+                    && is_duplicate(&mut self.dedup, process_uid, body)
+                {
+                    self.duplicate_frames += 1;
+                    return;
+                }
                 self.data(&base, seg, p, t_s, ty, body);
             }
             StoreRecord::Disconnect { process_uid, .. } => {
@@ -481,6 +504,7 @@ pub struct Replay<'s> {
     records: SessionRecords,
     lens: HashMap<u64, u64>,
     prog: Progress,
+    dedup: Dedup,
 }
 
 impl<'s> Replay<'s> {
@@ -491,6 +515,7 @@ impl<'s> Replay<'s> {
             records: session.records()?,
             lens: segment_lengths(session)?,
             prog: Progress::default(),
+            dedup: Dedup::new(),
         })
     }
 
@@ -523,8 +548,9 @@ impl<'s> Replay<'s> {
         }))
     }
 
-    /// The process and stream of the current record if it is a known event batch.
-    fn locate(&self) -> Option<(usize, usize)> {
+    /// The process and stream of the current record if it is a known event batch that is
+    /// not a duplicate.
+    fn locate(&mut self) -> Option<(usize, usize)> {
         let r = self.records.record()?;
         let StoreRecord::Data {
             process_uid,
@@ -535,7 +561,10 @@ impl<'s> Replay<'s> {
         else {
             return None;
         };
-        if ty != FrameType::Events as u8 {
+        if !FrameType::from_u8(ty).is_some_and(FrameType::is_data)
+            || is_duplicate(&mut self.dedup, process_uid, body)
+            || ty != FrameType::Events as u8
+        {
             return None;
         }
         let frame = EventsFrame::parse(body).ok()?;

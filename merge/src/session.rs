@@ -240,6 +240,12 @@ fn scan(dir: &SessionDir, progress: &dyn Progress) -> Result<(Scan, Vec<Diagnost
         );
         diags.push(Diagnostic::warn("bad-events", None, n, msg));
     }
+    let n = scan.duplicate_frames;
+    if n > 0 {
+        let msg =
+            format!("{n} data frames were stored twice (a copied segment?); each was counted once");
+        diags.push(Diagnostic::info("duplicate-frame", None, n, msg));
+    }
     let n = scan.unknown_frames;
     if n > 0 {
         let msg = format!("{n} data frames of unknown types were skipped");

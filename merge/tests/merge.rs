@@ -1462,3 +1462,45 @@ fn database_and_store_errors_are_clear() {
         assert!(e.contains("holds no p5 session"), "{e}");
     });
 }
+
+/// A segment copied by hand next to the original (a backup restored into the store, a
+/// botched rsync) holds frames stored already: merge skips them by (process, stream,
+/// sequence) as the log server does, in both passes, and says so; nothing is counted twice.
+#[test]
+fn a_copied_segment_is_not_counted_twice() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = skew_store(tmp.path());
+    rt().block_on(async {
+        let url = format!("sqlite:{}", tmp.path().join("a.sqlite").display());
+        let a = merge(&store, &url, vec![]).await;
+        let session = store.join("skew");
+        let mut segs: Vec<_> = std::fs::read_dir(&session)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "p5seg"))
+            .collect();
+        segs.sort();
+        assert!(!segs.is_empty());
+        let next = segs.len() as u64;
+        for (i, seg) in segs.iter().enumerate() {
+            let copy = session.join(format!("{:08}.p5seg", next + i as u64));
+            std::fs::copy(seg, copy).unwrap();
+        }
+        let url = format!("sqlite:{}", tmp.path().join("b.sqlite").display());
+        let b = merge(&store, &url, vec![]).await;
+        assert_eq!(a[0].events, b[0].events);
+        assert_eq!(a[0].messages, b[0].messages);
+        assert_eq!(a[0].matched, b[0].matched);
+        let (mut ra, mut rb) = (a[0].rows.clone(), b[0].rows.clone());
+        let (da, db) = (ra.remove("diagnostic"), rb.remove("diagnostic"));
+        assert_eq!(ra, rb);
+        assert_eq!(da.map(|n| n + 1), db, "one more diagnostic: the duplicates");
+        let dup = b[0]
+            .diagnostics
+            .iter()
+            .find(|d| d.kind == "duplicate-frame")
+            .expect("a duplicate-frame diagnostic");
+        assert!(dup.count > 0, "{dup:?}");
+        assert!(!a[0].diagnostics.iter().any(|d| d.kind == "duplicate-frame"));
+    });
+}
