@@ -113,20 +113,25 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(2_000_000);
     let dir = tempfile::tempdir().expect("temp dir");
-    let url =
-        db::parse_url(&format!("sqlite:{}", dir.path().join("b.sqlite").display())).expect("url");
+    // `P5_BENCH_DB=PATH` keeps the database (and reuses it when it exists).
+    let path = std::env::var_os("P5_BENCH_DB")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| dir.path().join("b.sqlite"));
+    let url = db::parse_url(&format!("sqlite:{}", path.display())).expect("url");
     let trace = synthetic(n);
     let n = trace.messages.len();
-    let started = Instant::now();
-    let source = ImportSource {
-        store: "bench".into(),
-        now_wall_ns: 0,
-    };
-    db::import(&url, "bench", &trace, &source, &mut |_| {}).expect("import");
-    println!(
-        "db_load: imported {n} messages in {:.2} s",
-        started.elapsed().as_secs_f64()
-    );
+    if !path.exists() {
+        let started = Instant::now();
+        let source = ImportSource {
+            store: "bench".into(),
+            now_wall_ns: 0,
+        };
+        db::import(&url, "bench", &trace, &source, &mut |_| {}).expect("import");
+        println!(
+            "db_load: imported {n} messages in {:.2} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
     drop(trace);
     let mut best = f64::MAX;
     let (mut peak, mut kept) = (0usize, 0usize);

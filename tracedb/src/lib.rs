@@ -19,6 +19,7 @@ pub mod domain;
 pub mod error;
 pub mod import;
 pub mod migrate;
+pub mod raw_rows;
 pub mod read;
 pub mod schema;
 #[cfg(feature = "testing")]

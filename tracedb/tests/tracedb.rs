@@ -222,3 +222,93 @@ fn opening_fails_clearly() {
         assert_eq!(e.matches("refused").count(), 1, "{e}");
     });
 }
+
+/// `read::for_each_message_end` returns exactly a session's messages whatever the table
+/// holds around them: two sessions whose rows interleave in the table (a session re-merged,
+/// rows appended later, an id order unlike the insert order), with NULL ends, on SQLite (read
+/// on the raw handle by rowid range plus the rows outside it) and PostgreSQL.
+#[test]
+fn message_ends_of_one_session_whatever_the_table_order() {
+    let tmp = tempfile::tempdir().unwrap();
+    rt().block_on(async {
+        let pg = PgSchema::new("p5tracedb").await;
+        for url in [
+            DbUrl::sqlite_file(&tmp.path().join("m.sqlite")),
+            DbUrl::parse(&pg.url()).unwrap(),
+        ] {
+            let db = Db::open(&url).await.unwrap();
+            db.close().await.unwrap();
+            let insert = |sid: i64, id: i64| {
+                let send_t = if id % 3 == 0 {
+                    "NULL".to_owned()
+                } else {
+                    (id * 10).to_string()
+                };
+                let dir = ["'call'", "'return'", "NULL"][(id % 3) as usize];
+                format!(
+                    "INSERT INTO message (session_id, id, proto, bytes, send_process_id, \
+                     send_thread_id, send_t, recv_process_id, recv_thread_id, recv_end, \
+                     recv_calls, violation, connection_id, direction, ordinal) VALUES \
+                     ({sid}, {id}, 'tcp', {}, 1, 2, {send_t}, 3, 4, {}, 1, 0, 9, {dir}, {})",
+                    id * 7,
+                    id * 10 + 5,
+                    id / 2
+                )
+            };
+            // Session 2 in the middle of session 1's rows, session 1's ids out of order.
+            let mut sql: Vec<String> = Vec::new();
+            sql.extend((50..60).map(|id| insert(1, id)));
+            sql.extend((1..30).map(|id| insert(2, id)));
+            sql.extend((1..50).rev().map(|id| insert(1, id)));
+            sql.extend((30..40).map(|id| insert(2, id)));
+            sql.extend((60..70).map(|id| insert(1, id)));
+            let reader = Reader::open(&url).await.unwrap();
+            match &reader {
+                Reader::Sqlite(_) => {
+                    let mut c = sqlx::SqliteConnection::connect(url.as_str()).await.unwrap();
+                    for q in &sql {
+                        sqlx::query(sqlx::AssertSqlSafe(q.as_str()))
+                            .execute(&mut c)
+                            .await
+                            .unwrap();
+                    }
+                }
+                Reader::Postgres(p) => {
+                    for q in &sql {
+                        sqlx::query(sqlx::AssertSqlSafe(q.as_str()))
+                            .execute(p)
+                            .await
+                            .unwrap();
+                    }
+                }
+            }
+            for (sid, want) in [(1i64, 1..70), (2, 1..40)] {
+                let mut got = Vec::new();
+                let n = read::for_each_message_end(&reader, sid, |m| got.push(m))
+                    .await
+                    .unwrap();
+                assert_eq!(n as usize, got.len(), "{url}");
+                got.sort_by_key(|m| m.id);
+                let ids: Vec<i64> = got.iter().map(|m| m.id).collect();
+                assert_eq!(ids, want.collect::<Vec<_>>(), "{url} session {sid}");
+                for m in &got {
+                    let id = m.id;
+                    assert_eq!(m.bytes, id * 7);
+                    assert_eq!(m.send_t, (id % 3 != 0).then_some(id * 10), "{url}");
+                    assert_eq!(m.recv_end, Some(id * 10 + 5));
+                    assert_eq!((m.send_process, m.send_thread), (Some(1), Some(2)));
+                    assert_eq!((m.recv_process, m.recv_thread), (Some(3), Some(4)));
+                    assert_eq!(m.connection, Some(9));
+                    assert_eq!(m.ordinal, Some(id / 2));
+                    let dir = [
+                        Some(p5_tracedb::domain::Direction::Call),
+                        Some(p5_tracedb::domain::Direction::Return),
+                        None,
+                    ][(id % 3) as usize];
+                    assert_eq!(m.direction, dir, "{url}");
+                }
+            }
+            reader.close().await;
+        }
+    });
+}
