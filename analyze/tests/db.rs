@@ -260,12 +260,25 @@ fn capture(dir: &Path) -> std::path::PathBuf {
 }
 
 #[test]
-fn a_capture_imports_with_connections_directions_and_ordinals() {
+fn a_capture_imports_with_connections_directions_and_ordinals_into_sqlite() {
     let dir = tempfile::tempdir().unwrap();
-    let cap = capture(dir.path());
     let url = format!("sqlite:{}", dir.path().join("c.sqlite").display());
-    p5(&["import", "--pcap", s(&cap), "--db", &url]).unwrap();
-    let u = DbUrl::parse(&url).unwrap();
+    capture_import(dir.path(), &url);
+}
+
+#[test]
+fn a_capture_imports_with_connections_directions_and_ordinals_into_postgres() {
+    let dir = tempfile::tempdir().unwrap();
+    let pg = rt().block_on(PgSchema::new("p5analyze"));
+    capture_import(dir.path(), &pg.url());
+}
+
+/// A forged two-connection capture imported into `url`: its connections, directions and
+/// ordinals as stored, and the trace read back equal to the capture read directly.
+fn capture_import(dir: &Path, url: &str) {
+    let cap = capture(dir);
+    p5(&["import", "--pcap", s(&cap), "--db", url]).unwrap();
+    let u = DbUrl::parse(url).unwrap();
     rt().block_on(async {
         let db = Reader::open(&u).await.unwrap();
         let ss = read::sessions(&db).await.unwrap();
@@ -319,12 +332,12 @@ fn a_capture_imports_with_connections_directions_and_ordinals() {
     )
     .unwrap()
     .0;
-    let back = read_db(&url, "two", Some(NodeKey::Host));
+    let back = read_db(url, "two", Some(NodeKey::Host));
     assert_eq!(rows(&back), rows(&direct));
     assert_eq!(partners(&back), partners(&direct));
     assert_eq!(partners(&back).iter().flatten().count(), 10);
     // --node endpoint names the ends by the connection's endpoints.
-    let eps = read_db(&url, "two", Some(NodeKey::Endpoint));
+    let eps = read_db(url, "two", Some(NodeKey::Endpoint));
     let mut names: Vec<&str> = eps.nodes.names().collect();
     names.sort_unstable();
     assert_eq!(names, ["10.0.0.1:40000", "10.0.0.2:40001", "10.0.0.9:80"]);

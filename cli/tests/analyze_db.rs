@@ -2,7 +2,8 @@
 //! recorded and merged by `p5 demo` (real processes, a real log server, TCP through the
 //! runtime). Under every `--node` key the messages are all read, calls go initiator →
 //! acceptor and returns back, and the k-th call and the k-th return of a connection share
-//! one call id that no other connection uses.
+//! one call id that no other connection uses; the same store merged into PostgreSQL reads
+//! as the same trace.
 
 use p5_analyze::node::NodeKey;
 use p5_analyze::{Kind, Trace};
@@ -138,5 +139,26 @@ fn a_merged_session_reads_with_every_node_key() {
     );
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.lines().count() as i64 >= session.messages);
+    // The same store merged into PostgreSQL reads as the same trace.
+    let pg = rt.block_on(p5_tracedb::testing::PgSchema::new("p5clianalyze"));
+    let store = dir.path().join("demo").join("store");
+    let out = Command::new(env!("CARGO_BIN_EXE_p5"))
+        .args(["merge", "-q", "--db", &pg.url()])
+        .arg(&store)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let pu = DbUrl::parse(&pg.url()).unwrap();
+    for key in [NodeKey::ProgramAtHost, NodeKey::Endpoint] {
+        let a = p5_analyze::db::load(&u, &session.name, key, &mut |_| {}).unwrap();
+        let b = p5_analyze::db::load(&pu, &session.name, key, &mut |_| {}).unwrap();
+        assert_eq!(a.trace.messages, b.trace.messages, "{key}");
+        let names = |t: &Trace| t.nodes.names().map(str::to_owned).collect::<Vec<_>>();
+        assert_eq!(names(&a.trace), names(&b.trace), "{key}");
+    }
     assert!(text.contains("CALL_SENT") && text.contains("RET_SENT"));
 }
