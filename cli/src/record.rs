@@ -170,11 +170,10 @@ fn status_signal(status: &std::process::ExitStatus) -> i32 {
     status.signal().unwrap_or(0)
 }
 
-/// `<program>-<UTC time>` with only characters the log server accepts in a session name.
+/// `<program>-<local date>_<time>` (`lua-2026-11-24_09-30-05`) with only characters the log
+/// server accepts in a session name.
 fn default_session(program: &str) -> String {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let when = chrono::Local::now().format("%Y-%m-%d_%H-%M-%S");
     let clean: String = program
         .chars()
         .map(|c| {
@@ -191,7 +190,7 @@ fn default_session(program: &str) -> String {
     } else {
         clean
     };
-    format!("{clean}-{secs}")
+    format!("{clean}-{when}")
 }
 
 /// Waits for orphaned descendants reparented to this process (the child subreaper), other
@@ -227,4 +226,27 @@ fn children_of_self() -> Vec<u32> {
         }
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::default_session;
+
+    /// The default session name is the program and the local date and time, readable and
+    /// accepted by the log server whatever the program is called.
+    #[test]
+    fn default_session_names_are_readable_and_valid() {
+        let today = chrono::Local::now().format("%Y-%m-%d").to_string();
+        for program in ["lua", "my server.py", "", "ünïcode/../x"] {
+            let name = default_session(program);
+            assert!(p5_logserver::session::is_valid(&name), "{name}");
+            let (prog, when) = name.split_at(name.len() - "2026-11-24_09-30-05".len());
+            assert!(prog.ends_with('-'), "{name}");
+            assert!(when.starts_with(&today[..7]), "{name}");
+            let parsed = chrono::NaiveDateTime::parse_from_str(when, "%Y-%m-%d_%H-%M-%S");
+            assert!(parsed.is_ok(), "{name}");
+        }
+        assert!(default_session("lua").starts_with("lua-"));
+        assert!(default_session("").starts_with("run-"));
+    }
 }

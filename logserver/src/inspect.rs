@@ -449,9 +449,17 @@ pub fn render_text(s: &StoreSummary, w: &mut dyn Write) -> io::Result<()> {
     writeln!(w, "store {}: {} session(s)", s.root, s.sessions.len())?;
     for ses in &s.sessions {
         writeln!(w)?;
+        let started = ses
+            .runs
+            .iter()
+            .map(|r| r.start_wall_ns)
+            .filter(|&t| t > 0)
+            .min()
+            .map(|t| format!(", first started {}", local_time(t)))
+            .unwrap_or_default();
         writeln!(
             w,
-            "session {}: {} segment(s), {}, {} records, {} server run(s)",
+            "session {}: {} segment(s), {}, {} records, {} server run(s){started}",
             ses.name,
             ses.segment_count,
             size(ses.bytes),
@@ -487,6 +495,17 @@ pub fn render_text(s: &StoreSummary, w: &mut dyn Write) -> io::Result<()> {
         }
     }
     Ok(())
+}
+
+/// A wall-clock time (ns since 1970) as local date and time, to the second.
+pub fn local_time(wall_ns: i64) -> String {
+    use chrono::TimeZone as _;
+    match chrono::Local.timestamp_opt(wall_ns.div_euclid(1_000_000_000), 0) {
+        chrono::LocalResult::Single(t) | chrono::LocalResult::Ambiguous(t, _) => {
+            t.format("%Y-%m-%d %H:%M:%S").to_string()
+        }
+        chrono::LocalResult::None => format!("{wall_ns} ns since 1970"),
+    }
 }
 
 fn render_process(p: &ProcessSummary, w: &mut dyn Write) -> io::Result<()> {

@@ -733,6 +733,9 @@ fn torn_tail_of_garbage_is_cut_and_reported_at_start_up() {
     render_text(&summary, &mut text).unwrap();
     let text = String::from_utf8(text).unwrap();
     assert!(text.contains("repaired torn tail"), "{text}");
+    // When the session was recorded, as a person reads it: today's local date.
+    let today = chrono::Local::now().format("%Y-%m-%d ").to_string();
+    assert!(text.contains(&format!("first started {today}")), "{text}");
 }
 
 #[test]

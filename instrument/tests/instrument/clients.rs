@@ -58,3 +58,39 @@ fn java_client_passes_the_vectors() {
         .unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stdout));
 }
+
+/// `pip install ./clients/python` (the README's command) leaves nothing in the repository that
+/// `git status` would show: setuptools' `build/` and `p5.egg-info/` are ignored.
+#[test]
+fn installing_the_python_client_leaves_the_tree_clean() {
+    let repo = crate_dir().join("..");
+    if !have("python3") || !have("git") || !repo.join(".git").exists() {
+        eprintln!("python3, git or the repository missing; skipping");
+        return;
+    }
+    let status = || {
+        let o = Command::new("git")
+            .args([
+                "status",
+                "--porcelain",
+                "--untracked-files=all",
+                "clients/python",
+            ])
+            .current_dir(&repo)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&o.stdout).into_owned()
+    };
+    let before = status();
+    let target = tempfile::tempdir().unwrap();
+    let o = Command::new("python3")
+        .args(["-m", "pip", "install", "--quiet", "--no-deps"])
+        .arg("--target")
+        .arg(target.path())
+        .arg(repo.join("clients/python"))
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert!(target.path().join("p5").join("__init__.py").exists());
+    assert_eq!(status(), before, "pip left files in clients/python");
+}
