@@ -98,13 +98,21 @@ pub fn parse_cpu_times(text: &str) -> Vec<CpuTimes> {
     out
 }
 
-/// Busy share between two readings, in percent.
-pub fn busy_percent(before: CpuTimes, after: CpuTimes) -> f64 {
+/// Fewest clock ticks per CPU a busy share is computed over. The kernel counts CPU time in
+/// ticks (10 ms at the usual 100 Hz), so two readings a fraction of a millisecond apart
+/// differ by nothing and would read 0 % however busy the CPU was; such a short interval is
+/// merged with the next one instead.
+pub const MIN_TICKS_PER_CPU: u64 = 2;
+
+/// Busy share between two readings of a line covering `cpus` CPUs, in percent; `None` when
+/// fewer than [`MIN_TICKS_PER_CPU`] ticks per CPU lie between them (keep `before` and try
+/// again with a later reading).
+pub fn busy_percent(before: CpuTimes, after: CpuTimes, cpus: u64) -> Option<f64> {
     let total = after.total.saturating_sub(before.total);
-    if total == 0 {
-        return 0.0;
+    if total < MIN_TICKS_PER_CPU * cpus.max(1) {
+        return None;
     }
-    after.busy.saturating_sub(before.busy) as f64 * 100.0 / total as f64
+    Some(after.busy.saturating_sub(before.busy) as f64 * 100.0 / total as f64)
 }
 
 /// The 1, 5 and 15 minute load averages from `/proc/loadavg`.
@@ -420,8 +428,15 @@ mod tests {
             busy: 250,
             total: 1100,
         };
-        assert_eq!(busy_percent(c[0], later), 50.0);
-        assert_eq!(busy_percent(later, later), 0.0);
+        assert_eq!(busy_percent(c[0], later, 2), Some(50.0));
+        // No tick between two readings: no share, not 0 %.
+        assert_eq!(busy_percent(later, later, 2), None);
+        let one_tick = CpuTimes {
+            busy: 251,
+            total: 1103,
+        };
+        assert_eq!(busy_percent(later, one_tick, 2), None);
+        assert_eq!(busy_percent(later, one_tick, 1), Some(100.0 / 3.0));
         assert_eq!(
             parse_loadavg("0.50 1.00 2.25 1/100 42\n"),
             Some([0.5, 1.0, 2.25])

@@ -189,14 +189,22 @@ impl Sampler {
         };
         if sel.wants_group("cpu") {
             let now = proc_stat::parse_cpu_times(self.stat.read());
-            for (i, (b, a)) in self.cpu_prev.iter().zip(&now).enumerate() {
-                let name = match i {
-                    0 => "cpu.total.busy".to_owned(),
-                    n => format!("cpu.{}.busy", n - 1),
-                };
-                push(Sample::centi(name, "%", proc_stat::busy_percent(*b, *a)));
+            if now.len() != self.cpu_prev.len() {
+                // CPUs came or went: start over from this reading.
+                self.cpu_prev = now.clone();
             }
-            self.cpu_prev = now;
+            let cores = now.len().saturating_sub(1) as u64;
+            for (i, (b, a)) in self.cpu_prev.iter_mut().zip(&now).enumerate() {
+                let (name, cpus) = match i {
+                    0 => ("cpu.total.busy".to_owned(), cores),
+                    n => (format!("cpu.{}.busy", n - 1), 1),
+                };
+                // Too short since the last share: this interval joins the next one.
+                if let Some(p) = proc_stat::busy_percent(*b, *a, cpus) {
+                    push(Sample::centi(name, "%", p));
+                    *b = *a;
+                }
+            }
         }
         if sel.wants_group("load")
             && let Some(l) = proc_stat::parse_loadavg(self.loadavg.read())
@@ -351,6 +359,30 @@ mod tests {
     use super::*;
     use crate::settings::{Selection, split_patterns};
 
+    /// Two readings a moment apart give no CPU share (the kernel has counted no tick between
+    /// them, and 0 % would be invented); the interval joins the next one, which then covers
+    /// both.
+    #[test]
+    fn a_too_short_cpu_interval_joins_the_next() {
+        let mut s = Sampler::new(ProcessFilter::default()).unwrap();
+        let cpu = Selection::new(&split_patterns("cpu.*")).unwrap();
+        let mut out = Vec::new();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        s.sample(&cpu, &mut out);
+        assert!(out.iter().any(|x| x.name == "cpu.total.busy"), "{out:?}");
+        out.clear();
+        s.sample(&cpu, &mut out);
+        assert!(!out.iter().any(|x| x.name == "cpu.total.busy"), "{out:?}");
+        let kept = s.cpu_prev.clone();
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        s.sample(&cpu, &mut out);
+        assert!(out.iter().any(|x| x.name == "cpu.total.busy"), "{out:?}");
+        assert_ne!(
+            kept, s.cpu_prev,
+            "the merged interval ends at the last reading"
+        );
+    }
+
     #[test]
     fn samples_everything_and_respects_selection() {
         let mut s = Sampler::new(ProcessFilter {
@@ -361,6 +393,8 @@ mod tests {
         .unwrap();
         let all = Selection::new(&[]).unwrap();
         let mut out = Vec::new();
+        // CPU shares need a few clock ticks since the last reading (Sampler::new).
+        std::thread::sleep(std::time::Duration::from_millis(100));
         s.sample(&all, &mut out);
         let has = |p: &str| out.iter().any(|x| x.name.starts_with(p));
         for p in [

@@ -430,8 +430,9 @@ export class Timeline {
     c.strokeRect(LABEL_W + 0.5, lane.y + 0.5, this.plotW() - 1, lane.h - 1);
     if (!host) return;
     const series = host.series.filter((s) => (lane.kind === 'cpu' ? s.name === 'cpu' : s.name.startsWith('net')));
-    let max = lane.kind === 'cpu' ? 100 : 1;
+    let max = lane.kind === 'cpu' ? 100 : 0;
     if (lane.kind === 'net') for (const s of series) for (const p of s.points) max = Math.max(max, p[1]);
+    if (max <= 0) max = 1;
     const Y = (v) => lane.y + lane.h - 2 - (Math.min(v, max) / max) * (lane.h - 4);
     for (const s of series) {
       if (!s.points.length) continue;
@@ -452,7 +453,8 @@ export class Timeline {
     }
     c.fillStyle = '#888';
     c.font = '9px system-ui, sans-serif';
-    c.fillText(lane.kind === 'cpu' ? '100 %' : `${fmtBytes(max)}/s`, LABEL_W + 4, lane.y + 7);
+    lane.scale = lane.kind === 'cpu' ? '100 %' : netScale(series, max);
+    c.fillText(lane.scale, LABEL_W + 4, lane.y + 7);
   }
 
   // Arrows closer than about 8 px apart on average would hide the bars beneath: they are then
@@ -753,6 +755,14 @@ export class Timeline {
     const b = document.querySelector('#play');
     if (b) b.innerHTML = '&#9654;';
   }
+}
+
+// The network chart's scale label: its top in bytes/s and the interfaces that carried
+// traffic ("lo, eth0"), or that none did.
+function netScale(series, max) {
+  const names = [...new Set(series.flatMap((s) => s.interfaces || []))];
+  if (!names.length) return 'network: no traffic';
+  return `${fmtBytes(max)}/s · ${names.join(', ')}`;
 }
 
 function clipText(c, s, w) {

@@ -7,7 +7,7 @@
 //! | `GET /sessions/{id}/sensors` | sensors; a sensor's position is the index Gantt items use |
 //! | `GET /sessions/{id}/gantt?t0=&t1=&px=` | per thread: states, interval levels, scheduling; per host: IRQs — level of detail per pixel column (`lod`) |
 //! | `GET /sessions/{id}/messages?t0=&t1=&limit=` | message arrows crossing the window (evenly thinned beyond `limit`; `total` is estimated when `total_exact` is false) |
-//! | `GET /sessions/{id}/metrics?t0=&t1=&px=` | host CPU, memory, load and network series |
+//! | `GET /sessions/{id}/metrics?t0=&t1=&px=` | host CPU, memory, load and network series (with the interfaces that carried traffic) |
 //! | `GET /sessions/{id}/stats` | per-sensor statistics, nesting tree, state totals, Kiviat |
 //! | `GET /sessions/{id}/sensors/{hex}/source` | the sensor's source text (from the database) and the file's other sensors |
 //! | `POST /selection/toml` | a selection rendered as `p5.select.toml` |
@@ -297,7 +297,11 @@ async fn metrics(State(st): St, Path(s): Path<String>, Query(p): Params) -> ApiR
                 let a = s.points.partition_point(|q| q.0 < t0).saturating_sub(1);
                 let b = (s.points.partition_point(|q| q.0 <= t1) + 1).min(s.points.len());
                 let pts = downsample(&s.points[a..b], t0, t1, px);
-                json!({ "name": s.name, "unit": s.unit, "points": pts })
+                let mut v = json!({ "name": s.name, "unit": s.unit, "points": pts });
+                if !s.interfaces.is_empty() {
+                    v["interfaces"] = json!(s.interfaces);
+                }
+                v
             })
             .collect();
         hosts.push(json!({ "host": h.id, "hostname": h.hostname, "series": series }));

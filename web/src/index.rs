@@ -51,6 +51,10 @@ pub struct Series {
     pub unit: String,
     /// Points by time.
     pub points: Vec<(i64, f64)>,
+    /// For the network rates: the interfaces whose traffic the sum holds (those that carried
+    /// any, `lo` included), by name.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub interfaces: Vec<String>,
 }
 
 /// Per-sensor accumulators (filled while loading).
@@ -462,14 +466,15 @@ fn sensor_index(sensors: &[Sensor]) -> HashMap<i64, u32> {
 }
 
 /// The host load series: CPU busy %, memory used %, 1-minute load, network receive and
-/// transmit rates (bytes/s, summed over interfaces other than `lo`).
+/// transmit rates (bytes/s, summed over the interfaces that carried traffic, loopback
+/// included: the programs p5 records often talk over `lo`).
 async fn load_series(db: &Db, sid: i64) -> Result<HashMap<i64, Vec<Series>>, ApiError> {
     let mut out: HashMap<i64, Vec<Series>> = HashMap::new();
     let metrics = query::host_metrics(db, sid).await?;
     // Per host: rx/tx cumulative series to turn into rates.
-    // (host, direction) → one cumulative byte series per interface.
+    // (host, direction) → (interface, cumulative bytes) per interface.
     type Points = Vec<(i64, f64)>;
-    let mut net: HashMap<(i64, &'static str), Vec<Points>> = HashMap::new();
+    let mut net: HashMap<(i64, &'static str), Vec<(String, Points)>> = HashMap::new();
     let mut mem_total: HashMap<i64, f64> = HashMap::new();
     let mut mem_used: HashMap<i64, Vec<(i64, f64)>> = HashMap::new();
     for m in &metrics {
@@ -486,11 +491,13 @@ async fn load_series(db: &Db, sid: i64) -> Result<HashMap<i64, Vec<Series>>, Api
                 name: "cpu".into(),
                 unit: "%".into(),
                 points: pts,
+                interfaces: Vec::new(),
             }),
             "load" => out.entry(m.host_id).or_default().push(Series {
                 name: "load".into(),
                 unit: String::new(),
                 points: pts,
+                interfaces: Vec::new(),
             }),
             "mem.total" => {
                 if let Some(&(_, v)) = pts.last() {
@@ -500,7 +507,10 @@ async fn load_series(db: &Db, sid: i64) -> Result<HashMap<i64, Vec<Series>>, Api
             "mem.used" => {
                 mem_used.insert(m.host_id, pts);
             }
-            dir => net.entry((m.host_id, dir)).or_default().push(pts),
+            dir => {
+                let iface = m.name.split('.').nth(1).unwrap_or_default().to_owned();
+                net.entry((m.host_id, dir)).or_default().push((iface, pts));
+            }
         }
     }
     for (host, pts) in mem_used {
@@ -509,6 +519,7 @@ async fn load_series(db: &Db, sid: i64) -> Result<HashMap<i64, Vec<Series>>, Api
                 name: "mem".into(),
                 unit: "%".into(),
                 points: pts.iter().map(|&(t, v)| (t, 100.0 * v / total)).collect(),
+                interfaces: Vec::new(),
             });
         }
     }
@@ -516,13 +527,22 @@ async fn load_series(db: &Db, sid: i64) -> Result<HashMap<i64, Vec<Series>>, Api
     keys.sort();
     for key in keys {
         let mut sum: Vec<(i64, f64)> = Vec::new();
-        for pts in &net[&key] {
-            let rate = pts.windows(2).filter_map(|w| {
-                let dt = w[1].0.saturating_sub(w[0].0) as f64 / 1e9;
-                (dt > 0.0 && w[1].1 >= w[0].1).then(|| (w[1].0, (w[1].1 - w[0].1) / dt))
-            });
+        let mut interfaces = Vec::new();
+        let mut ifaces: Vec<&(String, Points)> = net[&key].iter().collect();
+        ifaces.sort_by(|a, b| a.0.cmp(&b.0));
+        for (iface, pts) in ifaces {
+            let rate: Vec<(i64, f64)> = pts
+                .windows(2)
+                .filter_map(|w| {
+                    let dt = w[1].0.saturating_sub(w[0].0) as f64 / 1e9;
+                    (dt > 0.0 && w[1].1 >= w[0].1).then(|| (w[1].0, (w[1].1 - w[0].1) / dt))
+                })
+                .collect();
+            if rate.iter().any(|p| p.1 > 0.0) {
+                interfaces.push(iface.clone());
+            }
             if sum.is_empty() {
-                sum = rate.collect();
+                sum = rate;
             } else {
                 // Interfaces are sampled together: add by position when the times agree.
                 for (acc, (t, v)) in sum.iter_mut().zip(rate) {
@@ -536,6 +556,7 @@ async fn load_series(db: &Db, sid: i64) -> Result<HashMap<i64, Vec<Series>>, Api
             name: key.1.into(),
             unit: "B/s".into(),
             points: sum,
+            interfaces,
         });
     }
     for v in out.values_mut() {
@@ -551,7 +572,7 @@ fn classify(name: &str) -> Option<&'static str> {
         "load.1" => Some("load"),
         "mem.total" => Some("mem.total"),
         "mem.used" => Some("mem.used"),
-        n if n.starts_with("net.") && !n.starts_with("net.lo.") => {
+        n if n.starts_with("net.") => {
             if n.ends_with(".rx_bytes_total") {
                 Some("net_rx")
             } else if n.ends_with(".tx_bytes_total") {
@@ -769,7 +790,7 @@ mod tests {
         assert_eq!(classify("cpu.0.busy"), None);
         assert_eq!(classify("net.eth0.rx_bytes_total"), Some("net_rx"));
         assert_eq!(classify("net.eth0.tx_bytes_total"), Some("net_tx"));
-        assert_eq!(classify("net.lo.tx_bytes_total"), None);
+        assert_eq!(classify("net.lo.tx_bytes_total"), Some("net_tx"));
         assert_eq!(classify("net.eth0.rx_packets_total"), None);
     }
 }

@@ -63,12 +63,16 @@ try {
       return n;
     });
     return { labels: states.map((l) => l.label).filter(Boolean), painted,
-      charts: t.lanes.filter((l) => l.kind === 'cpu' || l.kind === 'net').length };
+      charts: t.lanes.filter((l) => l.kind === 'cpu' || l.kind === 'net').length,
+      net: t.lanes.filter((l) => l.kind === 'net').map((l) => l.scale) };
   });
   check(rows.labels.join('|') === 'alpha · cpw · 1|beta · cow · 2|gamma · cow · 3',
     `process rows labelled host · program · number (${rows.labels.join(', ')})`);
   check(rows.painted.every((n) => n > 500), `state bars are painted (${rows.painted.join(', ')} px)`);
   check(rows.charts === 6, `host CPU and network charts beneath (${rows.charts})`);
+  // Loopback traffic counts: the scale names the interfaces that carried traffic.
+  check(rows.net.length === 3 && rows.net.every((l) => /B\/s · eth0, lo$/.test(l)),
+    `network charts name their interfaces, lo included (${rows.net.join(' | ')})`);
 
   // 3. Click-back: clicking a try_word bar opens its source with line highlighted.
   const pos = await page.evaluate(() => window.p5.timeline.locate('try_word'));
