@@ -99,8 +99,8 @@ pub fn static_lib() -> Result<PathBuf, RuntimeError> {
     };
     let release = exe_dir.components().any(|c| c.as_os_str() == "release");
     let mut cmd = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-    cmd.current_dir(&ws)
-        .args(["build", "-q", "-p", "p5-runtime"]);
+    let exe_name = exe.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+    cmd.current_dir(&ws).args(runtime_build_args(exe_name));
     if release {
         cmd.arg("--release");
     }
@@ -123,6 +123,24 @@ pub fn static_lib() -> Result<PathBuf, RuntimeError> {
             exe_dir.display()
         ))
     })
+}
+
+/// The `cargo` arguments that build `libp5_runtime.a` for the executable `exe_name`.
+///
+/// Built alone (`-p p5-runtime`), the runtime's dependencies get other features than in the
+/// executable's own build, and the library's unhashed output (`deps/libp5_runtime.a`) is then
+/// rebuilt by every later `cargo run` of the executable — which rebuilds the executable too.
+/// Building the runtime together with the package of the running executable gives both the
+/// features of that build, so nothing is compiled twice (`p5 demo` after
+/// `cargo run --release -p p5-cli`).
+pub fn runtime_build_args(exe_name: &str) -> Vec<&'static str> {
+    let mut args = vec!["build", "-q", "-p", "p5-runtime"];
+    match exe_name {
+        "p5" | "p5-loadgen" => args.extend(["-p", "p5-cli"]),
+        "p5-instrument" => args.extend(["-p", "p5-instrument"]),
+        _ => {}
+    }
+    args
 }
 
 /// Compiles C sources into `out` with the runtime library `lib` linked in (`$CC`, default
