@@ -6,7 +6,7 @@
 // time axis. The server sends level-of-detail items ([start, end, category, count, covered]);
 // this file only lays them out and draws them on canvases.
 import {
-  api, fmtDur, fmtBytes, STATE_COLORS, sensorColor, esc, irqName, SOFTIRQ_BASE, IRQ_COLOR, SOFTIRQ_COLOR,
+  api, fmtDur, fmtAt, fmtBytes, STATE_COLORS, sensorColor, esc, irqName, SOFTIRQ_BASE, IRQ_COLOR, SOFTIRQ_COLOR,
 } from './util.js';
 
 const LABEL_W = 210;
@@ -140,7 +140,10 @@ export class Timeline {
     const pad = full * 0.25;
     t0 = Math.min(Math.max(t0, this.bounds.t0 - pad), this.bounds.t1 + pad - w);
     this.view = { t0, t1: t0 + w };
-    this.rangeEl.textContent = `${this.fmtT(t0)} – ${this.fmtT(t0 + w)}  (${fmtDur(w)})`;
+    const base = this.rows ? this.rows.t_min : 0;
+    const ref = Math.max(Math.abs(t0 - base), Math.abs(t0 + w - base));
+    this.rangeEl.textContent =
+      `${this.fmtT(t0, w / 1000, ref)} – ${this.fmtT(t0 + w, w / 1000, ref)}  (${fmtDur(w)})`;
     this.rangeEl.dataset.t0 = String(Math.round(t0));
     this.rangeEl.dataset.t1 = String(Math.round(t0 + w));
     clearTimeout(this.fetchTimer);
@@ -167,6 +170,7 @@ export class Timeline {
       this.irqs = new Map(g.irqs.map((i) => [i.host, i.items]));
       this.msgs = m.messages;
       this.msgTotal = m.total;
+      this.msgExact = m.total_exact;
       this.hosts = new Map(met.hosts.map((h) => [h.host, h]));
       this.loads += 1;
       document.body.dataset.loads = String(this.loads);
@@ -227,8 +231,15 @@ export class Timeline {
 
   // ---- drawing ------------------------------------------------------------------------------
 
-  fmtT(t) {
-    return `+${fmtDur(t - (this.rows ? this.rows.t_min : 0))}`;
+  // A time since session start; with `res` (ns), to that resolution (see `fmtAt`).
+  fmtT(t, res, ref) {
+    const d = t - (this.rows ? this.rows.t_min : 0);
+    return `+${res === undefined ? fmtDur(d) : fmtAt(d, res, ref)}`;
+  }
+
+  // Nanoseconds one pixel column of the plot covers.
+  pxRes() {
+    return (this.view.t1 - this.view.t0) / Math.max(1, this.plotW());
   }
 
   itemsFor(lane) {
@@ -310,7 +321,7 @@ export class Timeline {
       c.fillStyle = 'rgba(30,110,220,.15)';
       c.fillRect(a, 0, b - a, this.height);
     }
-    this.cursorEl.textContent = `cursor ${this.fmtT(this.cursor)}`;
+    this.cursorEl.textContent = `cursor ${this.fmtT(this.cursor, this.pxRes())}`;
     this.cursorEl.dataset.t = String(Math.round(this.cursor));
   }
 
@@ -350,7 +361,7 @@ export class Timeline {
       const x = Math.round(this.X(t)) + 0.5;
       c.moveTo(x, 18);
       c.lineTo(x, 28);
-      c.fillText(this.fmtT(t), x + 3, 4);
+      c.fillText(this.fmtT(t, this.tickStep), x + 3, 4);
     }
     c.stroke();
     c.fillStyle = '#fff';
@@ -490,8 +501,12 @@ export class Timeline {
     }
     const total = this.msgTotal || n;
     const note = document.querySelector('#msg-note');
+    // The server counts exactly up to a limit and estimates beyond: say which.
+    const count = this.msgExact === false
+      ? `about ${Number(total.toPrecision(2)).toLocaleString()}`
+      : total.toLocaleString();
     note.textContent = dense || total > n
-      ? `${total.toLocaleString()} messages in view${total > n ? ` (${n.toLocaleString()} drawn)` : ''}: zoom in for arrows`
+      ? `${count} messages in view${total > n ? ` (${n.toLocaleString()} drawn)` : ''}: zoom in for arrows`
       : '';
   }
 
@@ -535,13 +550,14 @@ export class Timeline {
   describe(h) {
     if (h.kind === 'msg') {
       const m = h.m;
-      return `message ${m.id}: ${m.bytes} bytes\nsent ${this.fmtT(m.send_t)}, received ${this.fmtT(m.recv_t)}\n` +
+      const mres = Math.min(this.pxRes(), Math.max(1, Math.abs(m.recv_t - m.send_t) / 100));
+      return `message ${m.id}: ${m.bytes} bytes\nsent ${this.fmtT(m.send_t, mres)}, received ${this.fmtT(m.recv_t, mres)}\n` +
         `latency ${fmtDur(m.recv_t - m.send_t)}${m.violation ? ' — received before sent!' : ''}\n` +
         `click: source of the ${h.end === 'send' ? 'send' : 'receive'} call`;
     }
     if (h.kind === 'cpu' || h.kind === 'net') {
       const host = this.hosts.get(h.lane.host);
-      const lines = [h.lane.label, this.fmtT(h.t)];
+      const lines = [h.lane.label, this.fmtT(h.t, this.pxRes())];
       for (const s of (host ? host.series : [])) {
         if (h.kind === 'cpu' ? s.name !== 'cpu' : !s.name.startsWith('net')) continue;
         const p = nearest(s.points, h.t);
@@ -550,12 +566,15 @@ export class Timeline {
       return lines.join('\n');
     }
     const [s, e, cat, n, cov] = h.item;
-    const span = `${this.fmtT(s)} + ${fmtDur(e - s)}`;
+    // Start shown to a resolution fitting both the item and the zoom: a 3 µs event at
+    // +1.4 ms reads "+1.40012 ms + 3.000 µs", not "+1.400 ms".
+    const res = Math.min(this.pxRes(), Math.max(1, (e - s) / 100));
+    const span = `${this.fmtT(s, res)} + ${fmtDur(e - s)}`;
     const many = n > 1 ? `\n${n} items, ${fmtDur(cov)} covered (zoom in for detail)` : '';
     if (h.kind === 'state') return `${h.lane.process.label}\n${this.rows.states[cat] || 'other'}${n > 1 ? ' (mostly)' : ''}\n${span}${many}`;
     if (h.kind === 'sched') return `on CPU ${cat}\n${span}${many}`;
     if (h.kind === 'irq') {
-      return `${irqName(cat)} at ${this.fmtT(s)}${n > 1 ? ` (${n} interrupts or softirqs; zoom in)` : ''}`;
+      return `${irqName(cat)} at ${this.fmtT(s, this.pxRes())}${n > 1 ? ` (${n} interrupts or softirqs; zoom in)` : ''}`;
     }
     const sen = this.ctx.sensors[cat] || {};
     return `${sen.name || '?'}${n > 1 ? ' (longest)' : ''}\n${sen.function ? `${sen.function}() ` : ''}${sen.file || ''}${sen.line ? `:${sen.line}` : ''}\n${span}${many}\nclick: show source`;

@@ -1,7 +1,7 @@
 // p5 web: statistics (CoSMoS' static visualizer, Fig. 14): per-sensor table, total-time bar
 // chart, state pie chart, duration histogram, nesting tree with a breakdown bar chart, and a
 // Kiviat diagram of host load. Every sensor you can click opens its source.
-import { api, esc, fmtDur, STATE_COLORS, sensorColor } from './util.js';
+import { api, esc, fmtBytes, fmtDur, STATE_COLORS, sensorColor } from './util.js';
 
 const COLUMNS = [
   ['name', 'sensor'], ['where', 'where'], ['count', 'count'], ['total', 'total'], ['mean', 'mean'],
@@ -181,14 +181,25 @@ export class StatsView {
     const bw = Math.min(64, (cv.width - 40) / counts.length);
     c.font = '10px system-ui, sans-serif';
     c.textAlign = 'center';
+    // Bin labels that would overlap their neighbours are thinned to every `every`-th bin.
+    const label = (k) => `<${fmtDur(2 ** (s.hist.first_bin + k))}`;
+    const widest = Math.max(...counts.map((_, k) => c.measureText(label(k)).width));
+    const every = Math.max(1, Math.ceil((widest + 6) / bw));
+    const countW = Math.max(...counts.map((n) => c.measureText(String(n)).width));
+    const countEvery = Math.max(1, Math.ceil((countW + 4) / bw));
+    this.histLabels = [];
     counts.forEach((n, k) => {
       const h = (n / max) * (cv.height - 40);
+      const x = 30 + k * bw + bw / 2;
       c.fillStyle = sensorColor(s.sensor);
       c.fillRect(30 + k * bw + 1, cv.height - 24 - h, bw - 2, h);
       c.fillStyle = '#333';
-      if (n) c.fillText(String(n), 30 + k * bw + bw / 2, cv.height - 30 - h);
-      const bin = s.hist.first_bin + k;
-      c.fillText(`<${fmtDur(2 ** bin)}`, 30 + k * bw + bw / 2, cv.height - 10);
+      if (n && k % countEvery === 0) c.fillText(String(n), x, cv.height - 30 - h);
+      if (k % every === 0) {
+        c.fillText(label(k), x, cv.height - 10);
+        const w = c.measureText(label(k)).width;
+        this.histLabels.push([x - w / 2, x + w / 2]);
+      }
     });
     c.textAlign = 'left';
   }
@@ -230,6 +241,8 @@ export class StatsView {
     const c = cv.getContext('2d');
     c.clearRect(0, 0, cv.width, cv.height);
     const { axes, hosts } = this.data.kiviat;
+    const scale = this.data.kiviat.scale || [];
+    const units = this.data.kiviat.units || [];
     const cx = 150;
     const cy = cv.height / 2;
     const r = Math.min(110, cy - 25);
@@ -249,13 +262,31 @@ export class StatsView {
       c.closePath();
       c.stroke();
     }
+    // The scale: rings at a quarter of the outer one; each axis names what its outer ring is.
+    c.fillStyle = '#999';
+    c.font = '9px system-ui, sans-serif';
+    // Ring labels between the first two axes, clear of the axis names.
+    const mid = (ang(0) + ang(1)) / 2;
+    for (const f of [0.25, 0.5, 0.75, 1]) {
+      c.fillText(`${f * 100}%`, cx + Math.cos(mid) * r * f + 10, cy + Math.sin(mid) * r * f);
+    }
+    c.font = '11px system-ui, sans-serif';
+    this.kiviatLabels = [];
     axes.forEach((a, k) => {
       c.beginPath();
       c.moveTo(cx, cy);
       c.lineTo(cx + Math.cos(ang(k)) * r, cy + Math.sin(ang(k)) * r);
       c.stroke();
       c.fillStyle = '#333';
-      c.fillText(a, cx + Math.cos(ang(k)) * (r + 16), cy + Math.sin(ang(k)) * (r + 12));
+      const x = cx + Math.cos(ang(k)) * (r + 16);
+      const y = cy + Math.sin(ang(k)) * (r + 12);
+      c.fillText(a, x, y - 6);
+      const full = scale[k] === undefined ? '' : scale[k] === null ? 'no data' : fullScale(scale[k], units[k]);
+      c.fillStyle = '#888';
+      c.font = '9px system-ui, sans-serif';
+      c.fillText(full, x, y + 6);
+      c.font = '11px system-ui, sans-serif';
+      this.kiviatLabels.push(`${a} ${full}`.trim());
     });
     const colors = ['#1f77b4', '#d62728', '#2ca02c', '#9467bd', '#ff7f0e', '#8c564b'];
     c.textAlign = 'left';
@@ -279,4 +310,11 @@ export class StatsView {
     });
     c.textAlign = 'left';
   }
+}
+
+// What an axis's outer ring of the Kiviat diagram stands for: "100 %", "2.3 MiB/s", "1.5".
+function fullScale(v, unit) {
+  if (unit === 'B/s') return `${fmtBytes(v)}/s`;
+  if (unit === '%') return `${Number(v.toPrecision(3))} %`;
+  return `${Number(v.toPrecision(3))}${unit ? ` ${unit}` : ''}`;
 }

@@ -9,13 +9,31 @@ export async function api(path, opts) {
   return body;
 }
 
-/** A duration in ns, human readable. */
+const UNITS = [[1e9, 's'], [1e6, 'ms'], [1e3, 'µs'], [1, 'ns']];
+
+/** A duration in ns, human readable, to 4 significant digits (999.96 ms reads 1.000 s). */
 export function fmtDur(ns) {
   const a = Math.abs(ns);
-  if (a < 1e3) return `${Math.round(ns)} ns`;
-  if (a < 1e6) return `${(ns / 1e3).toPrecision(4)} µs`;
-  if (a < 1e9) return `${(ns / 1e6).toPrecision(4)} ms`;
-  return `${(ns / 1e9).toPrecision(4)} s`;
+  if (Math.round(a) < 1e3) return `${Math.round(ns)} ns`;
+  for (const [u, name] of UNITS) {
+    // The unit the value still has after rounding to 4 digits.
+    if (Number((a / u).toPrecision(4)) >= 1) return `${(ns / u).toPrecision(4)} ${name}`;
+  }
+  return `${Math.round(ns)} ns`;
+}
+
+/**
+ * A time `ns` shown to the resolution `res` (ns): the unit of the value, and as many
+ * decimals as `res` needs, so neighbouring ruler ticks never read alike (+1.0001 s,
+ * +1.0002 s); the unit is that of the largest of `ns`, `ref` and `res` (give both ends of a
+ * range the same `ref` and they share unit and precision).
+ */
+export function fmtAt(ns, res, ref = ns) {
+  const a = Math.max(Math.abs(ref), Math.abs(ns), res);
+  const [u, name] = UNITS.find(([v]) => a >= v) || UNITS[UNITS.length - 1];
+  const r = Math.max(1, res);
+  const decimals = Math.min(9, Math.max(0, Math.ceil(-Math.log10(r / u) - 1e-9)));
+  return `${(ns / u).toFixed(decimals)} ${name}`;
 }
 
 /** A byte count or rate. */
@@ -47,10 +65,24 @@ export function irqName(n) {
 export const IRQ_COLOR = '#2b4fa8';
 export const SOFTIRQ_COLOR = '#9b3fb5';
 
-/** A stable colour per sensor index. */
+// Hue bands the state colours leave free (sending red ≈ 3°, calculating yellow ≈ 45°,
+// receiving green ≈ 128°, accepting teal ≈ 187°, connecting purple ≈ 265°): a function bar
+// never looks like a state.
+const FREE_HUES = [[70, 100], [150, 170], [205, 250], [285, 345]];
+const FREE_SPAN = FREE_HUES.reduce((n, [a, b]) => n + b - a, 0);
+
+/** A stable colour per sensor index, in hues no thread state uses. */
 export function sensorColor(i, light = 0) {
-  const h = (i * 137.508 + 200) % 360;
-  return `hsl(${h.toFixed(0)}, 55%, ${62 + light}%)`;
+  let x = (i * 0.618034 + 0.15) % 1 * FREE_SPAN;
+  let h = FREE_HUES[0][0];
+  for (const [a, b] of FREE_HUES) {
+    if (x < b - a) {
+      h = a + x;
+      break;
+    }
+    x -= b - a;
+  }
+  return `hsl(${h.toFixed(0)}, 50%, ${66 + light}%)`;
 }
 
 /** Escapes text for innerHTML. */

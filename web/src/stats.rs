@@ -134,16 +134,17 @@ fn kiviat(ix: &SessionIndex) -> Value {
             .collect();
         hosts.push((h.id, h.hostname.clone(), means));
     }
-    let scale: Vec<f64> = (0..AXES.len())
+    // The outer ring: 100 for percentages, else the largest host mean (none without data).
+    let scale: Vec<Option<f64>> = (0..AXES.len())
         .map(|k| {
             if matches!(AXES[k], "cpu" | "mem") {
-                100.0
+                Some(100.0)
             } else {
                 hosts
                     .iter()
                     .filter_map(|h| h.2[k])
-                    .fold(0.0, f64::max)
-                    .max(f64::MIN_POSITIVE)
+                    .reduce(f64::max)
+                    .map(|m| m.max(f64::MIN_POSITIVE))
             }
         })
         .collect();
@@ -153,12 +154,14 @@ fn kiviat(ix: &SessionIndex) -> Value {
             let norm: Vec<Option<f64>> = means
                 .iter()
                 .zip(&scale)
-                .map(|(m, s)| m.map(|m| (m / s).clamp(0.0, 1.0)))
+                .map(|(m, s)| Some((m.as_ref()? / s.as_ref()?).clamp(0.0, 1.0)))
                 .collect();
             json!({ "host": id, "hostname": name, "mean": means, "normalized": norm })
         })
         .collect();
-    json!({ "axes": AXES, "hosts": hosts })
+    // What the outer ring stands for on each axis, so the diagram has a scale.
+    const UNITS: &[&str] = &["%", "%", "", "B/s", "B/s"];
+    json!({ "axes": AXES, "units": UNITS, "scale": scale, "hosts": hosts })
 }
 
 #[cfg(test)]

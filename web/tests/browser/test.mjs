@@ -168,6 +168,56 @@ try {
   await page.waitForFunction((n) => Number(document.body.dataset.loads) > n, r1.loads);
   const r2 = await range();
   check(r2.t1 - r2.t0 < (r1.t1 - r1.t0) * 0.5, `box zoom on the ruler narrows it again (${r2.t1 - r2.t0} ns)`);
+  // Deep zoom: ruler labels never repeat, the range shares one unit, tooltips resolve µs.
+  const deep = await page.evaluate(async () => {
+    const t = window.p5.timeline;
+    const base = t.rows.t_min;
+    t.setView(base + 1e6 - 40, base + 1e6 + 2000);
+    const labels = t.ticks().map((x) => t.fmtT(x, t.tickStep));
+    const range = document.querySelector('#range').textContent;
+    t.setView(base + 1e6, base + 2e6);
+    const lane = t.lanes.find((l) => l.kind === 'state');
+    const tip = t.describe({ kind: 'state', lane, item: [base + 1400120, base + 1403120, 0, 1, 0] });
+    const u = await import(new URL('assets/util.js', location.href).href);
+    return { labels, range, tip, dur: u.fmtDur(999960000), durs: [u.fmtDur(999.96), u.fmtDur(1500), u.fmtDur(999.6)] };
+  });
+  check(deep.labels.length >= 3 && new Set(deep.labels).size === deep.labels.length,
+    `deep zoom: ruler labels all differ (${deep.labels.join(', ')})`);
+  check(/^\+0\.999960 ms – \+1\.002000 ms/.test(deep.range),
+    `deep zoom: both ends of the range in one unit (${deep.range})`);
+  check(deep.dur === '1.000 s' && deep.durs.join('|') === '1.000 µs|1.500 µs|999.6 ns',
+    `durations round into the next unit (${deep.dur}, ${deep.durs.join(', ')})`);
+  check(deep.tip.includes('+1.40012 ms + 3.000 µs'), `a 3 µs item's start is given to the µs (${deep.tip.split('\n').pop()})`);
+  // Function bars never take a thread state's colour; an estimated count reads as one.
+  const looks = await page.evaluate(async () => {
+    const u = await import(new URL('assets/util.js', location.href).href);
+    const hue = (css) => {
+      const c = document.createElement('canvas').getContext('2d');
+      c.fillStyle = css;
+      c.fillRect(0, 0, 1, 1);
+      const [r, g, b] = c.getImageData(0, 0, 1, 1).data;
+      const mx = Math.max(r, g, b);
+      const mn = Math.min(r, g, b);
+      if (mx - mn < 20) return null;
+      const d = mx - mn;
+      const h = mx === r ? ((g - b) / d) % 6 : mx === g ? (b - r) / d + 2 : (r - g) / d + 4;
+      return (h * 60 + 360) % 360;
+    };
+    const states = Object.values(u.STATE_COLORS).map(hue).filter((h) => h !== null);
+    let closest = 360;
+    for (let i = 0; i < 64; i++) {
+      const h = hue(u.sensorColor(i));
+      for (const s of states) closest = Math.min(closest, Math.abs(h - s), 360 - Math.abs(h - s));
+    }
+    const t = window.p5.timeline;
+    t.msgTotal = 8001;
+    t.msgExact = false;
+    t.draw();
+    const note = document.querySelector('#msg-note').textContent;
+    return { closest, note };
+  });
+  check(looks.closest >= 8, `function colours keep ≥ 8° of hue from every state colour (${looks.closest.toFixed(1)}°)`);
+  check(looks.note.startsWith('about 8,000 messages in view'), `an estimated message count says so (${looks.note})`);
   await page.click('#fit');
   await page.waitForFunction((w) => {
     const r = document.querySelector('#range');
@@ -184,7 +234,17 @@ try {
   await page.waitForFunction(() => document.querySelector('.ln.hl.main') &&
     document.querySelector('.ln.hl.main').dataset.line === '13');
   check(true, 'clicking a statistics row opens its source line');
+  const statLabels = await page.evaluate(() => ({
+    hist: window.p5.stats.histLabels, kiviat: window.p5.stats.kiviatLabels }));
+  const overlaps = statLabels.hist.filter((a, k) => k && a[0] < statLabels.hist[k - 1][1]).length;
+  check(statLabels.hist.length > 1 && overlaps === 0,
+    `histogram x labels do not overlap (${statLabels.hist.length} labels)`);
+  check(statLabels.kiviat.length === 5 && statLabels.kiviat[0] === 'cpu 100 %'
+    && /^net_rx [\d.]+ MiB\/s$/.test(statLabels.kiviat[3]),
+  `the Kiviat diagram has a scale (${statLabels.kiviat.join(', ')})`);
   await page.screenshot({ path: path.join(os.tmpdir(), 'p5-web-stats.png') });
+  await page.locator('#kiviat').screenshot({ path: path.join(os.tmpdir(), 'p5-web-kiviat.png') });
+  await page.locator('#hist').screenshot({ path: path.join(os.tmpdir(), 'p5-web-hist.png') });
 
   // 7. The screenshot: zoom onto one round of the cracker with the source panel open.
   await page.click('nav button[data-tab=timeline]');
