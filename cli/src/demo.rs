@@ -113,7 +113,7 @@ const NORMAL: Sizes = Sizes {
     cascade_requests: 2000,
     cascade_work: 20,
     stream_messages: 20_000,
-    stream_size: 64,
+    stream_size: 200,
     stream_burst: 5,
     stream_gap_us: 300,
     stream_redraw: 1000,
@@ -128,7 +128,7 @@ const QUICK: Sizes = Sizes {
     cascade_requests: 150,
     cascade_work: 5,
     stream_messages: 2000,
-    stream_size: 64,
+    stream_size: 200,
     stream_burst: 5,
     stream_gap_us: 300,
     stream_redraw: 1000,
@@ -353,6 +353,9 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     for f in &findings {
         let note = notes.get(f.name.as_str()).map_or("", |s| s.as_str());
         render_finding(&mut text, f, note);
+    }
+    if let Some(c) = stream_comparison(&findings, &notes) {
+        text.push_str(&c);
     }
     if sched && !args.no_agent && findings.iter().any(|f| f.sched_rows == 0) {
         let _ = writeln!(
@@ -795,6 +798,49 @@ pub async fn findings(db_url: &str) -> anyhow::Result<Vec<Finding>> {
 
 fn ms(ns: i64) -> f64 {
     ns as f64 / 1e6
+}
+
+/// The §4.2 point in one place: the same messages cost very different numbers of TCP
+/// segments (and so receive softirqs) with Nagle's algorithm, with `TCP_NODELAY`, and with
+/// a small MSS that splits every message. `None` unless the three stream sessions ran.
+fn stream_comparison(findings: &[Finding], notes: &BTreeMap<&str, String>) -> Option<String> {
+    const RUNS: [&str; 3] = ["nagle-on", "nagle-off", "small-mss"];
+    // The client's last line: "client mss: 2000 messages of 200 bytes, 6000 segments sent, mss 76".
+    let number_before = |line: &str, word: &str| -> Option<u64> {
+        let words: Vec<&str> = line.split([' ', ',']).filter(|w| !w.is_empty()).collect();
+        let i = words.iter().position(|w| *w == word)?;
+        words.get(i.checked_sub(1)?)?.parse().ok()
+    };
+    let mut rows = Vec::new();
+    for run in RUNS {
+        let note = notes.get(run)?;
+        let messages = number_before(note, "messages")?;
+        let segments = number_before(note, "segments")?;
+        let f = findings.iter().find(|f| f.name == run)?;
+        rows.push((run, messages, segments, f.net_softirqs.0));
+    }
+    let mut o = String::from(
+        "
+§4.2 compared (the same messages, three socket setups):
+",
+    );
+    for (run, messages, segments, net_rx) in &rows {
+        let _ = writeln!(
+            o,
+            "  {run:<10} {segments:>7} TCP segments for {messages} messages = {:>5.2} per message, {net_rx:>6} NET_RX softirqs",
+            *segments as f64 / (*messages).max(1) as f64
+        );
+    }
+    let (on, off, mss) = (rows[0].2.max(1), rows[1].2.max(1), rows[2].2);
+    let _ = writeln!(
+        o,
+        "  Nagle's algorithm packs small writes ({:.1}x fewer segments than TCP_NODELAY); a small \
+         MSS splits each message ({:.1}x more segments than TCP_NODELAY, {:.1}x more than Nagle).",
+        off as f64 / on as f64,
+        mss as f64 / off as f64,
+        mss as f64 / on as f64
+    );
+    Some(o)
 }
 
 fn render_finding(o: &mut String, f: &Finding, note: &str) {

@@ -238,6 +238,37 @@ fn demo_records_the_three_case_studies_and_shows_the_papers_findings() {
             eprintln!("note: {s}: no OS-monitor trace (not root?): softirqs not checked");
         }
     }
+    // §4.2's point, printed: segments per message differ by socket setup, and the small MSS
+    // splits every 200-byte message into several segments.
+    let per_message = |s: &str| -> f64 {
+        let line = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(s) && l.contains("TCP segments for"))
+            .unwrap_or_else(|| panic!("no §4.2 comparison line for {s}: {stdout}"));
+        let after = line.split(" = ").nth(1).unwrap_or_default();
+        after.split_whitespace().next().unwrap().parse().unwrap()
+    };
+    let (on, off, mss) = (
+        per_message("nagle-on"),
+        per_message("nagle-off"),
+        per_message("small-mss"),
+    );
+    eprintln!("segments per message: nagle-on {on}, nagle-off {off}, small-mss {mss}");
+    assert!(
+        mss >= 2.0 * off,
+        "a small MSS splits each message ({mss} vs {off})"
+    );
+    assert!(off > on, "Nagle packs small writes ({on} vs {off})");
+    assert!(
+        stdout.contains("a small MSS splits each message"),
+        "{stdout}"
+    );
+    if facts["small-mss"].sched_rows > 0 && facts["nagle-off"].sched_rows > 0 {
+        assert!(
+            facts["small-mss"].net_rx > facts["nagle-off"].net_rx,
+            "more segments, more NET_RX softirqs"
+        );
+    }
     let median = |s: &str| facts[s].latencies[facts[s].latencies.len() / 2];
     eprintln!(
         "median message latency: nagle-on {} ns, nagle-off {} ns, small-mss {} ns",
