@@ -179,11 +179,19 @@ pub fn render(s: &SessionSummary) -> String {
             }
         );
     }
-    let _ = writeln!(
+    let _ = write!(
         o,
         "  messages: {} matched, {} sends and {} receives unmatched",
         s.matched, s.unmatched_sends, s.unmatched_recvs
     );
+    if s.undescribed > 0 {
+        let _ = write!(
+            o,
+            ", {} calls on sockets the runtime never described (not matchable)",
+            s.undescribed
+        );
+    }
+    let _ = writeln!(o);
     let _ = writeln!(o, "  connections: {}", s.connections);
     let _ = writeln!(
         o,
@@ -197,4 +205,25 @@ pub fn render(s: &SessionSummary) -> String {
         let _ = writeln!(o, "    {}: {}: {}", d.severity, d.kind, d.message);
     }
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The summary's message line counts calls that could not be matched at all (sockets no
+    /// runtime described), not only the matchable ones left over.
+    #[test]
+    fn the_summary_counts_calls_on_undescribed_sockets() {
+        let mut s = SessionSummary {
+            matched: 0,
+            ..SessionSummary::default()
+        };
+        assert!(render(&s).contains("messages: 0 matched, 0 sends and 0 receives unmatched\n"));
+        s.undescribed = 1135;
+        assert!(render(&s).contains(
+            "messages: 0 matched, 0 sends and 0 receives unmatched, 1135 calls on sockets the \
+             runtime never described (not matchable)\n"
+        ));
+    }
 }

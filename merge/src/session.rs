@@ -108,6 +108,8 @@ pub struct SessionSummary {
     pub unmatched_sends: u64,
     /// Receives no send accounts for.
     pub unmatched_recvs: u64,
+    /// Communication calls on descriptors no socket description names: not matchable.
+    pub undescribed: u64,
     /// Messages received before they were sent under the sample-based fits.
     pub violations_before: u64,
     /// Remaining after tightening.
@@ -208,6 +210,7 @@ pub async fn merge(
         connections: m.connections.len() as u64,
         unmatched_sends: m.unmatched_sends,
         unmatched_recvs: m.unmatched_recvs,
+        undescribed: m.undescribed,
         violations_before: plan.sync.violations_before,
         violations,
         diagnostics: diags,

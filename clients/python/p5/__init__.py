@@ -20,6 +20,7 @@ import threading
 import types
 import warnings
 import time
+import weakref
 
 from . import wire
 
@@ -144,6 +145,56 @@ def _comm_result(name, args, r):
     return 0, "-"
 
 
+# Socket descriptions (wire event kind 5) tell merge which connection a descriptor is, so
+# that sends and receives can be matched. A socket is described the first time a recorded
+# call uses it — whoever made it (connect, accept, socketserver, http.server, asyncio) — and
+# again after connect/accept and whenever its descriptor now belongs to another socket.
+# fd → a weak reference to the socket object last described under that fd.
+_described = {}
+_described_lock = threading.Lock()
+_PROTO = {
+    (socket.AF_INET, socket.SOCK_STREAM): 1, (socket.AF_INET6, socket.SOCK_STREAM): 1,
+    (socket.AF_INET, socket.SOCK_DGRAM): 2, (socket.AF_INET6, socket.SOCK_DGRAM): 2,
+}
+if hasattr(socket, "AF_UNIX"):
+    _PROTO[(socket.AF_UNIX, socket.SOCK_STREAM)] = 3
+    _PROTO[(socket.AF_UNIX, socket.SOCK_DGRAM)] = 4
+
+
+def _address(get):
+    try:
+        return _peer(get())
+    except OSError:
+        return "-"
+
+
+def _describe(sensor_id, sock, force=False):
+    """Queues a description of `sock` unless it is already described under its fd."""
+    try:
+        fd = sock.fileno()
+    except OSError:
+        return
+    if fd < 0:
+        return
+    with _described_lock:
+        ref = _described.get(fd)
+        if not force and ref is not None and ref() is sock:
+            return
+        try:
+            _described[fd] = weakref.ref(sock)
+        except TypeError:
+            _described.pop(fd, None)
+    proto = _PROTO.get((sock.family, sock.type & 0xF), 0)
+    local = _address(sock.getsockname)
+    peer = _address(sock.getpeername)
+    _stream().queue.append((5, _now(), sensor_id, (fd, proto, local, peer)))
+
+
+def _forget(fd):
+    with _described_lock:
+        _described.pop(fd, None)
+
+
 def comm(sensor_id, obj, name):
     """`p5.comm(id, sock, "send")(data)`: the method `name` of `obj`, recorded as a
     communication call when `obj` is a socket.socket (any other object gets its own method)."""
@@ -154,6 +205,8 @@ def comm(sensor_id, obj, name):
 
     def recorded(*args, **kwargs):
         fd = obj.fileno()
+        if name not in ("connect", "connect_ex", "close"):
+            _describe(sensor_id, obj)
         t = _now()
         try:
             r = method(*args, **kwargs)
@@ -165,6 +218,12 @@ def comm(sensor_id, obj, name):
         except Exception:
             result, peer = 0, "-"
         _stream().queue.append((4, t, sensor_id, (op, fd, _now() - t, result, peer)))
+        if name in ("connect", "connect_ex") and result == 0:
+            _describe(sensor_id, obj, force=True)
+        elif name == "accept":
+            _describe(sensor_id, r[0], force=True)
+        elif name == "close":
+            _forget(fd)
         return r
 
     return recorded
@@ -539,6 +598,12 @@ class _Shipper:
                         batch.comm(t, sid, op, fd, duration, result, peer)
                     except ValueError:  # a peer name that is not an address
                         batch.comm(t, sid, op, fd, duration, result, "-")
+                elif kind == 5:
+                    fd, proto, local, peer = value
+                    try:
+                        batch.socket(t, sid, fd, proto, local, peer)
+                    except ValueError:
+                        batch.socket(t, sid, fd, proto, "-", "-")
                 else:
                     batch.add(kind, t, sid, value)
                 if batch.count >= _MAX_BATCH:
