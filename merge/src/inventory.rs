@@ -104,6 +104,16 @@ async fn threads(
             dropped: st.dropped as i64,
         };
         w.row(row).await?;
+        for &(from, to, events) in &st.drops {
+            w.row(schema::DropRange {
+                session_id: sid,
+                thread_id: s as i64 + 1,
+                t_start: f.map(from),
+                t_end: f.map(to),
+                events: events.min(i64::MAX as u64) as i64,
+            })
+            .await?;
+        }
     }
     Ok(proc_span)
 }

@@ -193,6 +193,14 @@ pub fn render(s: &SessionSummary) -> String {
     }
     let _ = writeln!(o);
     let _ = writeln!(o, "  connections: {}", s.connections);
+    if s.dropped.0 > 0 {
+        let (n, threads) = s.dropped;
+        let _ = writeln!(
+            o,
+            "  WARNING: {n} events were lost to full buffers in {threads} thread(s): the trace \
+             has gaps there (table drop_range; the Gantt marks them)"
+        );
+    }
     let _ = writeln!(
         o,
         "  causality: {} violations from the samples alone, {} after tightening",

@@ -54,6 +54,9 @@ pub struct StreamInfo {
     pub events: u64,
     /// Events lost to full buffers (cumulative, last seen).
     pub dropped: u64,
+    /// Where they were lost: `(from, to, events)` on the process clock, one per batch that
+    /// reported new losses (at most [`MAX_DROP_RANGES`]; beyond, the last range grows).
+    pub drops: Vec<(i64, i64, u64)>,
     /// First and last event time, process clock.
     pub t_first: Option<i64>,
     /// Last event time.
@@ -62,7 +65,31 @@ pub struct StreamInfo {
     pub t_end: Option<i64>,
 }
 
+/// Drop ranges kept per stream: a pathological run reports losses in every batch, and one
+/// range per batch would then grow with the events.
+pub const MAX_DROP_RANGES: usize = 4096;
+
 impl StreamInfo {
+    /// Notes the cumulative loss count `dropped` reported by a batch whose events end at
+    /// `to` (or, for an empty batch or a stream close, at the stream's last event).
+    fn note_dropped(&mut self, dropped: u64, to: Option<i64>) {
+        if dropped <= self.dropped {
+            return;
+        }
+        let lost = dropped - self.dropped;
+        self.dropped = dropped;
+        let from = self.t_last.or(to).unwrap_or(0);
+        let to = to.unwrap_or(from).max(from);
+        let full = self.drops.len() >= MAX_DROP_RANGES;
+        match self.drops.last_mut() {
+            Some(last) if full => {
+                last.1 = last.1.max(to);
+                last.2 += lost;
+            }
+            _ => self.drops.push((from, to, lost)),
+        }
+    }
+
     /// Where the stream's life ends on its process clock.
     pub fn end(&self) -> Option<i64> {
         match (self.t_end, self.t_last) {
@@ -284,7 +311,7 @@ impl Scan {
                     let s = self.stream(p, c.header.stream);
                     let st = &mut self.streams[s];
                     st.t_end = Some(c.t_end as i64);
-                    st.dropped = st.dropped.max(c.dropped);
+                    st.note_dropped(c.dropped, Some(c.t_end as i64));
                 }
                 Err(_) => self.bad_frames += 1,
             },
@@ -341,8 +368,8 @@ impl Scan {
         };
         let s = self.stream(p, frame.header.stream);
         let host = self.streams[s].kind == StreamKind::HostMetrics as u8;
-        self.streams[s].dropped = self.streams[s].dropped.max(frame.dropped);
         let Ok(decoder) = frame.events() else {
+            self.streams[s].note_dropped(frame.dropped, None);
             self.bad_batches += 1;
             return;
         };
@@ -418,6 +445,8 @@ impl Scan {
             }
         }
         let st = &mut self.streams[s];
+        // Before `t_last` moves on: the loss lies between the previous batch and this one's end.
+        st.note_dropped(frame.dropped, last);
         st.events += n;
         self.events += n;
         if let Some(f) = first {

@@ -110,6 +110,8 @@ pub struct SessionSummary {
     pub unmatched_recvs: u64,
     /// Communication calls on descriptors no socket description names: not matchable.
     pub undescribed: u64,
+    /// Events the runtimes lost to full buffers, and in how many threads.
+    pub dropped: (u64, u64),
     /// Messages received before they were sent under the sample-based fits.
     pub violations_before: u64,
     /// Remaining after tightening.
@@ -211,6 +213,12 @@ pub async fn merge(
         unmatched_sends: m.unmatched_sends,
         unmatched_recvs: m.unmatched_recvs,
         undescribed: m.undescribed,
+        dropped: plan
+            .scan
+            .streams
+            .iter()
+            .filter(|s| s.dropped > 0)
+            .fold((0, 0), |(n, k), s| (n + s.dropped, k + 1)),
         violations_before: plan.sync.violations_before,
         violations,
         diagnostics: diags,

@@ -1504,3 +1504,85 @@ fn a_copied_segment_is_not_counted_twice() {
         assert!(!a[0].diagnostics.iter().any(|d| d.kind == "duplicate-frame"));
     });
 }
+
+/// Events a runtime lost to a full buffer are never silent: each batch that reports new
+/// losses gives a `drop_range` row from the last event shipped before it to the batch's last
+/// event (the close reports the rest), the thread row has the total, and the summary warns.
+#[test]
+fn lost_events_become_ranges_and_a_warning() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let mut b = StoreBuilder::new(&store, "drops", 4, 1_000_000_000_000);
+    let uid = 0xD0D0;
+    b.process(
+        1_000,
+        &identity(uid, 4242, "", "h", "lossy", 1_000_000_000_000, 1),
+    );
+    let open = stream_open(1, 10, 1, 4242, "main");
+    b.data(2_000, uid, p5_wire::frame::FrameType::StreamOpen, &open);
+    // Batches: events at 1..=3 ms, 10..=12 ms, 20 ms, 30..=31 ms; cumulative losses 0, 100,
+    // 100, 250; the close (at 40 ms) reports 300.
+    let batches: [(&[i64], u64); 4] = [
+        (&[1, 2, 3], 0),
+        (&[10, 12], 100),
+        (&[20], 100),
+        (&[30, 31], 250),
+    ];
+    for (k, (ms, dropped)) in batches.iter().enumerate() {
+        let evs: Vec<Event> = ms
+            .iter()
+            .map(|&t| Event::Mark {
+                t: (t * MS) as u64,
+                sensor: S_MAIN,
+            })
+            .collect();
+        let body = events(
+            1,
+            k as u64 + 1,
+            (ms[ms.len() - 1] * MS) as u64,
+            *dropped,
+            &evs,
+        );
+        let t_s = 1_000_000_000_000 + (ms[ms.len() - 1] * MS) as u64;
+        b.data(t_s, uid, p5_wire::frame::FrameType::Events, &body);
+    }
+    let close = stream_close_dropped(1, 5, (40 * MS) as u64, (40 * MS) as u64, 300);
+    b.data(
+        1_000_000_000_000 + (40 * MS) as u64,
+        uid,
+        p5_wire::frame::FrameType::StreamClose,
+        &close,
+    );
+    b.finish();
+    rt().block_on(async {
+        let url = format!("sqlite:{}", tmp.path().join("d.sqlite").display());
+        let s = merge(&store, &url, vec![]).await;
+        assert_eq!(s[0].dropped, (300, 1));
+        let text = p5_merge::render(&s[0]);
+        assert!(
+            text.contains("WARNING: 300 events were lost to full buffers in 1 thread(s)"),
+            "{text}"
+        );
+        let rows = query_csv(
+            &url,
+            "SELECT d.t_start - t.t_start AS a, d.t_end - t.t_start AS b, d.events \
+             FROM drop_range d JOIN thread t ON t.session_id = d.session_id AND t.id = d.thread_id \
+             ORDER BY d.t_start",
+        )
+        .await;
+        // Relative to the thread's first event (1 ms): 3 → 12 ms, 20 → 31 ms, 31 → 40 ms.
+        let ms = |t: i64| (t - 1) * MS;
+        let want = format!(
+            "a,b,events\n{},{},100\n{},{},150\n{},{},50\n",
+            ms(3),
+            ms(12),
+            ms(20),
+            ms(31),
+            ms(31),
+            ms(40)
+        );
+        assert_eq!(rows, want);
+        let dropped = query_csv(&url, "SELECT dropped FROM thread").await;
+        assert_eq!(dropped, "dropped\n300\n");
+    });
+}

@@ -41,6 +41,11 @@ pub const SQLITE: &[(i64, &str, &str)] = &[
         "analysis",
         include_str!("../migrations/sqlite/0004_analysis.sql"),
     ),
+    (
+        8,
+        "drop_range",
+        include_str!("../migrations/sqlite/0008_drop_range.sql"),
+    ),
 ];
 
 /// `(version, description, SQL)` of every PostgreSQL migration.
@@ -64,6 +69,11 @@ pub const POSTGRES: &[(i64, &str, &str)] = &[
         4,
         "analysis",
         include_str!("../migrations/postgres/0004_analysis.sql"),
+    ),
+    (
+        8,
+        "drop_range",
+        include_str!("../migrations/postgres/0008_drop_range.sql"),
     ),
 ];
 
@@ -125,7 +135,7 @@ mod tests {
             assert_eq!((a.0, a.1), (b.0, b.1));
         }
         let (s, p) = (indexes(Backend::Sqlite), indexes(Backend::Postgres));
-        assert_eq!(s.len(), 17, "{s:?}");
+        assert_eq!(s.len(), 18, "{s:?}");
         assert_eq!(
             s.iter().map(|x| x.0).collect::<Vec<_>>(),
             p.iter().map(|x| x.0).collect::<Vec<_>>()

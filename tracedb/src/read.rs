@@ -141,16 +141,20 @@ pub struct Session {
     pub base_wall_ns: i64,
     /// Wall clock of the merge (changes when the session is merged again).
     pub merged_at_wall_ns: i64,
+    /// Events the runtimes lost to full buffers (sum of `thread.dropped`).
+    pub dropped: i64,
 }
 
 const SESSIONS: &str = "SELECT id, name, t_min, t_max, events, processes, threads, messages, \
      matched, violations, diagnostics, base_wall_ns, merged_at_wall_ns, (SELECT COUNT(*) FROM \
      process p WHERE p.session_id = session.id AND p.runtime NOT IN ('host-agent', \
-     'os-monitor')) FROM session ORDER BY id";
+     'os-monitor')), (SELECT CAST(COALESCE(SUM(t.dropped), 0) AS BIGINT) FROM thread t WHERE \
+     t.session_id = session.id) FROM session ORDER BY id";
 const SESSION: &str = "SELECT id, name, t_min, t_max, events, processes, threads, messages, \
      matched, violations, diagnostics, base_wall_ns, merged_at_wall_ns, (SELECT COUNT(*) FROM \
      process p WHERE p.session_id = session.id AND p.runtime NOT IN ('host-agent', \
-     'os-monitor')) FROM session WHERE id = $1";
+     'os-monitor')), (SELECT CAST(COALESCE(SUM(t.dropped), 0) AS BIGINT) FROM thread t WHERE \
+     t.session_id = session.id) FROM session WHERE id = $1";
 
 /// All sessions.
 pub async fn sessions(db: &Reader) -> Result<Vec<Session>, Error> {
@@ -179,6 +183,7 @@ fn session_row<R: RowExt>(r: &R) -> Result<Session, sqlx::Error> {
         base_wall_ns: r.i(11)?,
         merged_at_wall_ns: r.i(12)?,
         programs: r.i(13)?,
+        dropped: r.i(14)?,
     })
 }
 
@@ -557,6 +562,23 @@ pub struct Connection {
     pub return_messages: i64,
     /// Their bytes.
     pub return_bytes: i64,
+}
+
+/// Where each thread lost events to full buffers, by thread and time (empty for a database
+/// written before migration 0008).
+pub async fn drop_ranges(db: &Reader, sid: i64) -> Result<Vec<schema::DropRange>, Error> {
+    if db.schema_version().await? < 8 {
+        return Ok(Vec::new());
+    }
+    const Q: &str = "SELECT thread_id, t_start, t_end, events FROM drop_range \
+         WHERE session_id = $1 ORDER BY thread_id, t_start";
+    Ok(fetch!(db, Q, [sid], |r| schema::DropRange {
+        session_id: sid,
+        thread_id: r.i(0)?,
+        t_start: r.i(1)?,
+        t_end: r.i(2)?,
+        events: r.i(3)?,
+    }))
 }
 
 /// The connections of a session, by id (empty for a database merged before migration 0003

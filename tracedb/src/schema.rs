@@ -724,6 +724,21 @@ tables! {
         /// → `path_node.id` it enters.
         node_id: i64,
     }
+
+    /// Where a thread lost events to a full buffer (`drop_range`, migration 0008): between
+    /// the last event shipped before the loss and the last one of the batch that reported it.
+    DROP_RANGE DropRange = "drop_range" {
+        /// Session.
+        session_id: i64,
+        /// → `thread.id`.
+        thread_id: i64,
+        /// From (on the base).
+        t_start: i64,
+        /// To.
+        t_end: i64,
+        /// Events lost in the range.
+        events: i64,
+    }
 }
 
 /// Every table keyed by session (everything but `session`), in deletion order: re-merging a
@@ -752,6 +767,7 @@ pub const PER_SESSION: &[Table] = &[
     PATH_NODE_HIST,
     PATH_INSTANCE,
     PATH_INSTANCE_MESSAGE,
+    DROP_RANGE,
 ];
 
 /// The analysis tables (migration 0004): what `p5 analyze` writes.

@@ -41,7 +41,8 @@ async function main() {
   const sessions = await api('/sessions');
   const sel = document.querySelector('#session');
   sel.innerHTML = sessions.map((s) =>
-    `<option value="${s.id}">${esc(s.name)} (${s.programs} processes, ${s.events} events)</option>`).join('');
+    `<option value="${s.id}">${esc(s.name)} (${s.programs} processes, ${s.events} events${
+      s.dropped > 0 ? `, ⚠ ${s.dropped.toLocaleString()} lost` : ''})</option>`).join('');
   sel.onchange = () => loadSession(Number(sel.value));
   const want = Number((location.hash.match(/session=(\d+)/) || [])[1]);
   const first = sessions.find((s) => s.id === want) || sessions.find((s) => s.events > 0) || sessions[0];

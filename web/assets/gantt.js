@@ -71,13 +71,19 @@ export class Timeline {
     for (const p of this.rows.processes) {
       const top = y;
       p.threads.forEach((t, k) => {
-        lanes.push({ kind: 'state', y, h: STATE_H, thread: t.id, process: p,
-          label: k === 0 ? p.label : '', sub: `${t.name} (tid ${t.tid})` });
+        const lost = t.dropped > 0 ? `  ⚠ ${t.dropped.toLocaleString()} events lost` : '';
+        const state = { kind: 'state', y, h: STATE_H, thread: t.id, process: p,
+          label: k === 0 ? p.label : '', sub: `${t.name} (tid ${t.tid})${lost}` };
+        lanes.push(state);
         this.threadY.set(t.id, y + STATE_H / 2);
         y += STATE_H + 1;
         for (let l = 0; l < t.levels; l++) {
           lanes.push({ kind: 'level', y, h: LEVEL_H, thread: t.id, level: l, process: p });
           y += LEVEL_H;
+        }
+        // Where the thread lost events: a warning band over its state and call lanes.
+        if (t.drops && t.drops.length) {
+          lanes.push({ kind: 'drops', y: state.y, h: y - state.y, thread: t.id, process: p, drops: t.drops });
         }
         if (t.sched) {
           y += 2;
@@ -277,6 +283,7 @@ export class Timeline {
     c.clip();
     this.drawGrid(c);
     for (const lane of this.lanes) this.drawLane(c, lane);
+    for (const lane of this.lanes) if (lane.kind === 'drops') this.drawDrops(c, lane);
     this.drawMessages(c);
     c.restore();
     // labels
@@ -385,6 +392,7 @@ export class Timeline {
   }
 
   drawLane(c, lane) {
+    if (lane.kind === 'drops') return undefined;
     if (lane.kind === 'cpu' || lane.kind === 'net') return this.drawHostChart(c, lane);
     const items = this.itemsFor(lane);
     const y = lane.y;
@@ -433,6 +441,21 @@ export class Timeline {
         }
       }
     }
+  }
+
+  // Time ranges where the runtime lost events to a full buffer: the trace has gaps there.
+  drawDrops(c, lane) {
+    c.save();
+    c.fillStyle = 'rgba(255,140,0,.28)';
+    c.strokeStyle = 'rgba(200,90,0,.9)';
+    for (const [a, b] of lane.drops) {
+      if (b < this.view.t0 || a > this.view.t1) continue;
+      const x0 = this.X(a);
+      const w = Math.max(3, this.X(b) - x0);
+      c.fillRect(x0, lane.y, w, lane.h);
+      c.strokeRect(x0 + 0.5, lane.y + 0.5, w - 1, lane.h - 1);
+    }
+    c.restore();
   }
 
   drawHostChart(c, lane) {
@@ -521,9 +544,15 @@ export class Timeline {
       if (Math.hypot(this.X(m.send_t) - x, ya - y) < 6) return { kind: 'msg', m, end: 'send' };
       if (Math.hypot(this.X(m.recv_t) - x, yb - y) < 6) return { kind: 'msg', m, end: 'recv' };
     }
-    const lane = this.lanes.find((l) => l.kind !== 'block' && y >= l.y && y < l.y + l.h);
-    if (!lane) return null;
     const t = this.T(x);
+    const px = (this.view.t1 - this.view.t0) / this.plotW();
+    for (const l of this.lanes) {
+      if (l.kind !== 'drops' || y < l.y || y >= l.y + l.h) continue;
+      const r = l.drops.find(([a, b]) => t >= a - 2 * px && t <= Math.max(b, a + 3 * px));
+      if (r) return { kind: 'drops', lane: l, range: r, t };
+    }
+    const lane = this.lanes.find((l) => l.kind !== 'block' && l.kind !== 'drops' && y >= l.y && y < l.y + l.h);
+    if (!lane) return null;
     if (lane.kind === 'cpu' || lane.kind === 'net') return { kind: lane.kind, lane, t };
     const tol = (3 * (this.view.t1 - this.view.t0)) / this.plotW();
     let best = null;
@@ -548,6 +577,12 @@ export class Timeline {
   }
 
   describe(h) {
+    if (h.kind === 'drops') {
+      const [a, b, n] = h.range;
+      const res = Math.min(this.pxRes(), Math.max(1, (b - a) / 100));
+      return `⚠ ${n.toLocaleString()} events lost between ${this.fmtT(a, res)} and ${this.fmtT(b, res)}\n`
+        + 'the runtime\'s buffer was full: the trace has a gap here';
+    }
     if (h.kind === 'msg') {
       const m = h.m;
       const mres = Math.min(this.pxRes(), Math.max(1, Math.abs(m.recv_t - m.send_t) / 100));

@@ -3,7 +3,7 @@
 //! | route | answer |
 //! |---|---|
 //! | `GET /sessions` | every session with its counts |
-//! | `GET /sessions/{id}/rows` | hosts, processes (label, consecutive number) and their threads |
+//! | `GET /sessions/{id}/rows` | hosts, processes (label, consecutive number) and their threads (with where each lost events) |
 //! | `GET /sessions/{id}/sensors` | sensors; a sensor's position is the index Gantt items use |
 //! | `GET /sessions/{id}/gantt?t0=&t1=&px=` | per thread: states, interval levels, scheduling; per host: IRQs — level of detail per pixel column (`lod`) |
 //! | `GET /sessions/{id}/messages?t0=&t1=&limit=` | message arrows crossing the window (evenly thinned beyond `limit`; `total` is estimated when `total_exact` is false) |
@@ -126,6 +126,14 @@ fn window(p: &HashMap<String, String>, ix: &SessionIndex) -> Result<(i64, i64, u
 
 async fn rows(State(st): St, Path(s): Path<String>) -> ApiResult {
     let ix = index(&st, &s).await?;
+    // Where threads lost events: `[t_start, t_end, events]` per thread, drawn as warning bands.
+    let mut drops: HashMap<i64, Vec<[i64; 3]>> = HashMap::new();
+    for d in query::drop_ranges(&st.db, ix.session.id).await? {
+        drops
+            .entry(d.thread_id)
+            .or_default()
+            .push([d.t_start, d.t_end, d.events]);
+    }
     let hostname = |id: i64| {
         ix.hosts
             .iter()
@@ -142,7 +150,8 @@ async fn rows(State(st): St, Path(s): Path<String>) -> ApiResult {
                 let l = &ix.lanes[&t.id];
                 json!({
                     "id": t.id, "tid": t.tid, "name": t.name, "kind": t.kind,
-                    "dropped": t.dropped, "levels": l.levels.len(),
+                    "dropped": t.dropped, "drops": drops.get(&t.id).map_or(&[][..], |v| &v[..]),
+                    "levels": l.levels.len(),
                     "sched": !l.sched.is_empty(), "states": !l.states.is_empty(),
                 })
             })

@@ -70,6 +70,25 @@ try {
     `process rows labelled host · program · number (${rows.labels.join(', ')})`);
   check(rows.painted.every((n) => n > 500), `state bars are painted (${rows.painted.join(', ')} px)`);
   check(rows.charts === 6, `host CPU and network charts beneath (${rows.charts})`);
+  // Lost events are never silent: the session list, the lane's label and a band on the lane.
+  const lost = await page.evaluate(() => {
+    const t = window.p5.timeline;
+    const lane = t.lanes.find((l) => l.kind === 'drops');
+    const state = t.lanes.find((l) => l.kind === 'state' && l.thread === (lane && lane.thread));
+    const c = document.querySelector('#chart');
+    const dpr = window.devicePixelRatio || 1;
+    const [a, b] = lane.drops[0];
+    const x = Math.round((t.X(a) + t.X(b)) / 2);
+    const px = c.getContext('2d').getImageData(x * dpr, (lane.y + 2) * dpr, 1, 1).data;
+    const tip = t.describe(t.hit(x, lane.y + 2));
+    return { option: document.querySelector('#session option').textContent, sub: state.sub,
+      ranges: lane.drops.length, px: [...px], tip };
+  });
+  check(lost.option.includes('⚠ 1,500 lost'), `the session list shows lost events (${lost.option})`);
+  check(lost.sub.includes('⚠ 1,500 events lost') && lost.ranges === 2,
+    `the thread's label and its two loss ranges (${lost.sub})`);
+  check(lost.px[0] > 200 && lost.px[2] < 120, `a warning band is painted over the loss (rgb ${lost.px.slice(0, 3)})`);
+  check(lost.tip.startsWith('⚠ 1,000 events lost between'), `hovering the band explains it (${lost.tip.split('\n')[0]})`);
   // Loopback traffic counts: the scale names the interfaces that carried traffic.
   check(rows.net.length === 3 && rows.net.every((l) => /B\/s · eth0, lo$/.test(l)),
     `network charts name their interfaces, lo included (${rows.net.join(' | ')})`);
