@@ -564,6 +564,14 @@ pub struct Connection {
     pub return_bytes: i64,
 }
 
+/// Each process's clock error bound (ns) as merge estimated it (`None`: no bound stated), by
+/// process id.
+pub async fn clock_bounds(db: &Reader, sid: i64) -> Result<Vec<(i64, Option<i64>)>, Error> {
+    const Q: &str = "SELECT process_id, error_bound_ns FROM clock_estimate \
+         WHERE session_id = $1 ORDER BY process_id";
+    Ok(fetch!(db, Q, [sid], |r| (r.i(0)?, r.oi(1)?)))
+}
+
 /// Where each thread lost events to full buffers, by thread and time (empty for a database
 /// written before migration 0008).
 pub async fn drop_ranges(db: &Reader, sid: i64) -> Result<Vec<schema::DropRange>, Error> {

@@ -68,6 +68,11 @@ export class Timeline {
     const lanes = [];
     let y = 6;
     this.threadY = new Map();
+    // Each thread's clock error bound (its process's), for arrows whose order is uncertain.
+    this.threadBound = new Map();
+    for (const p of this.rows.processes) {
+      for (const t of p.threads) this.threadBound.set(t.id, p.clock_bound_ns ?? null);
+    }
     for (const p of this.rows.processes) {
       const top = y;
       p.threads.forEach((t, k) => {
@@ -121,7 +126,7 @@ export class Timeline {
       box('#222', 'scheduled (had a CPU)'),
       box(IRQ_COLOR, 'IRQ'),
       box(SOFTIRQ_COLOR, 'network softirq'),
-      '<span>&#8594; message send → receive</span>',
+      '<span>&#8594; message send → receive (dashed: within the clock error bound)</span>',
       box('rgba(70,130,180,.5)', 'CPU'), box('#1f77b4', 'net rx'), box('#ff7f0e', 'net tx'),
       `<span>session: ${esc(this.rows.session.name)}, ${this.rows.processes.length} processes</span>`,
       this.rows.partial ? '<span class="partial">indexing: showing the overview (no arrows yet)</span>' : '',
@@ -491,6 +496,16 @@ export class Timeline {
     c.fillText(lane.scale, LABEL_W + 4, lane.y + 7);
   }
 
+  // The two clocks' error bounds together, if a message's latency is within them (its ends
+  // could be in the other order, or much closer): null when certain or unknown.
+  uncertainty(m) {
+    const a = this.threadBound.get(m.send_thread);
+    const b = this.threadBound.get(m.recv_thread);
+    if (a === null || a === undefined || b === null || b === undefined) return null;
+    const bound = a + b;
+    return bound > 0 && Math.abs(m.recv_t - m.send_t) <= bound ? bound : null;
+  }
+
   // Arrows closer than about 8 px apart on average would hide the bars beneath: they are then
   // drawn as faint lines without heads (fainter the denser), and a note says how many there are.
   drawMessages(c) {
@@ -507,10 +522,13 @@ export class Timeline {
       const xb = this.X(m.recv_t);
       c.strokeStyle = m.violation ? '#e00' : `rgba(20,20,20,${ink.toFixed(3)})`;
       c.fillStyle = c.strokeStyle;
+      // Latency within the clocks' error bound: dashed, the order of its ends is not certain.
+      c.setLineDash(this.uncertainty(m) !== null ? [4, 3] : []);
       c.beginPath();
       c.moveTo(xa, ya);
       c.lineTo(xb, yb);
       c.stroke();
+      c.setLineDash([]);
       if (dense && !m.violation) continue;
       const ang = Math.atan2(yb - ya, xb - xa);
       c.beginPath();
@@ -588,6 +606,8 @@ export class Timeline {
       const mres = Math.min(this.pxRes(), Math.max(1, Math.abs(m.recv_t - m.send_t) / 100));
       return `message ${m.id}: ${m.bytes} bytes\nsent ${this.fmtT(m.send_t, mres)}, received ${this.fmtT(m.recv_t, mres)}\n` +
         `latency ${fmtDur(m.recv_t - m.send_t)}${m.violation ? ' — received before sent!' : ''}\n` +
+        (this.uncertainty(m) !== null
+          ? `within the clocks' error bound (±${fmtDur(this.uncertainty(m))}): order uncertain\n` : '') +
         `click: source of the ${h.end === 'send' ? 'send' : 'receive'} call`;
     }
     if (h.kind === 'cpu' || h.kind === 'net') {

@@ -127,6 +127,10 @@ fn window(p: &HashMap<String, String>, ix: &SessionIndex) -> Result<(i64, i64, u
 async fn rows(State(st): St, Path(s): Path<String>) -> ApiResult {
     let ix = index(&st, &s).await?;
     // Where threads lost events: `[t_start, t_end, events]` per thread, drawn as warning bands.
+    let bounds: HashMap<i64, Option<i64>> = query::clock_bounds(&st.db, ix.session.id)
+        .await?
+        .into_iter()
+        .collect();
     let mut drops: HashMap<i64, Vec<[i64; 3]>> = HashMap::new();
     for d in query::drop_ranges(&st.db, ix.session.id).await? {
         drops
@@ -166,6 +170,7 @@ async fn rows(State(st): St, Path(s): Path<String>) -> ApiResult {
             "program": p.program, "pid": p.pid, "argv": p.argv, "runtime": p.runtime,
             "label": format!("{host} · {} · {number}", p.program),
             "t_start": p.t_start, "t_end": p.t_end, "threads": threads,
+            "clock_bound_ns": bounds.get(&p.id).copied().flatten(),
         }));
     }
     let (t0, t1) = ix.span();

@@ -89,6 +89,18 @@ try {
     `the thread's label and its two loss ranges (${lost.sub})`);
   check(lost.px[0] > 200 && lost.px[2] < 120, `a warning band is painted over the loss (rgb ${lost.px.slice(0, 3)})`);
   check(lost.tip.startsWith('⚠ 1,000 events lost between'), `hovering the band explains it (${lost.tip.split('\n')[0]})`);
+  // Clock bounds where they matter: arrows whose latency is within them are uncertain.
+  const unsure = await page.evaluate(() => {
+    const t = window.p5.timeline;
+    const u = t.msgs.filter((m) => t.uncertainty(m) !== null);
+    const gamma = t.msgs.filter((m) => m.send_thread === 3 || m.recv_thread === 3);
+    return { n: u.length, all: u.every((m) => gamma.includes(m)), gamma: gamma.length,
+      tip: u.length ? t.describe({ kind: 'msg', m: u[0], end: 'send' }) : '' };
+  });
+  check(unsure.n === unsure.gamma && unsure.n > 0 && unsure.all,
+    `arrows within the clock bound are uncertain: ${unsure.n} of gamma's ${unsure.gamma}, no other`);
+  check(unsure.tip.includes("within the clocks' error bound (±100.0 µs): order uncertain"),
+    `their tooltip says so (${unsure.tip.split('\n')[2]})`);
   // Loopback traffic counts: the scale names the interfaces that carried traffic.
   check(rows.net.length === 3 && rows.net.every((l) => /B\/s · eth0, lo$/.test(l)),
     `network charts name their interfaces, lo included (${rows.net.join(' | ')})`);
