@@ -5,7 +5,8 @@
 //! truth), `convert` (text trace normalisation and export), `import` (a trace or capture
 //! into the trace database, optionally with its ground truth as an analysis run), `show` (a
 //! result from JSON or from the database as a table, JSON or DOT; `--save-db` stores it).
-//! Still to come: `nesting`, `convolution`, `linking`, `flows`.
+//! `nesting` (Project 5's nesting algorithm, [`crate::nesting`]). Still to come:
+//! `convolution`, `linking`, `flows`.
 
 use crate::clients::{FIXED_PORT_PEERS, aggregate_clients};
 use crate::input::InputArgs;
@@ -52,6 +53,8 @@ pub enum AnalyzeCmd {
     /// Write a text trace or pcap captures into the trace database as a session (the viewer
     /// then shows it), optionally with its ground truth as an analysis run.
     Import(ImportArgs),
+    /// Causal paths from the timing of calls and returns (Project 5 nesting, its paper §5.1).
+    Nesting(crate::nesting::cli::NestingArgs),
 }
 
 /// `p5 analyze import`.
@@ -199,6 +202,7 @@ pub fn run(args: &AnalyzeArgs, progress: &mut dyn FnMut(Progress)) -> Result<()>
         AnalyzeCmd::Convert(a) => run_convert(a, progress),
         AnalyzeCmd::Show(a) => run_show(a),
         AnalyzeCmd::Import(a) => crate::import::run(a, progress),
+        AnalyzeCmd::Nesting(a) => crate::nesting::cli::run(a, progress),
     };
     progress(Progress::Done);
     r

@@ -8,26 +8,25 @@ use std::path::PathBuf;
 /// What stopped an analysis command.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    /// Reading or writing a file failed.
-    #[error("{}: {source}", path.display())]
+    /// Reading or writing a file failed. (The cause is in the message, not a `source`: the
+    /// umbrella binary prints the chain, which would say it twice.)
+    #[error("{}: {cause}", path.display())]
     Io {
         /// The file.
         path: PathBuf,
         /// The cause.
-        #[source]
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     /// Writing to standard output or another stream failed.
     #[error("writing output: {0}")]
     Write(#[from] std::io::Error),
     /// A JSON file (a result, a ground truth) did not parse.
-    #[error("{}: not a p5 analyze result: {source}", path.display())]
+    #[error("{}: not a p5 analyze result: {cause}", path.display())]
     Json {
         /// The file.
         path: PathBuf,
-        /// The cause.
-        #[source]
-        source: serde_json::Error,
+        /// The cause (in the message, as for [`Error::Io`]).
+        cause: serde_json::Error,
     },
     /// A generator configuration is not valid.
     #[error("{}: {message}", path.display())]
@@ -50,7 +49,7 @@ impl Error {
     pub fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
         Error::Io {
             path: path.into(),
-            source,
+            cause: source,
         }
     }
 }

@@ -21,9 +21,9 @@ fn default_name(path: &str) -> String {
 
 fn read_truth(path: &Path) -> Result<GroundTruth> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    serde_json::from_slice(&bytes).map_err(|source| Error::Json {
+    serde_json::from_slice(&bytes).map_err(|cause| Error::Json {
         path: path.into(),
-        source,
+        cause,
     })
 }
 

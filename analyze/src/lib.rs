@@ -19,6 +19,7 @@ pub mod hash;
 pub mod import;
 pub mod input;
 pub mod maketrace;
+pub mod nesting;
 pub mod node;
 pub mod output;
 pub mod pattern;

@@ -145,9 +145,9 @@ pub struct AnalysisResult {
 /// Reads a result (or a ground truth, which is a result with more fields) from JSON.
 pub fn read_json(path: &Path) -> Result<AnalysisResult> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    serde_json::from_slice(&bytes).map_err(|source| Error::Json {
+    serde_json::from_slice(&bytes).map_err(|cause| Error::Json {
         path: path.into(),
-        source,
+        cause,
     })
 }
 
@@ -322,9 +322,26 @@ pub struct Collector {
     by_sig: HashMap<String, u32>,
     acc: Vec<Acc>,
     instances: Vec<Instance>,
+    local_call_delay: bool,
+    // Reused per instance: the signature, the preorder, first child / next sibling links.
+    sig_buf: String,
+    order_buf: Vec<usize>,
+    links: Vec<(u32, u32, u32)>,
 }
 
 impl Collector {
+    /// A collector whose call delays are measured on one node's clock: a visit's call time
+    /// minus the time its parent's call *arrived* (both stamped by the node that makes the
+    /// child call), where that arrival is known; so they do not change when a host's clock
+    /// is offset. (The default, \[P5\] §5.1.1.4, subtracts the parent's call time, which the
+    /// parent's caller stamped.)
+    pub fn with_local_call_delay() -> Collector {
+        Collector {
+            local_call_delay: true,
+            ..Collector::default()
+        }
+    }
+
     /// Adds one instance: the root caller, its visits (each with a parent earlier in the list;
     /// children are ordered by their position in the list), its probability and messages.
     /// Returns, for each visit, its node's index in the pattern's call tree.
@@ -335,41 +352,21 @@ impl Collector {
         prob: f64,
         messages: Vec<u64>,
     ) -> Vec<u32> {
-        let mut nodes = Vec::with_capacity(visits.len() + 1);
-        nodes.push(PatternNode {
-            node: root.to_owned(),
-            ..PatternNode::default()
-        });
-        let mut kids = vec![0u32; visits.len() + 1];
-        for (i, v) in visits.iter().enumerate() {
-            let parent = (v.parent as usize).min(i);
-            nodes.push(PatternNode {
-                parent: Some(parent as u32),
-                ord: kids[parent],
-                node: v.node.to_owned(),
-                ..PatternNode::default()
-            });
-            kids[parent] += 1;
-        }
-        let (nodes, order) = preorder(nodes);
-        let sig = signature_of_nodes(&nodes);
-        let next = self.acc.len() as u32;
-        let idx = *self.by_sig.entry(sig.clone()).or_insert(next);
-        if idx == next {
-            let n = nodes.len();
-            self.acc.push(Acc {
-                pattern: Pattern {
-                    signature: sig,
-                    root_node: root.to_owned(),
-                    nodes,
-                    ..Pattern::default()
-                },
-                call_delay: vec![Vec::new(); n],
-                latency: vec![Vec::new(); n],
-                net: vec![Vec::new(); n],
-                ..Acc::default()
-            });
-        }
+        // The signature and the preorder straight from the visits, into reused buffers: a
+        // pattern's node list (names, owned) is built only the first time it is seen.
+        let mut sig = std::mem::take(&mut self.sig_buf);
+        let mut order = std::mem::take(&mut self.order_buf);
+        tree_of_visits(root, visits, &mut self.links, &mut sig, &mut order);
+        let idx = match self.by_sig.get(sig.as_str()) {
+            Some(&i) => i,
+            None => {
+                let i = self.acc.len() as u32;
+                self.new_pattern(root, visits, &sig);
+                self.by_sig.insert(sig.clone(), i);
+                i
+            }
+        };
+        self.sig_buf = sig;
         let acc = &mut self.acc[idx as usize];
         acc.pattern.count += 1;
         acc.pattern.expectation += prob;
@@ -382,10 +379,16 @@ impl Collector {
                 start = start.min(tc);
                 end = end.max(tc);
                 let parent = v.parent as usize;
+                let local = self.local_call_delay;
                 if let Some(pc) = parent
                     .checked_sub(1)
                     .and_then(|p| visits.get(p))
-                    .and_then(|p| known(p.t_call))
+                    .and_then(|p| {
+                        local
+                            .then(|| known(p.t_call_recv))
+                            .flatten()
+                            .or_else(|| known(p.t_call))
+                    })
                 {
                     acc.call_delay[new].push(tc - pc);
                 }
@@ -414,7 +417,43 @@ impl Collector {
         for (new, &old) in order.iter().enumerate().skip(1) {
             node_of[old - 1] = new as u32;
         }
+        self.order_buf = order;
         node_of
+    }
+
+    /// Starts the pattern of a signature not seen before.
+    fn new_pattern(&mut self, root: &str, visits: &[Visit<'_>], sig: &str) {
+        let mut nodes = Vec::with_capacity(visits.len() + 1);
+        nodes.push(PatternNode {
+            node: root.to_owned(),
+            ..PatternNode::default()
+        });
+        let mut kids = vec![0u32; visits.len() + 1];
+        for (i, v) in visits.iter().enumerate() {
+            let parent = (v.parent as usize).min(i);
+            nodes.push(PatternNode {
+                parent: Some(parent as u32),
+                ord: kids[parent],
+                node: v.node.to_owned(),
+                ..PatternNode::default()
+            });
+            kids[parent] += 1;
+        }
+        let (nodes, _) = preorder(nodes);
+        debug_assert_eq!(signature_of_nodes(&nodes), sig);
+        let n = nodes.len();
+        self.acc.push(Acc {
+            pattern: Pattern {
+                signature: sig.to_owned(),
+                root_node: root.to_owned(),
+                nodes,
+                ..Pattern::default()
+            },
+            call_delay: vec![Vec::new(); n],
+            latency: vec![Vec::new(); n],
+            net: vec![Vec::new(); n],
+            ..Acc::default()
+        });
     }
 
     /// The result: patterns sorted by count (then signature), instances renumbered.
@@ -447,6 +486,62 @@ impl Collector {
             params,
             patterns: pats.into_iter().map(|p| p.1).collect(),
             instances,
+        }
+    }
+}
+
+/// The signature of an instance (as [`signature_of_nodes`] gives it for its node list) into
+/// `sig`, and its nodes' depth-first preorder into `order` (0 = the root caller, `k` = visit
+/// `k - 1`), without building the node list. `links` is scratch: (first child, last child,
+/// next sibling) per node.
+fn tree_of_visits(
+    root: &str,
+    visits: &[Visit<'_>],
+    links: &mut Vec<(u32, u32, u32)>,
+    sig: &mut String,
+    order: &mut Vec<usize>,
+) {
+    const NONE: u32 = u32::MAX;
+    links.clear();
+    links.resize(visits.len() + 1, (NONE, NONE, NONE));
+    for (i, v) in visits.iter().enumerate() {
+        let (me, parent) = (i + 1, (v.parent as usize).min(i));
+        if links[parent].0 == NONE {
+            links[parent].0 = me as u32;
+        } else {
+            let last = links[parent].1 as usize;
+            links[last].2 = me as u32;
+        }
+        links[parent].1 = me as u32;
+    }
+    let name = |k: usize| if k == 0 { root } else { visits[k - 1].node };
+    sig.clear();
+    order.clear();
+    escape(root, sig);
+    sig.push('>');
+    order.push(0);
+    // Depth-first: `open` holds the nodes whose children are being written; `k` is the next
+    // node to write and `first` whether it opens its sibling list (no ',').
+    let mut open: Vec<u32> = Vec::new();
+    let (mut k, mut first) = (links[0].0, true);
+    while k != NONE {
+        if !first {
+            sig.push(',');
+        }
+        let i = k as usize;
+        order.push(i);
+        escape(name(i), sig);
+        if links[i].0 != NONE {
+            sig.push('(');
+            open.push(k);
+            (k, first) = (links[i].0, true);
+            continue;
+        }
+        (k, first) = (links[i].2, false);
+        while k == NONE {
+            let Some(up) = open.pop() else { break };
+            sig.push(')');
+            k = links[up as usize].2;
         }
     }
 }
@@ -579,5 +674,45 @@ mod tests {
         let min: AnalysisResult =
             serde_json::from_str(r#"{"patterns": [{"signature": "A>B", "count": 3}]}"#).unwrap();
         assert_eq!(min.patterns[0].count, 3);
+    }
+
+    /// The signature and preorder written straight from the visits equal those of the node
+    /// list they stand for, on many random call trees (names that need escaping included).
+    #[test]
+    fn signatures_from_visits_equal_those_from_node_lists() {
+        let names = ["A", "B", "C(x)", "D,E", "F>G", "H\\I"];
+        let mut seed = 7u64;
+        let mut rnd = |n: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            ((seed >> 33) as usize) % n
+        };
+        for _ in 0..2000 {
+            let len = rnd(9);
+            let visits: Vec<Visit<'_>> = (0..len)
+                .map(|i| v(rnd(i + 1) as u32, names[rnd(names.len())], 0, 1))
+                .collect();
+            let (mut sig, mut order, mut links) = (String::new(), Vec::new(), Vec::new());
+            tree_of_visits("R,", &visits, &mut links, &mut sig, &mut order);
+            let mut nodes = vec![PatternNode {
+                node: "R,".into(),
+                ..PatternNode::default()
+            }];
+            let mut kids = vec![0u32; len + 1];
+            for (i, x) in visits.iter().enumerate() {
+                let p = (x.parent as usize).min(i);
+                nodes.push(PatternNode {
+                    parent: Some(p as u32),
+                    ord: kids[p],
+                    node: x.node.into(),
+                    ..PatternNode::default()
+                });
+                kids[p] += 1;
+            }
+            let (nodes, want_order) = preorder(nodes);
+            assert_eq!(sig, signature_of_nodes(&nodes));
+            assert_eq!(order, want_order);
+        }
     }
 }

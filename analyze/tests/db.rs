@@ -223,6 +223,49 @@ fn text_round_trip(url: &str) {
     p5(&["show", "--db", url, "--session", "fig10", "--top", "2"]).unwrap();
     let e = p5(&["show", "--db", url, "--session", "fig10", "--run", "9"]).unwrap_err();
     assert!(e.to_string().contains("runs: 1"), "{e}");
+    // `nesting --db` reads the session and stores its run beside the truth: what it stored
+    // is what nesting finds on the session's messages, and its messages are the session's.
+    let nest = [
+        "nesting",
+        "--db",
+        url,
+        "--session",
+        "fig10",
+        "--format",
+        "json",
+    ];
+    p5(&nest).unwrap();
+    let stored = p5_analyze::db::load_result(&url_p, "fig10", None).unwrap();
+    assert_eq!(stored.algorithm, "nesting");
+    let session = read_db(url, "fig10", None);
+    let (want, _) = p5_analyze::nesting::nesting(&session, &Default::default());
+    let sig = |r: &AnalysisResult| {
+        let mut v: Vec<(String, u64)> = r
+            .patterns
+            .iter()
+            .map(|p| (p.signature.clone(), p.count))
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(sig(&stored), sig(&want));
+    assert!(!stored.patterns.is_empty());
+    let ids: std::collections::HashSet<u64> = session.messages.iter().map(|m| m.msg_ref).collect();
+    assert!(
+        stored
+            .instances
+            .iter()
+            .flat_map(|i| &i.messages)
+            .all(|m| ids.contains(m))
+    );
+    rt().block_on(async {
+        let db = Reader::open(&url_p).await.unwrap();
+        let sid = read::sessions(&db).await.unwrap()[0].id;
+        let runs = read::analysis_runs(&db, sid).await.unwrap();
+        let algos: Vec<&str> = runs.iter().map(|r| r.algorithm.as_str()).collect();
+        assert_eq!(algos, ["truth", "nesting"]);
+        db.close().await;
+    });
 }
 
 #[test]

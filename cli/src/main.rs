@@ -34,8 +34,8 @@ enum Cmd {
     /// Serve the trace viewer (Gantt, messages, scheduling, host load, statistics,
     /// click-back to source) for a merged database.
     Web(p5_web::WebArgs),
-    /// Causal paths from message traces: the ground-truth generator (maketrace), accuracy
-    /// scores (score) and text trace conversion (convert).
+    /// Causal paths from message traces: Project 5 nesting (nesting), the ground-truth
+    /// generator (maketrace), accuracy scores (score), import, show and convert.
     Analyze(p5_analyze::cli::AnalyzeArgs),
     /// Summarize a session store (sessions, processes, streams, events per sensor, offsets).
     Inspect {

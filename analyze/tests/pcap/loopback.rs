@@ -7,7 +7,9 @@
 //! loopback traffic stays out), and the test waits for tcpdump's "listening on" before the
 //! client connects. A capture from which the kernel dropped packets is retried (twice).
 //!
-//! Skipped (with the reason printed) only when not root or tcpdump is missing.
+//! The reader gives every request's messages, nested; `nesting` gives one path with one
+//! instance per request. Skipped (with the reason printed) only when not root or tcpdump is
+//! missing.
 
 use p5_analyze::pcap::{self, CaptureFile, NodeNaming, PcapOptions};
 use p5_analyze::{Kind, Message, Trace};
@@ -352,4 +354,16 @@ fn tcpdump_capture_of_a_three_tier_http_system() {
         let want = format!("request {i}").len() as u32;
         assert!(f.0.bytes > want, "the front call carries the request");
     }
+    // Nesting on the capture as is (`--node host`): what every request did, as the system
+    // was built to do it — one path, as many instances as the client made requests.
+    let (r, counts) = p5_analyze::nesting::nesting(&trace, &Default::default());
+    assert_eq!(counts.unmatched_calls + counts.unmatched_rets, 0);
+    let db_calls = ["127.0.0.4"; DB_CALLS].join(",");
+    let want = format!("127.0.0.1>127.0.0.2(127.0.0.3({db_calls}))");
+    let found: Vec<(&str, u64)> = r
+        .patterns
+        .iter()
+        .map(|p| (p.signature.as_str(), p.count))
+        .collect();
+    assert_eq!(found, [(want.as_str(), REQUESTS as u64)]);
 }

@@ -1,0 +1,115 @@
+//! Nesting throughput and memory (issue 17's budgets): the multi-tier system of \[P5\]
+//! Fig. 10 generated at the length of the paper's longest multi-tier trace (about 2,026,658
+//! messages; 23.97 CPU-s and 136.8 MB in 2003; budget ≤ 1 s and ≤ 140 MB) and a
+//! high-parallelism variant (45 clients; 775 k messages, 233.6 CPU-s in 2003; budget ≤ 10 s).
+//! Reading the input is not timed (the trace is generated in memory); each case runs three
+//! times and prints the median and the heap the run added at its peak (a counting
+//! allocator), besides the load average, since other builds share this machine.
+//! `P5_BENCH_SECONDS=N` sets the multi-tier length (default 4700 s).
+
+use p5_analyze::maketrace::{self, Config, Options};
+use p5_analyze::nesting::{Params, nesting};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+/// Counts live heap bytes and their peak.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(l) };
+        if !p.is_null() {
+            let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) };
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        let q = unsafe { System.realloc(p, l, new) };
+        if !q.is_null() {
+            if new >= l.size() {
+                let now = LIVE.fetch_add(new - l.size(), Ordering::Relaxed) + new - l.size();
+                PEAK.fetch_max(now, Ordering::Relaxed);
+            } else {
+                LIVE.fetch_sub(l.size() - new, Ordering::Relaxed);
+            }
+        }
+        q
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn case(name: &str, cfg_text: &str, seconds: i64) {
+    let cfg = Config::parse(cfg_text, Path::new("fig10-multi-tier.toml")).expect("config");
+    let g = maketrace::generate(
+        &cfg,
+        &Options {
+            seed: 1,
+            duration: Some(seconds * 1_000_000_000),
+            queue: 64,
+            ..Options::default()
+        },
+    );
+    let trace = g.trace;
+    let n = trace.messages.len();
+    let mut runs = Vec::new();
+    let mut peak = 0;
+    let mut patterns = 0;
+    for _ in 0..3 {
+        let before = LIVE.load(Ordering::Relaxed);
+        PEAK.store(before, Ordering::Relaxed);
+        let t0 = Instant::now();
+        let (r, _) = nesting(&trace, &Params::default());
+        runs.push(t0.elapsed().as_secs_f64());
+        peak = PEAK.load(Ordering::Relaxed) - before;
+        patterns = r.patterns.len();
+        drop(r);
+    }
+    runs.sort_by(f64::total_cmp);
+    println!(
+        "nesting {name}: {n} messages in {:.3} s median (runs {:.3} / {:.3} / {:.3}) = {:.2} M messages/s, \
+         peak {:.1} MB added (input {:.1} MB), {patterns} patterns",
+        runs[1],
+        runs[0],
+        runs[1],
+        runs[2],
+        n as f64 / runs[1] / 1e6,
+        peak as f64 / 1e6,
+        (n * std::mem::size_of::<p5_analyze::Message>()) as f64 / 1e6,
+    );
+}
+
+fn main() {
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fig10-multi-tier.toml");
+    let text = std::fs::read_to_string(fixture).expect("fixture");
+    let seconds = std::env::var("P5_BENCH_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(4700);
+    case("multi-tier (36 clients)", &text, seconds);
+    case(
+        "parallelism (45 clients)",
+        &text.replace("parallel = 36", "parallel = 45"),
+        1400,
+    );
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "nesting: load average {}",
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+}

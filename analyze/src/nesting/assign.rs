@@ -1,0 +1,153 @@
+//! Candidate parents, the scoreboard's votes and one parent per child (\[P5\] §5.1
+//! ScoreNestings and FindNestedPairs).
+//!
+//! A call pair `c` (B→C) may be nested in a pair `P` (X→B) when P's call reached B before B
+//! sent c's call and P's return left B after c's return reached B — all four times stamped
+//! by B when the trace has both ends of every message (p5's own sessions), so no clock offset
+//! between hosts can change the answer. `window` widens both comparisons for traces with one
+//! timestamp per message, where B's times are other hosts' (\[P5\] §7.5.6).
+
+use super::bins::{Bins, Scoreboard};
+use super::pairs::CallPair;
+use crate::trace::{NodeId, Time};
+
+/// The penalties (\[P5\] §5.1.1.3) and the skew window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Penalties {
+    /// Exponent of (1 + children of the parent that overlap this one).
+    pub overlap: f64,
+    /// Exponent of (1 + children of the parent calling the same node).
+    pub same: f64,
+    /// Exponent of (1 + all children of the parent so far).
+    pub generic: f64,
+}
+
+/// Candidate parents of every child with the bin of its delay after each:
+/// `offsets[c]..offsets[c + 1]` index `parents` and `bins`.
+#[derive(Debug, Default)]
+pub struct Candidates {
+    offsets: Vec<u32>,
+    parents: Vec<u32>,
+    bins: Vec<u16>,
+}
+
+impl Candidates {
+    fn of(&self, c: usize) -> (&[u32], &[u16]) {
+        let r = self.offsets[c] as usize..self.offsets[c + 1] as usize;
+        (&self.parents[r.clone()], &self.bins[r])
+    }
+}
+
+/// Finds every child's candidate parents (ordered by when their call arrived) with a sweep
+/// over the pairs in call order: O(pairs × parallelism).
+pub fn candidates(pairs: &[CallPair], nodes: usize, window: Time, bins: &Bins) -> Candidates {
+    // Per node, the pairs into it by arrival of their call.
+    let mut into: Vec<Vec<u32>> = vec![Vec::new(); nodes];
+    for (i, p) in pairs.iter().enumerate() {
+        into[p.callee as usize].push(i as u32);
+    }
+    for v in &mut into {
+        v.sort_by_key(|&i| pairs[i as usize].in_call);
+    }
+    let mut next = vec![0usize; nodes];
+    let mut active: Vec<Vec<u32>> = vec![Vec::new(); nodes];
+    let mut out = Candidates {
+        offsets: Vec::with_capacity(pairs.len() + 1),
+        parents: Vec::new(),
+        bins: Vec::new(),
+    };
+    out.offsets.push(0);
+    for (ci, c) in pairs.iter().enumerate() {
+        let b = c.caller as usize;
+        let (list, act) = (&into[b], &mut active[b]);
+        while next[b] < list.len() && pairs[list[next[b]] as usize].in_call <= c.out_call + window {
+            act.push(list[next[b]]);
+            next[b] += 1;
+        }
+        // A parent whose return left before this call cannot hold this or any later child.
+        act.retain(|&p| pairs[p as usize].out_ret >= c.out_call - window);
+        for &p in act.iter() {
+            let pp = &pairs[p as usize];
+            if p as usize != ci && pp.out_ret >= c.in_ret - window {
+                out.parents.push(p);
+                out.bins.push(bins.of(c.out_call - pp.in_call) as u16);
+            }
+        }
+        out.offsets.push(out.parents.len() as u32);
+    }
+    out
+}
+
+/// The scoreboard key of child `c`'s vote for parent `p`.
+fn key(pairs: &[CallPair], p: u32, c: &CallPair) -> (NodeId, NodeId, NodeId) {
+    (pairs[p as usize].caller, c.caller, c.callee)
+}
+
+/// The scoreboard: each child gives each of its N candidates 1/N.
+pub fn score(pairs: &[CallPair], cands: &Candidates, bins: &Bins) -> Scoreboard {
+    let mut sb = Scoreboard::new(bins.count);
+    for (ci, c) in pairs.iter().enumerate() {
+        let (ps, bs) = cands.of(ci);
+        let w = 1.0 / ps.len().max(1) as f64;
+        for (&p, &b) in ps.iter().zip(bs) {
+            sb.add(key(pairs, p, c), b as usize, w);
+        }
+    }
+    sb
+}
+
+/// `(1 + n)^-x`, with the common integer exponents multiplied out.
+fn penalty(n: usize, x: f64) -> f64 {
+    let base = 1.0 + n as f64;
+    match x {
+        0.0 => 1.0,
+        1.0 => 1.0 / base,
+        2.0 => 1.0 / (base * base),
+        _ => base.powf(-x),
+    }
+}
+
+/// One parent per child (or none: a root), in call order, scaling each candidate's score
+/// by `(1 + c)^-x` per penalty; ties go to the parent whose call arrived first.
+pub fn assign(
+    pairs: &[CallPair],
+    cands: &Candidates,
+    sb: &Scoreboard,
+    pen: Penalties,
+) -> Vec<Option<u32>> {
+    let mut parent = vec![None; pairs.len()];
+    // Children assigned so far, per parent, as a list from the newest back.
+    let (mut newest, mut older) = (vec![u32::MAX; pairs.len()], vec![u32::MAX; pairs.len()]);
+    for (ci, c) in pairs.iter().enumerate() {
+        let mut best: Option<(f64, u32)> = None;
+        let (ps, bs) = cands.of(ci);
+        for (&p, &b) in ps.iter().zip(bs) {
+            let raw = sb.get(key(pairs, p, c), b as usize);
+            if raw <= 0.0 {
+                continue;
+            }
+            let (mut overlap, mut same, mut any) = (0, 0, 0);
+            let mut k = newest[p as usize];
+            while k != u32::MAX {
+                let kp = &pairs[k as usize];
+                overlap += usize::from(kp.out_call <= c.in_ret && c.out_call <= kp.in_ret);
+                same += usize::from(kp.callee == c.callee);
+                any += 1;
+                k = older[k as usize];
+            }
+            let s = raw
+                * penalty(overlap, pen.overlap)
+                * penalty(same, pen.same)
+                * penalty(any, pen.generic);
+            if best.is_none_or(|(b, _)| s > b) {
+                best = Some((s, p));
+            }
+        }
+        if let Some((_, p)) = best {
+            parent[ci] = Some(p);
+            older[ci] = newest[p as usize];
+            newest[p as usize] = ci as u32;
+        }
+    }
+    parent
+}

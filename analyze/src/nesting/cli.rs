@@ -1,0 +1,114 @@
+//! `p5 analyze nesting` on the command line: read the input, run [`super::nesting`], print
+//! the patterns, and store the run in the trace database.
+
+use super::{Params, assign::Penalties, nesting};
+use crate::cli::Progress;
+use crate::input::InputArgs;
+use crate::output::Format;
+use crate::store::MessageIds;
+use crate::{Error, Result};
+
+/// `p5 analyze nesting`.
+#[derive(Debug, clap::Args)]
+pub struct NestingArgs {
+    /// The input.
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// Penalty exponent for children of the same parent that overlap in time.
+    #[arg(long, default_value_t = 2.0)]
+    pub overlap: f64,
+    /// Penalty exponent for children of the same parent calling the same node.
+    #[arg(long, default_value_t = 0.0)]
+    pub same: f64,
+    /// Penalty exponent for every child of the same parent.
+    #[arg(long, default_value_t = 0.0)]
+    pub generic: f64,
+    /// Smooth the scoreboard with a Gaussian of this many bins (2 is a good value under
+    /// clock skew; 0: off).
+    #[arg(long, default_value_t = 0.0, num_args = 0..=1, default_missing_value = "2")]
+    pub smooth: f64,
+    /// Skew window for traces with one timestamp per message, e.g. 30ms.
+    #[arg(long, value_name = "DURATION")]
+    pub skew_window: Option<String>,
+    /// The paper's 340 delay bins from 1 ms (default: 466 from 1 µs).
+    #[arg(long)]
+    pub paper_bins: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Only the N most frequent patterns.
+    #[arg(long)]
+    pub top: Option<usize>,
+    /// Also store the run in this trace database as a run of `--session` (with `--db` input
+    /// the run is stored there anyway).
+    #[arg(long, value_name = "URL", requires = "session")]
+    pub save_db: Option<String>,
+}
+
+/// Runs `p5 analyze nesting`.
+pub fn run(a: &NestingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
+    let window = match &a.skew_window {
+        Some(s) => crate::maketrace::config::parse_duration(s)
+            .map_err(|e| Error::Usage(format!("--skew-window {s:?}: {e}")))?,
+        None => 0,
+    };
+    for (name, v) in [
+        ("overlap", a.overlap),
+        ("same", a.same),
+        ("generic", a.generic),
+    ] {
+        if !v.is_finite() || v < 0.0 {
+            return Err(Error::Usage(format!("--{name} {v}: must be 0 or more")));
+        }
+    }
+    if !a.smooth.is_finite() || !(0.0..=100.0).contains(&a.smooth) {
+        return Err(Error::Usage(format!(
+            "--smooth {}: 0 to 100 bins",
+            a.smooth
+        )));
+    }
+    let input = a.input.read_with_progress(false, progress)?;
+    if !input.report.counts.is_empty() {
+        eprintln!("{}: {}", input.name, input.report);
+    }
+    progress(Progress::Phase("nesting", None));
+    let params = Params {
+        penalties: Penalties {
+            overlap: a.overlap,
+            same: a.same,
+            generic: a.generic,
+        },
+        smooth: a.smooth,
+        window,
+        paper_bins: a.paper_bins,
+    };
+    let (result, counts) = nesting(&input.trace, &params);
+    progress(Progress::Done);
+    eprintln!(
+        "{}: {} call pairs ({} nested, {} roots), {} calls and {} returns unmatched, {} patterns",
+        input.name,
+        counts.pairs,
+        counts.nested,
+        counts.pairs - counts.nested,
+        counts.unmatched_calls,
+        counts.unmatched_rets,
+        result.patterns.len()
+    );
+    let target = match (&a.input.db, &a.save_db) {
+        (_, Some(url)) => Some((url, MessageIds::of_import(&input.trace))),
+        (Some(url), None) => Some((url, MessageIds::default())),
+        _ => None,
+    };
+    if let (Some((url, ids)), Some(session)) = (target, &a.input.session) {
+        let source = if a.input.db.is_some() && a.save_db.is_none() {
+            "sql".to_owned()
+        } else {
+            input.name.clone()
+        };
+        let run =
+            crate::db::save_result(&crate::db::parse_url(url)?, session, &result, &source, &ids)?;
+        eprintln!("stored as analysis run {run} of session {session}");
+    }
+    crate::output::write(&result, a.format, a.top, std::io::stdout().lock())?;
+    Ok(())
+}

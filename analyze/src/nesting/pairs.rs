@@ -1,0 +1,111 @@
+//! Call pairs (\[P5\] §5.1 FindCallPairs): each return closes the open call it answers.
+//!
+//! Calls and returns pair by `(caller, callee, call id)`. Without ids a return takes the
+//! earliest unmatched call between the same two nodes (the paper's rule, which mispairs
+//! out-of-order completions). Unmatched calls and returns are dropped, so extraneous and
+//! lost messages do not disturb the later steps.
+
+use crate::hash::FxHashMap;
+use crate::trace::{Kind, Message, NO_TIME, NodeId, Time, Trace};
+
+/// One call and its return.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CallPair {
+    /// The caller.
+    pub caller: NodeId,
+    /// The callee.
+    pub callee: NodeId,
+    /// When the caller sent the call (its send time, else the one time known).
+    pub out_call: Time,
+    /// When the call reached the callee (its receive time, else the one time known).
+    pub in_call: Time,
+    /// When the callee sent the return.
+    pub out_ret: Time,
+    /// When the return reached the caller.
+    pub in_ret: Time,
+    /// Index of the call message in the trace.
+    pub call: u32,
+    /// Index of the return message.
+    pub ret: u32,
+}
+
+fn sent(m: &Message) -> Time {
+    m.send().unwrap_or(m.t_recv)
+}
+
+fn received(m: &Message) -> Time {
+    m.recv().unwrap_or(m.t_send)
+}
+
+/// The call pairs of `trace`, ordered by `out_call`, and how many calls and returns found no
+/// partner. Calls and returns are taken in the order the callee saw them — a call when it
+/// arrived, a return when it left — so that with both ends of every message known the pairing
+/// uses one node's clock only. Under a skew `window` a return may seem to leave up to that
+/// much before its call arrived (two clocks stamped them).
+pub fn find_pairs(trace: &Trace, window: Time) -> (Vec<CallPair>, u64, u64) {
+    // (callee-side time, 0 = call / 1 = return, message index)
+    let mut order: Vec<(Time, u8, u32)> = Vec::with_capacity(trace.messages.len());
+    for (i, m) in trace.messages.iter().enumerate() {
+        if m.time() == NO_TIME {
+            continue;
+        }
+        match m.kind {
+            Kind::Call => order.push((received(m), 0, i as u32)),
+            Kind::Ret => order.push((sent(m).saturating_add(window), 1, i as u32)),
+            Kind::Msg => {}
+        }
+    }
+    order.sort_unstable();
+    // (caller, callee, id) → its open calls, oldest first, as a list through `next` (a map
+    // entry lives only while calls are open: memory follows the parallelism, not the trace).
+    let mut open: FxHashMap<(NodeId, NodeId, u64), (u32, u32)> = FxHashMap::default();
+    let mut next = vec![u32::MAX; trace.messages.len()];
+    let mut pairs = Vec::new();
+    let mut unmatched_rets = 0u64;
+    for &(_, kind, i) in &order {
+        let m = &trace.messages[i as usize];
+        if kind == 0 {
+            open.entry((m.src, m.dst, m.call_id))
+                .and_modify(|(_, tail)| {
+                    next[*tail as usize] = i;
+                    *tail = i;
+                })
+                .or_insert((i, i));
+            continue;
+        }
+        let key = (m.dst, m.src, m.call_id);
+        let Some(&(c, tail)) = open.get(&key) else {
+            unmatched_rets += 1;
+            continue;
+        };
+        if c == tail {
+            open.remove(&key);
+        } else if let Some(q) = open.get_mut(&key) {
+            q.0 = next[c as usize];
+        }
+        let call = &trace.messages[c as usize];
+        pairs.push(CallPair {
+            caller: call.src,
+            callee: call.dst,
+            out_call: sent(call),
+            in_call: received(call),
+            out_ret: sent(m),
+            in_ret: received(m),
+            call: c,
+            ret: i,
+        });
+    }
+    let unmatched_calls = open
+        .values()
+        .map(|&(mut c, tail)| {
+            let mut n = 1u64;
+            while c != tail {
+                c = next[c as usize];
+                n += 1;
+            }
+            n
+        })
+        .sum();
+    pairs.sort_by_key(|p| (p.out_call, p.call));
+    (pairs, unmatched_calls, unmatched_rets)
+}

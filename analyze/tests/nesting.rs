@@ -1,0 +1,209 @@
+//! `p5 analyze nesting` against ground truth from `maketrace` (issue 17 part 1): the four
+//! pathological cases of \[P5\] Fig. 18, the multi-tier system of Fig. 10 (top-N rates, node
+//! delays), the added delay of §7.2, dropped messages (§7.5.5), and results that do not move
+//! when a host's clock is offset (both ends of every message known, as in p5's own
+//! sessions). (§7.5.6, the skew window with smoothing, is not met yet: ARCHITECTURE.md.) Sizes are cut down from the paper's
+//! so the tests stay quick in a debug build; `cargo bench -p p5-analyze --bench nesting` runs
+//! the full sizes.
+
+use p5_analyze::maketrace::{self, Config, Generated, Options, Record};
+use p5_analyze::nesting::{Params, nesting};
+use p5_analyze::pattern::AnalysisResult;
+use p5_analyze::score::{ScoreOptions, Scores, score};
+use p5_analyze::text;
+use std::path::Path;
+
+const S: i64 = 1_000_000_000;
+const MS: i64 = 1_000_000;
+
+fn fixture(name: &str) -> String {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(format!("{name}.toml"));
+    std::fs::read_to_string(p).unwrap()
+}
+
+fn generate(cfg_text: &str, opts: Options) -> Generated {
+    let cfg = Config::parse(cfg_text, Path::new("test.toml")).unwrap();
+    maketrace::generate(&cfg, &opts)
+}
+
+/// The generated trace as the text reader gives it back, nested with `p`, scored.
+fn run(g: &Generated, p: &Params) -> (AnalysisResult, Scores) {
+    let t = text::read(&g.text(), "t.p5t", Default::default());
+    assert!(t.report.counts.is_empty(), "{}", t.report);
+    let (r, _) = nesting(&t.trace, p);
+    let s = score(&g.truth.result, &r, &ScoreOptions::default());
+    (r, s)
+}
+
+fn top_rate(s: &Scores, n: usize, tolerance: f64) -> f64 {
+    s.top_n
+        .iter()
+        .find(|t| t.n == n && (t.tolerance - tolerance).abs() < 1e-9)
+        .map(|t| t.rate)
+        .unwrap()
+}
+
+fn opts(seconds: i64) -> Options {
+    Options {
+        seed: 7,
+        duration: Some(seconds * S),
+        queue: 64,
+        ..Options::default()
+    }
+}
+
+/// Fig. 18 at low delay variance and parallelism: every true pattern is found, with no
+/// false negative at 2 % tolerance.
+#[test]
+fn the_four_pathological_cases_at_low_variance_and_parallelism() {
+    for name in [
+        "fig18-children-0-2",
+        "fig18-children-d-cc",
+        "fig18-children-parallel",
+        "fig18-penalty-breaker",
+    ] {
+        let cfg = fixture(name).replace("parallel = 4", "parallel = 1");
+        let g = generate(&cfg, opts(60));
+        let (_, s) = run(&g, &Params::default());
+        assert_eq!(s.patterns.false_negatives, 0, "{name}: {s:?}");
+        for n in 1..=s.patterns.truth as usize {
+            assert_eq!(top_rate(&s, n, 0.02), 0.0, "{name}: top-{n}");
+        }
+    }
+}
+
+/// Fig. 10, multi-tier with 36 clients, the issue's size (about 216 k messages in 500 s):
+/// the top-N false-negative rate is at most 1/N for N ≤ 20 at 2 % tolerance (the four
+/// leading patterns have equal weights, so at 0 % their order is a coin toss) and 0 at 6 %;
+/// node latencies on the four frequent patterns are within 10 % each and 5 % on average over
+/// every pattern found (ARCHITECTURE.md has the figures: within 5 % is not met everywhere).
+#[test]
+fn multi_tier_top_n_and_node_delays() {
+    let g = generate(&fixture("fig10-multi-tier"), opts(500));
+    assert!(g.truth.messages.len() > 200_000);
+    let (r, s) = run(&g, &Params::default());
+    for n in 1..=20 {
+        assert!(
+            top_rate(&s, n, 0.02) <= 1.0 / n as f64 + 1e-9,
+            "top-{n} at 2 %"
+        );
+        assert_eq!(top_rate(&s, n, 0.06), 0.0, "top-{n} at 6 %");
+    }
+    let common: Vec<&str> = r.patterns[..4]
+        .iter()
+        .map(|p| p.signature.as_str())
+        .collect();
+    for d in s
+        .node_delays
+        .iter()
+        .filter(|d| common.contains(&d.signature.as_str()))
+    {
+        let e = d.latency_rel_error.unwrap_or(0.0);
+        assert!(e < 0.10, "{} {}: latency off by {e}", d.signature, d.node);
+    }
+    let mean = s.mean_latency_rel_error.unwrap();
+    assert!(mean < 0.05, "mean latency error {mean}");
+}
+
+/// §7.2: 200 ms added at WS2 shows as WS2's latency growing by 200 ms (±10 %).
+#[test]
+fn an_added_delay_lands_on_its_node() {
+    let latency = |cfg: &str| {
+        let g = generate(cfg, opts(200));
+        let (r, _) = run(&g, &Params::default());
+        let p = r
+            .patterns
+            .iter()
+            .find(|p| p.signature == "CLIENT>WS2(AUTH,API(DB))")
+            .expect("the WS2 pattern is found");
+        p.nodes[1].latency.as_ref().unwrap().mean_ns
+    };
+    let before = latency(&fixture("fig10-multi-tier"));
+    let after = latency(&fixture("fig10-added-delay"));
+    let grew = (after - before) / MS as f64;
+    assert!((180.0..=220.0).contains(&grew), "WS2 grew by {grew} ms");
+}
+
+/// §7.5.5: a sniffer that drops under 1 % of the messages costs at most 1 point of instance
+/// false negatives.
+#[test]
+fn few_dropped_messages_cost_little() {
+    let cfg = fixture("fig10-multi-tier");
+    let fn_rate = |rate: Option<f64>| {
+        let g = generate(
+            &cfg,
+            Options {
+                capture_rate: rate,
+                ..opts(100)
+            },
+        );
+        let (_, s) = run(&g, &Params::default());
+        (
+            g.truth.capture.drop_rate,
+            s.instances.false_negatives as f64 / s.instances.truth as f64,
+        )
+    };
+    let (_, clean) = fn_rate(None);
+    // A peak rate just under the trace's bursts: a few drops (0.47 %).
+    let (dropped, lossy) = fn_rate(Some(450.0));
+    assert!(dropped > 0.0 && dropped < 0.01, "drop rate {dropped}");
+    assert!(
+        lossy - clean <= 0.01,
+        "{clean} → {lossy} at {dropped} dropped"
+    );
+}
+
+/// Both ends of every message known (p5's sessions): offsetting every time one host stamps
+/// changes neither the patterns nor their node latencies and call delays.
+#[test]
+fn node_delays_do_not_move_with_a_hosts_clock() {
+    let g = generate(
+        &fixture("fig10-multi-tier"),
+        Options {
+            record: Some(Record::Both),
+            ..opts(60)
+        },
+    );
+    let t = text::read(&g.text(), "t.p5t", Default::default()).trace;
+    assert!(
+        t.messages
+            .iter()
+            .all(|m| m.send().is_some() && m.recv().is_some())
+    );
+    let mut shifted = t.clone();
+    let ws2 = shifted.nodes.get("WS2").unwrap();
+    for m in &mut shifted.messages {
+        if m.src == ws2 {
+            m.t_send += 3 * S + 123;
+        }
+        if m.dst == ws2 {
+            m.t_recv += 3 * S + 123;
+        }
+    }
+    shifted.sort();
+    let view = |r: &AnalysisResult| {
+        r.patterns
+            .iter()
+            .map(|p| {
+                let nodes: Vec<_> = p
+                    .nodes
+                    .iter()
+                    .map(|n| (n.node.clone(), n.latency.clone(), n.call_delay.clone()))
+                    .collect();
+                (p.signature.clone(), p.count, nodes)
+            })
+            .collect::<Vec<_>>()
+    };
+    let (a, _) = nesting(&t, &Params::default());
+    let (b, _) = nesting(&shifted, &Params::default());
+    assert!(a.patterns.len() >= 8);
+    let (va, vb) = (view(&a), view(&b));
+    let counts =
+        |v: &[(String, u64, Vec<_>)]| v.iter().map(|x| (x.0.clone(), x.1)).collect::<Vec<_>>();
+    assert_eq!(counts(&va), counts(&vb), "patterns and counts");
+    for (x, y) in va.iter().zip(&vb) {
+        assert!(x == y, "node delays of {} moved", x.0);
+    }
+}
