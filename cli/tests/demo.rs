@@ -263,12 +263,15 @@ fn demo_records_the_three_case_studies_and_shows_the_papers_findings() {
         stdout.contains("a small MSS splits each message"),
         "{stdout}"
     );
-    if facts["small-mss"].sched_rows > 0 && facts["nagle-off"].sched_rows > 0 {
-        assert!(
-            facts["small-mss"].net_rx > facts["nagle-off"].net_rx,
-            "more segments, more NET_RX softirqs"
-        );
-    }
+    // Each line also gives the NET_RX softirqs (their count depends on how many packets the
+    // kernel handles per softirq, so no order between the setups is asserted).
+    assert!(
+        stdout
+            .lines()
+            .filter(|l| l.contains("TCP segments for"))
+            .all(|l| l.ends_with("NET_RX softirqs")),
+        "{stdout}"
+    );
     let median = |s: &str| facts[s].latencies[facts[s].latencies.len() / 2];
     eprintln!(
         "median message latency: nagle-on {} ns, nagle-off {} ns, small-mss {} ns",

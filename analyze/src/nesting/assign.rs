@@ -66,11 +66,19 @@ pub fn candidates(pairs: &[CallPair], nodes: usize, window: Time, bins: &Bins) -
         }
         // A parent whose return left before this call cannot hold this or any later child.
         act.retain(|&p| pairs[p as usize].out_ret >= c.out_call - window);
-        for &p in act.iter() {
-            let pp = &pairs[p as usize];
-            if p as usize != ci && pp.out_ret >= c.in_ret - window {
-                out.parents.push(p);
-                out.bins.push(bins.of(c.out_call - pp.in_call) as u16);
+        // The parents that hold the child on the times as they are; only if there is none,
+        // those the skew window admits (it rescues children a skewed clock moved out of their
+        // parent, without diluting the votes of the children it did not move).
+        for w in [0, window] {
+            for &p in act.iter() {
+                let pp = &pairs[p as usize];
+                if p as usize != ci && pp.in_call <= c.out_call + w && pp.out_ret >= c.in_ret - w {
+                    out.parents.push(p);
+                    out.bins.push(bins.of(c.out_call - pp.in_call) as u16);
+                }
+            }
+            if out.parents.len() > *out.offsets.last().unwrap_or(&0) as usize || window == 0 {
+                break;
             }
         }
         out.offsets.push(out.parents.len() as u32);
