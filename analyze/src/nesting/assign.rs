@@ -4,8 +4,9 @@
 //! A call pair `c` (B→C) may be nested in a pair `P` (X→B) when P's call reached B before B
 //! sent c's call and P's return left B after c's return reached B — all four times stamped
 //! by B when the trace has both ends of every message (p5's own sessions), so no clock offset
-//! between hosts can change the answer. `window` widens both comparisons for traces with one
-//! timestamp per message, where B's times are other hosts' (\[P5\] §7.5.6).
+//! between hosts can change the answer. For a child no parent holds that way, `window` widens
+//! both comparisons: in traces with one timestamp per message B's times are other hosts', and
+//! a skewed clock moves children out of their parents (\[P5\] §7.5.6).
 
 use super::bins::{Bins, Scoreboard};
 use super::pairs::CallPair;
