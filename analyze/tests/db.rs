@@ -266,6 +266,19 @@ fn text_round_trip(url: &str) {
         assert_eq!(algos, ["truth", "nesting"]);
         db.close().await;
     });
+    // From the text trace itself, stored into the session imported from it: the same run.
+    let save = [
+        "--save-db",
+        url,
+        "--save-session",
+        "fig10",
+        "--format",
+        "json",
+    ];
+    p5(&[&["nesting", "--trace", s(&trace)][..], &save[..]].concat()).unwrap();
+    let again = p5_analyze::db::load_result(&url_p, "fig10", None).unwrap();
+    assert_eq!(sig(&again), sig(&stored));
+    assert_eq!(again.instances, stored.instances);
 }
 
 #[test]

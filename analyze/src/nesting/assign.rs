@@ -61,12 +61,14 @@ pub fn candidates(pairs: &[CallPair], nodes: usize, window: Time, bins: &Bins) -
     for (ci, c) in pairs.iter().enumerate() {
         let b = c.caller as usize;
         let (list, act) = (&into[b], &mut active[b]);
-        while next[b] < list.len() && pairs[list[next[b]] as usize].in_call <= c.out_call + window {
+        while next[b] < list.len()
+            && pairs[list[next[b]] as usize].in_call <= c.out_call.saturating_add(window)
+        {
             act.push(list[next[b]]);
             next[b] += 1;
         }
         // A parent whose return left before this call cannot hold this or any later child.
-        act.retain(|&p| pairs[p as usize].out_ret >= c.out_call - window);
+        act.retain(|&p| pairs[p as usize].out_ret >= c.out_call.saturating_sub(window));
         // The parents that hold the child on the times as they are; only if there is none,
         // those the skew window admits (it rescues children a skewed clock moved out of their
         // parent, without diluting the votes of the children it did not move).
@@ -75,7 +77,8 @@ pub fn candidates(pairs: &[CallPair], nodes: usize, window: Time, bins: &Bins) -
                 let pp = &pairs[p as usize];
                 if p as usize != ci && pp.in_call <= c.out_call + w && pp.out_ret >= c.in_ret - w {
                     out.parents.push(p);
-                    out.bins.push(bins.of(c.out_call - pp.in_call) as u16);
+                    out.bins
+                        .push(bins.of(c.out_call.saturating_sub(pp.in_call)) as u16);
                 }
             }
             if out.parents.len() > *out.offsets.last().unwrap_or(&0) as usize || window == 0 {

@@ -39,10 +39,14 @@ pub struct NestingArgs {
     /// Only the N most frequent patterns.
     #[arg(long)]
     pub top: Option<usize>,
-    /// Also store the run in this trace database as a run of `--session` (with `--db` input
-    /// the run is stored there anyway).
-    #[arg(long, value_name = "URL", requires = "session")]
+    /// Also store the run in this trace database, as a run of `--save-session` (a session
+    /// imported from the same trace or capture; with `--db` input the run is stored there
+    /// anyway).
+    #[arg(long, value_name = "URL", requires = "save_session")]
     pub save_db: Option<String>,
+    /// The session of `--save-db` to store the run in.
+    #[arg(long, value_name = "NAME", requires = "save_db")]
+    pub save_session: Option<String>,
 }
 
 /// Runs `p5 analyze nesting`.
@@ -94,19 +98,23 @@ pub fn run(a: &NestingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
         counts.unmatched_rets,
         result.patterns.len()
     );
-    let target = match (&a.input.db, &a.save_db) {
-        (_, Some(url)) => Some((url, MessageIds::of_import(&input.trace))),
-        (Some(url), None) => Some((url, MessageIds::default())),
-        _ => None,
-    };
-    if let (Some((url, ids)), Some(session)) = (target, &a.input.session) {
-        let source = if a.input.db.is_some() && a.save_db.is_none() {
-            "sql".to_owned()
+    // With --db the run goes into that session; --save-db stores it (also) elsewhere, its
+    // messages mapped to the ids an import of the same input gave them.
+    let mut targets = Vec::new();
+    if let (Some(url), Some(session)) = (&a.input.db, &a.input.session) {
+        targets.push((url, session, MessageIds::default(), "sql".to_owned()));
+    }
+    if let (Some(url), Some(session)) = (&a.save_db, &a.save_session) {
+        let ids = if a.input.db.is_some() {
+            MessageIds::default()
         } else {
-            input.name.clone()
+            MessageIds::of_import(&input.trace)
         };
-        let run =
-            crate::db::save_result(&crate::db::parse_url(url)?, session, &result, &source, &ids)?;
+        targets.push((url, session, ids, input.name.clone()));
+    }
+    for (url, session, ids, source) in targets {
+        let url = crate::db::parse_url(url)?;
+        let run = crate::db::save_result(&url, session, &result, &source, &ids)?;
         eprintln!("stored as analysis run {run} of session {session}");
     }
     crate::output::write(&result, a.format, a.top, std::io::stdout().lock())?;

@@ -14,7 +14,6 @@ pub fn collect(
     local_delays: bool,
     params: serde_json::Value,
 ) -> AnalysisResult {
-    // Children in call order (pairs are in call order already).
     // Children as lists from the last back (pushed last first, they pop in call order).
     let mut last_kid = vec![u32::MAX; pairs.len()];
     let mut prev_sib = vec![u32::MAX; pairs.len()];
