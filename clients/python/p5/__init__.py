@@ -147,8 +147,10 @@ def _comm_result(name, args, r):
 
 # Socket descriptions (wire event kind 5) tell merge which connection a descriptor is, so
 # that sends and receives can be matched. A socket is described the first time a recorded
-# call uses it — whoever made it (connect, accept, socketserver, http.server, asyncio) — and
-# again after connect/accept and whenever its descriptor now belongs to another socket.
+# call uses it — whoever made it (connect, accept, socketserver, http.server,
+# create_connection) — and again after connect/accept and whenever its descriptor now belongs
+# to another socket. (Calls made inside the standard library, as asyncio's transports make
+# them, are not recorded at all.)
 # fd → a weak reference to the socket object last described under that fd.
 _described = {}
 _described_lock = threading.Lock()
