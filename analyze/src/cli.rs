@@ -5,8 +5,8 @@
 //! truth), `convert` (text trace normalisation and export), `import` (a trace or capture
 //! into the trace database, optionally with its ground truth as an analysis run), `show` (a
 //! result from JSON or from the database as a table, JSON or DOT; `--save-db` stores it).
-//! `nesting` (Project 5's nesting algorithm, [`crate::nesting`]). Still to come:
-//! `convolution`, `linking`, `flows`.
+//! `nesting` and `convolution` (Project 5's algorithms, [`crate::nesting`],
+//! [`crate::convolution`]). Still to come: `linking`, `flows`.
 
 use crate::clients::{FIXED_PORT_PEERS, aggregate_clients};
 use crate::input::InputArgs;
@@ -55,6 +55,9 @@ pub enum AnalyzeCmd {
     Import(ImportArgs),
     /// Causal paths from the timing of calls and returns (Project 5 nesting, its paper §5.1).
     Nesting(crate::nesting::cli::NestingArgs),
+    /// Causal paths and delays of free-form messages by cross-correlating their timing
+    /// (Project 5 convolution, its paper §5.2).
+    Convolution(crate::convolution::cli::ConvolutionArgs),
 }
 
 /// `p5 analyze import`.
@@ -203,6 +206,7 @@ pub fn run(args: &AnalyzeArgs, progress: &mut dyn FnMut(Progress)) -> Result<()>
         AnalyzeCmd::Show(a) => run_show(a),
         AnalyzeCmd::Import(a) => crate::import::run(a, progress),
         AnalyzeCmd::Nesting(a) => crate::nesting::cli::run(a, progress),
+        AnalyzeCmd::Convolution(a) => crate::convolution::cli::run(a, progress),
     };
     progress(Progress::Done);
     r

@@ -12,6 +12,7 @@
 
 pub mod cli;
 pub mod clients;
+pub mod convolution;
 pub mod db;
 pub mod error;
 pub mod fat;

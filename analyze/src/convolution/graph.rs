@@ -1,0 +1,172 @@
+//! The path graph (\[P5\] §5.2, Fig. 6): depth first from a root, each node's incoming
+//! messages correlated with each set of messages it sends; every spike is an edge labelled
+//! with its delay and the messages it explains, and those messages are followed further.
+//!
+//! Ours, where the paper only names its filters (analysis.md §1.2, issue 17): delays are
+//! ≥ 0; an edge needs `min_messages` messages; at most `max_depth` edges deep; no cycles — a
+//! path never returns to a node already on it (with a (node, delay) rule instead, the returns
+//! of an RPC system start ever new spurious paths: 8,073 edges in 69 s on the multi-tier
+//! trace).
+
+use super::Params;
+use super::signal::{Correlator, indicator};
+use super::spikes::spikes;
+use crate::hash::FxHashMap;
+use crate::trace::{NodeId, Time, Trace};
+use serde::Serialize;
+
+/// One edge of the path graph.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Edge {
+    /// Index of the edge it continues (`None` for an edge out of the root).
+    pub parent: Option<u32>,
+    /// Sender.
+    pub from: String,
+    /// Receiver.
+    pub to: String,
+    /// Messages on it: all of `from → to` for a root edge, else those the delay explains.
+    pub messages: u64,
+    /// The delay from a message into `from` to this one (ns; `None` for a root edge).
+    pub delay_ns: Option<Time>,
+    /// The spike's height in standard deviations of the correlation.
+    pub height_sd: Option<f64>,
+}
+
+/// Message times per (sender, receiver), sorted, and each sender's receivers.
+#[derive(Debug)]
+pub struct Flows {
+    times: FxHashMap<(NodeId, NodeId), Vec<Time>>,
+    to: FxHashMap<NodeId, Vec<NodeId>>,
+    /// First message time.
+    pub t0: Time,
+    /// Quanta the trace spans.
+    pub len: usize,
+}
+
+impl Flows {
+    /// Groups `trace`'s messages (each at its send time, else its receive time).
+    pub fn of(trace: &Trace, quantum: Time) -> Flows {
+        let mut times: FxHashMap<(NodeId, NodeId), Vec<Time>> = FxHashMap::default();
+        let (mut t0, mut t1) = (Time::MAX, Time::MIN);
+        for m in &trace.messages {
+            let t = m.time();
+            if t == crate::trace::NO_TIME {
+                continue;
+            }
+            (t0, t1) = (t0.min(t), t1.max(t));
+            times.entry((m.src, m.dst)).or_default().push(t);
+        }
+        let mut to: FxHashMap<NodeId, Vec<NodeId>> = FxHashMap::default();
+        for (&(s, d), v) in times.iter_mut() {
+            v.sort_unstable();
+            to.entry(s).or_default().push(d);
+        }
+        for v in to.values_mut() {
+            v.sort_unstable();
+        }
+        let len = if t0 <= t1 {
+            usize::try_from((t1 - t0) / quantum.max(1) + 1).unwrap_or(usize::MAX)
+        } else {
+            0
+        };
+        Flows { times, to, t0, len }
+    }
+
+    /// The receivers `node` sends to.
+    pub fn receivers(&self, node: NodeId) -> &[NodeId] {
+        self.to.get(&node).map_or(&[], Vec::as_slice)
+    }
+
+    /// The times of `from → to`.
+    pub fn times(&self, from: NodeId, to: NodeId) -> &[Time] {
+        self.times.get(&(from, to)).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// The messages of `z` that follow one of `v` (sorted) after `d ± tol`.
+fn caused(v: &[Time], z: &[Time], d: Time, tol: Time) -> Vec<Time> {
+    z.iter()
+        .copied()
+        .filter(|&t| {
+            let want = t.saturating_sub(d);
+            let i = v.partition_point(|&x| x < want.saturating_sub(tol));
+            v.get(i).is_some_and(|&x| x <= want.saturating_add(tol))
+        })
+        .collect()
+}
+
+/// Walks the graph from `root`.
+pub fn from_root(trace: &Trace, flows: &Flows, root: NodeId, p: &Params) -> Vec<Edge> {
+    let corr = Correlator::new(flows.len);
+    let mut edges = Vec::new();
+    for &j in flows.receivers(root) {
+        let v = flows.times(root, j);
+        if (v.len() as u64) < p.min_messages {
+            continue;
+        }
+        edges.push(Edge {
+            parent: None,
+            from: trace.nodes.name(root).to_owned(),
+            to: trace.nodes.name(j).to_owned(),
+            messages: v.len() as u64,
+            delay_ns: None,
+            height_sd: None,
+        });
+        let mut path = vec![(root, usize::MAX), (j, 0)];
+        let at = edges.len() as u32 - 1;
+        walk(trace, flows, &corr, p, j, v, at, &mut path, &mut edges);
+    }
+    edges
+}
+
+#[allow(clippy::too_many_arguments)]
+fn walk(
+    trace: &Trace,
+    flows: &Flows,
+    corr: &Correlator,
+    p: &Params,
+    j: NodeId,
+    v: &[Time],
+    parent: u32,
+    path: &mut Vec<(NodeId, usize)>,
+    edges: &mut Vec<Edge>,
+) {
+    if path.len() > p.max_depth {
+        return;
+    }
+    let s1 = indicator(v, flows.t0, p.quantum, flows.len);
+    for &k in flows.receivers(j) {
+        let z = flows.times(j, k);
+        if (z.len() as u64) < p.min_messages {
+            continue;
+        }
+        let s2 = indicator(z, flows.t0, p.quantum, flows.len);
+        let c = corr.lagged(&s1, &s2);
+        // Every spike with the messages it explains, the most frequent delay first (Fig. 9).
+        let mut found: Vec<(super::spikes::Spike, Time, Vec<Time>)> =
+            spikes(&c, p.spike_sd, p.valley_sd)
+                .into_iter()
+                .filter(|_| !path.iter().any(|&(n, _)| n == k))
+                .map(|sp| {
+                    let d = sp.lag as Time * p.quantum;
+                    (sp, d, caused(v, z, d, p.tolerance))
+                })
+                .filter(|f| f.2.len() as u64 >= p.min_messages)
+                .collect();
+        found.sort_by(|a, b| b.2.len().cmp(&a.2.len()).then(a.1.cmp(&b.1)));
+        for (sp, d, w) in found {
+            edges.push(Edge {
+                parent: Some(parent),
+                from: trace.nodes.name(j).to_owned(),
+                to: trace.nodes.name(k).to_owned(),
+                messages: w.len() as u64,
+                delay_ns: Some(d),
+                height_sd: Some(sp.height_sd),
+            });
+            let at = edges.len() as u32 - 1;
+            path.push((k, sp.lag));
+            walk(trace, flows, corr, p, k, &w, at, path, edges);
+            path.pop();
+        }
+    }
+}
