@@ -133,3 +133,15 @@ fn an_added_delay_shows_on_its_edge() {
     }
     assert!(grew("AUTH").abs() <= 20 * MS, "WS2 → AUTH moved");
 }
+
+/// Times from both ends of the range, or a quantum far too fine: a clear error, no panic.
+#[test]
+fn an_impossible_span_is_an_error() {
+    let text = "-9000000000.0\tMSG_SENT\tA\tB\t1\n9000000000.0\tMSG_SENT\tA\tB\t2\n";
+    let t = text::read(text.as_bytes(), "t.p5t", Default::default()).trace;
+    let r = roots(&t, &[]).unwrap();
+    let e = convolution(&t, &r, &Params::at(1)).unwrap_err();
+    assert!(e.to_string().contains("quanta"), "{e}");
+    let e = convolution(&t, &r, &Params::at(0)).unwrap_err();
+    assert!(e.to_string().contains("positive"), "{e}");
+}

@@ -64,8 +64,11 @@ impl Flows {
         for v in to.values_mut() {
             v.sort_unstable();
         }
+        // A span too long for i64 (times from both ends of the range) is too many quanta.
         let len = if t0 <= t1 {
-            usize::try_from((t1 - t0) / quantum.max(1) + 1).unwrap_or(usize::MAX)
+            t1.checked_sub(t0)
+                .and_then(|span| usize::try_from(span / quantum.max(1) + 1).ok())
+                .unwrap_or(usize::MAX)
         } else {
             0
         };
