@@ -6,7 +6,7 @@
 //! into the trace database, optionally with its ground truth as an analysis run), `show` (a
 //! result from JSON or from the database as a table, JSON or DOT; `--save-db` stores it).
 //! `nesting` and `convolution` (Project 5's algorithms, [`crate::nesting`],
-//! [`crate::convolution`]). Still to come: `linking`, `flows`.
+//! [`crate::convolution`]), `linking` (WAP5's, [`crate::linking`]). Still to come: `flows`.
 
 use crate::clients::{FIXED_PORT_PEERS, aggregate_clients};
 use crate::input::InputArgs;
@@ -58,6 +58,9 @@ pub enum AnalyzeCmd {
     /// Causal paths and delays of free-form messages by cross-correlating their timing
     /// (Project 5 convolution, its paper §5.2).
     Convolution(crate::convolution::cli::ConvolutionArgs),
+    /// Probabilistic causal trees of free-form messages, calls and returns alike (WAP5
+    /// message linking, its paper §5).
+    Linking(crate::linking::cli::LinkingArgs),
 }
 
 /// `p5 analyze import`.
@@ -144,6 +147,10 @@ pub struct MaketraceArgs {
     /// Sniffer queue length in packets.
     #[arg(long, default_value_t = 64)]
     pub loss_queue: usize,
+    /// Name every run's root after its own client endpoint (`10.x.y.z:port`, a new port per
+    /// run) instead of the tracelet's root name; linking aggregates them back into `CLIENT`.
+    #[arg(long)]
+    pub client_endpoints: bool,
 }
 
 /// `p5 analyze score`.
@@ -207,6 +214,7 @@ pub fn run(args: &AnalyzeArgs, progress: &mut dyn FnMut(Progress)) -> Result<()>
         AnalyzeCmd::Import(a) => crate::import::run(a, progress),
         AnalyzeCmd::Nesting(a) => crate::nesting::cli::run(a, progress),
         AnalyzeCmd::Convolution(a) => crate::convolution::cli::run(a, progress),
+        AnalyzeCmd::Linking(a) => crate::linking::cli::run(a, progress),
     };
     progress(Progress::Done);
     r
@@ -299,6 +307,7 @@ fn run_maketrace(a: &MaketraceArgs, progress: &mut dyn FnMut(Progress)) -> Resul
         skew,
         capture_rate: a.capture_rate,
         queue: a.loss_queue,
+        client_endpoints: a.client_endpoints,
     };
     let clients = cfg.tracelets.iter().map(|t| u64::from(t.parallel)).sum();
     progress(Progress::Phase("simulating clients", Some(clients)));

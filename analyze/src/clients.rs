@@ -8,6 +8,8 @@
 //! * Clients are renamed `CLIENT`. When nodes are endpoints (named `ip:port`), a node is
 //!   its IP address: a server's fixed endpoints keep their names and its ephemeral ones
 //!   become `ip:*`.
+//! * When no endpoint is fixed (a capture of a few long connections), nodes not named by
+//!   endpoint keep their names: with no server known, nobody is a client.
 //!
 //! A message's endpoints come from its connection ([`crate::trace::Conn`]'s endpoints, by
 //! direction) or else from its node names when they parse as socket addresses. Nodes with
@@ -32,6 +34,8 @@ pub struct Aggregated {
     pub fixed: BTreeSet<SocketAddr>,
     /// Nodes of the input that became `CLIENT`.
     pub clients: usize,
+    /// Each input node's id in the output (by input id).
+    pub map: Vec<NodeId>,
 }
 
 /// The endpoints (sender's, receiver's) of message `m`, if known.
@@ -94,6 +98,8 @@ pub fn aggregate_clients(trace: &Trace, min_peers: usize) -> Aggregated {
     let mut map: Vec<NodeId> = Vec::with_capacity(n);
     for (id, name) in trace.nodes.names().enumerate() {
         let new_name = match name.parse::<SocketAddr>() {
+            // No server recognised: nobody is a client of anyone, names stay.
+            _ if out.fixed.is_empty() && !name.contains(':') => name.to_owned(),
             Ok(ep) if !server_ips.contains(&ep.ip()) => CLIENT.to_owned(),
             Ok(ep) if out.fixed.contains(&ep) => name.to_owned(),
             Ok(ep) => format!("{}:*", fmt_ip(ep.ip())),
@@ -125,6 +131,7 @@ pub fn aggregate_clients(trace: &Trace, min_peers: usize) -> Aggregated {
         })
         .collect();
     out.trace.call_id_names = trace.call_id_names.clone();
+    out.map = map;
     out
 }
 

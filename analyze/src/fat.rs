@@ -20,6 +20,16 @@ enum Flow {
 /// Merges fat messages in place (the trace must be sorted by time); returns how many
 /// messages were merged away.
 pub fn coalesce(trace: &mut Trace) -> u64 {
+    coalesce_flows(trace, true)
+}
+
+/// [`coalesce`] on connections only: messages without a connection stay as they are (on a
+/// node pair shared by parallel clients, adjacent messages need not be pieces of one).
+pub fn coalesce_connections(trace: &mut Trace) -> u64 {
+    coalesce_flows(trace, false)
+}
+
+fn coalesce_flows(trace: &mut Trace, pairs: bool) -> u64 {
     let mut last: FxHashMap<Flow, usize> = FxHashMap::default();
     let msgs = std::mem::take(&mut trace.messages);
     let before = msgs.len();
@@ -27,8 +37,11 @@ pub fn coalesce(trace: &mut Trace) -> u64 {
     for m in msgs {
         let flow = if m.conn != NO_CONN {
             Flow::Conn(m.conn)
-        } else {
+        } else if pairs {
             Flow::Pair(m.src.min(m.dst), m.src.max(m.dst))
+        } else {
+            out.push(m);
+            continue;
         };
         if let Some(&i) = last.get(&flow) {
             let prev: &mut crate::Message = &mut out[i];

@@ -19,6 +19,7 @@ pub mod fat;
 pub mod hash;
 pub mod import;
 pub mod input;
+pub mod linking;
 pub mod maketrace;
 pub mod nesting;
 pub mod node;

@@ -42,6 +42,41 @@ pub struct Stats {
 }
 
 impl Stats {
+    /// Probability-weighted statistics of `samples` (`weights` beside them): the weighted
+    /// mean, and as percentiles the smallest sample whose cumulative weight reaches the
+    /// fraction. `n` counts samples. `None` when there are none or no weight is positive.
+    pub fn of_weighted(samples: &[i64], weights: &[f32]) -> Option<Stats> {
+        let mut pairs: Vec<(i64, f64)> = samples
+            .iter()
+            .zip(weights)
+            .map(|(&s, &w)| (s, f64::from(w).max(0.0)))
+            .collect();
+        let total: f64 = pairs.iter().map(|p| p.1).sum();
+        if pairs.is_empty() || total <= 0.0 || !total.is_finite() {
+            return None;
+        }
+        pairs.sort_unstable_by_key(|p| p.0);
+        let mean = pairs.iter().map(|&(s, w)| s as f64 * w).sum::<f64>() / total;
+        let quantile = |q: f64| {
+            let mut acc = 0.0;
+            for &(s, w) in &pairs {
+                acc += w;
+                if acc >= q * total * (1.0 - 1e-12) {
+                    return s;
+                }
+            }
+            pairs[pairs.len() - 1].0
+        };
+        Some(Stats {
+            n: pairs.len() as u64,
+            mean_ns: mean,
+            p50_ns: quantile(0.5),
+            p90_ns: quantile(0.9),
+            min_ns: pairs[0].0,
+            max_ns: pairs[pairs.len() - 1].0,
+        })
+    }
+
     /// Statistics of `samples` (sorted in place); `None` when there are none.
     pub fn of(samples: &mut [i64]) -> Option<Stats> {
         if samples.is_empty() {
@@ -306,14 +341,70 @@ pub struct Visit<'a> {
     pub t_call_recv: Time,
 }
 
+/// Samples of one duration, with the probability of the instance each came from when the
+/// collector weighs them (empty otherwise).
+#[derive(Debug, Default, Clone)]
+struct Samples {
+    v: Vec<i64>,
+    w: Vec<f32>,
+}
+
+impl Samples {
+    fn push(&mut self, x: i64, weight: Option<f32>) {
+        self.v.push(x);
+        if let Some(w) = weight {
+            self.w.push(w);
+        }
+    }
+
+    fn stats(&mut self) -> Option<Stats> {
+        if self.w.len() == self.v.len() && !self.w.is_empty() {
+            Stats::of_weighted(&self.v, &self.w)
+        } else {
+            Stats::of(&mut self.v)
+        }
+    }
+}
+
 /// Per-pattern accumulator of [`Collector`].
 #[derive(Debug, Default)]
 struct Acc {
     pattern: Pattern,
-    total: Vec<i64>,
-    call_delay: Vec<Vec<i64>>,
-    latency: Vec<Vec<i64>>,
-    net: Vec<Vec<i64>>,
+    total: Samples,
+    call_delay: Vec<Samples>,
+    latency: Vec<Samples>,
+    net: Vec<Samples>,
+}
+
+/// How [`Collector::finish_ranked`] orders patterns (\[WAP5\] §6.6).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Rank {
+    /// Instance count.
+    #[default]
+    Count,
+    /// Σ probability: the expected number of true instances.
+    Expectation,
+    /// The most probable instance's probability.
+    MaxProb,
+    /// Expectation / count: the mean confidence.
+    ExpectationPerCount,
+    /// Expectation / √count.
+    ExpectationPerSqrtCount,
+}
+
+impl Rank {
+    /// The value patterns are sorted by (descending).
+    pub fn value(self, p: &Pattern) -> f64 {
+        let count = p.count.max(1) as f64;
+        match self {
+            Rank::Count => p.count as f64,
+            Rank::Expectation => p.expectation,
+            Rank::MaxProb => p.max_prob,
+            Rank::ExpectationPerCount => p.expectation / count,
+            Rank::ExpectationPerSqrtCount => p.expectation / count.sqrt(),
+        }
+    }
 }
 
 /// Aggregates instances into patterns by signature.
@@ -323,6 +414,8 @@ pub struct Collector {
     acc: Vec<Acc>,
     instances: Vec<Instance>,
     local_call_delay: bool,
+    weighted: bool,
+    untraced: std::collections::HashSet<String>,
     // Reused per instance: the signature, the preorder, first child / next sibling links.
     sig_buf: String,
     order_buf: Vec<usize>,
@@ -340,6 +433,19 @@ impl Collector {
             local_call_delay: true,
             ..Collector::default()
         }
+    }
+
+    /// Weighs every sample by its instance's probability: means and percentiles of the
+    /// node statistics are probability-weighted (\[WAP5\] §5.2).
+    pub fn weighted(mut self) -> Collector {
+        self.weighted = true;
+        self
+    }
+
+    /// Marks nodes seen only through their peers' messages ([`NodeKind::Untraced`]).
+    pub fn untraced(mut self, names: impl IntoIterator<Item = String>) -> Collector {
+        self.untraced.extend(names);
+        self
     }
 
     /// Adds one instance: the root caller, its visits (each with a parent earlier in the list;
@@ -372,6 +478,7 @@ impl Collector {
         acc.pattern.expectation += prob;
         acc.pattern.max_prob = acc.pattern.max_prob.max(prob);
         let (mut start, mut end) = (Time::MAX, Time::MIN);
+        let w = self.weighted.then_some(prob as f32);
         for (new, &old) in order.iter().enumerate().skip(1) {
             let v = &visits[old - 1];
             let known = |t: Time| (t != NO_TIME).then_some(t);
@@ -390,19 +497,19 @@ impl Collector {
                             .or_else(|| known(p.t_call))
                     })
                 {
-                    acc.call_delay[new].push(tc - pc);
+                    acc.call_delay[new].push(tc - pc, w);
                 }
                 if let Some(tr) = known(v.t_ret) {
-                    acc.latency[new].push(tr - tc);
+                    acc.latency[new].push(tr - tc, w);
                     end = end.max(tr);
                 }
                 if let Some(rc) = known(v.t_call_recv) {
-                    acc.net[new].push(rc - tc);
+                    acc.net[new].push(rc - tc, w);
                 }
             }
         }
         if start <= end {
-            acc.total.push(end - start);
+            acc.total.push(end - start, w);
         } else {
             (start, end) = (NO_TIME, NO_TIME);
         }
@@ -439,7 +546,12 @@ impl Collector {
             });
             kids[parent] += 1;
         }
-        let (nodes, _) = preorder(nodes);
+        let (mut nodes, _) = preorder(nodes);
+        for n in nodes.iter_mut().skip(1) {
+            if self.untraced.contains(&n.node) {
+                n.kind = NodeKind::Untraced;
+            }
+        }
         debug_assert_eq!(signature_of_nodes(&nodes), sig);
         let n = nodes.len();
         self.acc.push(Acc {
@@ -449,28 +561,40 @@ impl Collector {
                 nodes,
                 ..Pattern::default()
             },
-            call_delay: vec![Vec::new(); n],
-            latency: vec![Vec::new(); n],
-            net: vec![Vec::new(); n],
+            call_delay: vec![Samples::default(); n],
+            latency: vec![Samples::default(); n],
+            net: vec![Samples::default(); n],
             ..Acc::default()
         });
     }
 
     /// The result: patterns sorted by count (then signature), instances renumbered.
     pub fn finish(self, algorithm: &str, params: serde_json::Value) -> AnalysisResult {
+        self.finish_ranked(algorithm, params, Rank::Count)
+    }
+
+    /// The result: patterns sorted by `rank` (then count, then signature), instances
+    /// renumbered.
+    pub fn finish_ranked(
+        self,
+        algorithm: &str,
+        params: serde_json::Value,
+        rank: Rank,
+    ) -> AnalysisResult {
         let mut pats: Vec<(u32, Pattern)> = Vec::with_capacity(self.acc.len());
         for (i, mut a) in self.acc.into_iter().enumerate() {
-            a.pattern.latency = Stats::of(&mut a.total);
+            a.pattern.latency = a.total.stats();
             for (j, n) in a.pattern.nodes.iter_mut().enumerate() {
-                n.call_delay = Stats::of(&mut a.call_delay[j]);
-                n.latency = Stats::of(&mut a.latency[j]);
-                n.net_delay = Stats::of(&mut a.net[j]);
+                n.call_delay = a.call_delay[j].stats();
+                n.latency = a.latency[j].stats();
+                n.net_delay = a.net[j].stats();
             }
             pats.push((i as u32, a.pattern));
         }
         pats.sort_by(|a, b| {
-            b.1.count
-                .cmp(&a.1.count)
+            rank.value(&b.1)
+                .total_cmp(&rank.value(&a.1))
+                .then_with(|| b.1.count.cmp(&a.1.count))
                 .then_with(|| a.1.signature.cmp(&b.1.signature))
         });
         let mut rank = vec![0u32; pats.len()];

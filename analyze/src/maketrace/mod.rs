@@ -49,6 +49,22 @@ pub struct Options {
     pub capture_rate: Option<f64>,
     /// Sniffer queue length (packets).
     pub queue: usize,
+    /// Every run's root node is its own endpoint, `10.x.y.z:port` (a client per parallel
+    /// copy, a new ephemeral port per run, as clients that open a connection per request):
+    /// what WAP5-style linking needs to tell clients apart before it aggregates them back
+    /// into `CLIENT`. The ground truth keeps the root's name.
+    pub client_endpoints: bool,
+}
+
+/// The endpoint name of run `run` of client copy `client` ([`Options::client_endpoints`]).
+fn client_endpoint(client: u64, run: u64) -> String {
+    format!(
+        "10.{}.{}.{}:{}",
+        client / 62_500 % 250 + 1,
+        client / 250 % 250,
+        client % 250 + 1,
+        1024 + run % 64_000
+    )
 }
 
 /// One message of the ground truth.
@@ -178,10 +194,12 @@ fn simulate(
                     .collect()
             })
             .collect();
+        let roots: Vec<NodeId> = t.variants.iter().map(|v| nodes.intern(&v.root)).collect();
         let think =
             |rng: &mut ChaCha8Rng| t.think.0 + ((t.think.1 - t.think.0) as f64 * unit(rng)) as Time;
         for _client in 0..t.parallel {
             let mut at = cfg.start + think(rng);
+            let mut run_no = 0u64;
             while at < end {
                 let mut pick = unit(rng) * total_w;
                 let mut vi = 0;
@@ -197,6 +215,14 @@ fn simulate(
                     first,
                     start: at,
                 });
+                let ep = opts
+                    .client_endpoints
+                    .then(|| nodes.intern(&client_endpoint(done, run_no)));
+                run_no += 1;
+                let node = |id: NodeId| match ep {
+                    Some(ep) if id == roots[vi] => ep,
+                    _ => id,
+                };
                 let mut arrival = at;
                 for (k, s) in v.steps.iter().enumerate() {
                     let send = arrival + delay(rng, s.delay);
@@ -212,8 +238,8 @@ fn simulate(
                     msgs.push(Gen {
                         send,
                         recv,
-                        src: ids[vi][k].0,
-                        dst: ids[vi][k].1,
+                        src: node(ids[vi][k].0),
+                        dst: node(ids[vi][k].1),
                         kind: s.kind,
                         call_id,
                     });

@@ -1,0 +1,205 @@
+//! `p5 analyze linking` on the command line: read the input, run [`super::linking`], print
+//! the patterns ranked as asked, and store the run in the trace database.
+
+use super::{KernelKind, Params, linking};
+use crate::cli::Progress;
+use crate::input::InputArgs;
+use crate::maketrace::config::parse_duration;
+use crate::output::Format;
+use crate::pattern::Rank;
+use crate::store::MessageIds;
+use crate::{Error, Result};
+
+/// `p5 analyze linking`.
+#[derive(Debug, clap::Args)]
+pub struct LinkingArgs {
+    /// The input.
+    #[command(flatten)]
+    pub input: InputArgs,
+    /// The window x: a message's cause arrived at most this long before it left (longer
+    /// than the longest real processing delay; it need not be tight).
+    #[arg(long, default_value = "2s", value_name = "DURATION")]
+    pub window: String,
+    /// Spontaneity weighs like a link y mean delays long.
+    #[arg(long, default_value_t = 4.0)]
+    pub spontaneous_y: f64,
+    /// Links with a probability in this range are tried both ways (`LOW..HIGH`).
+    #[arg(long, default_value = "0.3..0.7", value_name = "LOW..HIGH")]
+    pub try_both: String,
+    /// At most this many try-both links per root (each doubles the root's instances).
+    #[arg(long, default_value_t = 10)]
+    pub max_try_both: u32,
+    /// At most this many messages per instance.
+    #[arg(long, default_value_t = 10_000)]
+    pub max_messages: usize,
+    /// Rename clients (nodes that use no fixed port) `CLIENT`.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub aggregate_clients: bool,
+    /// An endpoint with at least this many distinct peers is a server's fixed port.
+    #[arg(long, default_value_t = crate::clients::FIXED_PORT_PEERS)]
+    pub fixed_port_peers: usize,
+    /// Keep the pieces of a message written with several writes apart.
+    #[arg(long)]
+    pub no_coalesce: bool,
+    /// How candidate parents are weighed: WAP5's exponential, or ours learned from the
+    /// trace (robust to parallelism).
+    #[arg(long, value_enum, default_value_t = KernelKind::Exponential)]
+    pub kernel: KernelKind,
+    /// A message causes at most one message per receiver (unless the links say it surely
+    /// caused several): ambiguous children are alternatives, not independent guesses.
+    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub exclusive: bool,
+    /// EM rounds refitting the empirical kernel to the links it gave.
+    #[arg(long, default_value_t = 0)]
+    pub refits: u32,
+    /// Pattern order.
+    #[arg(long, value_enum, default_value_t = Rank::Expectation)]
+    pub rank: Rank,
+    /// Print step 1's mean delay of every edge.
+    #[arg(long)]
+    pub delays: bool,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Format::Table)]
+    pub format: Format,
+    /// Only the N first patterns.
+    #[arg(long)]
+    pub top: Option<usize>,
+    /// Also store the run in this trace database, as a run of `--save-session`.
+    #[arg(long, value_name = "URL", requires = "save_session")]
+    pub save_db: Option<String>,
+    /// The session of `--save-db` to store the run in.
+    #[arg(long, value_name = "NAME", requires = "save_db")]
+    pub save_session: Option<String>,
+}
+
+/// Parses `LOW..HIGH` with 0 ≤ LOW ≤ HIGH ≤ 1.
+fn range(s: &str) -> Result<(f64, f64)> {
+    let bad = || Error::Usage(format!("--try-both {s:?}: LOW..HIGH, 0 ≤ LOW ≤ HIGH ≤ 1"));
+    let (lo, hi) = s.split_once("..").ok_or_else(bad)?;
+    let (lo, hi): (f64, f64) = (
+        lo.trim().parse().map_err(|_| bad())?,
+        hi.trim().parse().map_err(|_| bad())?,
+    );
+    if !(0.0..=1.0).contains(&lo) || !(lo..=1.0).contains(&hi) {
+        return Err(bad());
+    }
+    Ok((lo, hi))
+}
+
+impl LinkingArgs {
+    /// The parameters the options give.
+    pub fn params(&self) -> Result<Params> {
+        let window = parse_duration(&self.window)
+            .map_err(|e| Error::Usage(format!("--window {:?}: {e}", self.window)))?;
+        if window <= 0 {
+            return Err(Error::Usage("--window must be positive".into()));
+        }
+        if !self.spontaneous_y.is_finite() || self.spontaneous_y <= 0.0 {
+            return Err(Error::Usage(format!(
+                "--spontaneous-y {}: must be positive",
+                self.spontaneous_y
+            )));
+        }
+        if self.max_try_both > 24 {
+            return Err(Error::Usage(format!(
+                "--max-try-both {}: at most 24 (each one doubles a root's instances)",
+                self.max_try_both
+            )));
+        }
+        Ok(Params {
+            window,
+            spontaneous_y: self.spontaneous_y,
+            try_both: range(&self.try_both)?,
+            max_try_both: self.max_try_both,
+            max_messages: self.max_messages.max(1),
+            aggregate_clients: self.aggregate_clients,
+            fixed_port_peers: self.fixed_port_peers.max(1),
+            coalesce: !self.no_coalesce,
+            rank: self.rank,
+            kernel: self.kernel,
+            exclusive: self.exclusive,
+            refits: self.refits,
+        })
+    }
+}
+
+/// Runs `p5 analyze linking`.
+pub fn run(a: &LinkingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
+    let params = a.params()?;
+    let input = a.input.read_with_progress(false, progress)?;
+    if !input.report.counts.is_empty() {
+        eprintln!("{}: {}", input.name, input.report);
+    }
+    let (result, counts) = linking(&input.trace, &params, progress);
+    let t = &counts.trees;
+    eprintln!(
+        "{}: {} messages ({} pieces merged), links: {} probably-true, {} try-both, {} \
+         probably-false; {} roots, {} instances ({} roots used up their try-both links), {} \
+         patterns",
+        input.name,
+        counts.messages,
+        counts.coalesced,
+        counts.true_links,
+        counts.try_both_links,
+        counts.false_links,
+        t.roots,
+        t.instances,
+        t.capped,
+        result.patterns.len()
+    );
+    if !counts.untraced.is_empty() {
+        eprintln!(
+            "untraced (timed by their peers; only A→B→A causality): {}",
+            counts.untraced.join(", ")
+        );
+    }
+    if a.delays {
+        eprintln!("mean delay before each edge's messages (step 1):");
+        for e in &counts.edges {
+            let mean = e
+                .mean_ns
+                .map_or("spontaneous".to_owned(), |d| format!("{:.3} ms", d / 1e6));
+            eprintln!(
+                "  {} → {}: {} ({} of {} messages had a cause within the window)",
+                input.trace.nodes.name(e.src),
+                input.trace.nodes.name(e.dst),
+                mean,
+                e.caused,
+                e.messages
+            );
+        }
+    }
+    let mut targets = Vec::new();
+    if let (Some(url), Some(session)) = (&a.input.db, &a.input.session) {
+        targets.push((url, session, MessageIds::default(), "sql".to_owned()));
+    }
+    if let (Some(url), Some(session)) = (&a.save_db, &a.save_session) {
+        let ids = if a.input.db.is_some() {
+            MessageIds::default()
+        } else {
+            MessageIds::of_import(&input.trace)
+        };
+        targets.push((url, session, ids, input.name.clone()));
+    }
+    for (url, session, ids, source) in targets {
+        let url = crate::db::parse_url(url)?;
+        let run = crate::db::save_result(&url, session, &result, &source, &ids)?;
+        eprintln!("stored as analysis run {run} of session {session}");
+    }
+    crate::output::write(&result, a.format, a.top, std::io::stdout().lock())?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::range;
+
+    #[test]
+    fn try_both_ranges_parse() {
+        assert_eq!(range("0.3..0.7").unwrap(), (0.3, 0.7));
+        assert_eq!(range(" 0 .. 1 ").unwrap(), (0.0, 1.0));
+        for bad in ["0.7..0.3", "0.3", "a..b", "-1..0.5", "0.2..1.5"] {
+            assert!(range(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,521 @@
+//! Steps 1 and 2 of linking (\[WAP5\] §5.1): the mean causal delay of every edge, each
+//! message's possible parents weighted `e^(−λ·gap)` beside the spontaneous weight `e^(−y)`,
+//! normalised, classified, and inverted into possible-children lists.
+//!
+//! Times are read on the node that acts: a parent's *arrival* at B and the child's
+//! *departure* from B, both stamped by B when the trace has both ends of every message, so
+//! no clock offset between hosts changes a weight. Where a node stamped nothing (an untraced
+//! node, \[WAP5\] §5.1), its peers' times stand in — the arrival of A→B is A's send time and
+//! the departure of B→A is A's receive time — and only A→B→A causality is allowed.
+//!
+//! Candidates are the messages into B within the window `x` before the child left, newest
+//! first; the scan stops where a weight falls below `e^(−y)·10⁻⁴` (a link 10,000 times less
+//! likely than spontaneity cannot matter) or after [`MAX_CANDIDATES`] (ours; bounds the work
+//! on nodes that receive thousands of messages within `x`).
+
+use super::kernel::{Kernel, Learner};
+use super::{KernelKind, Params};
+use crate::hash::FxHashMap;
+use crate::trace::{Message, NO_TIME, NodeId, Time, Trace};
+
+/// At most this many candidate parents per message (ours).
+pub const MAX_CANDIDATES: usize = 256;
+
+/// At most this many candidate pairs per message teach the empirical kernel.
+const MAX_LEARN: usize = 1024;
+
+/// `ln(10⁴)`: candidates this far below the spontaneous weight are not considered.
+const CUTOFF: f64 = 9.210_340_371_976_184;
+
+/// When `m` left its sender (the receiver's time where the sender stamped nothing).
+pub fn departure(m: &Message) -> Time {
+    if m.t_send != NO_TIME {
+        m.t_send
+    } else {
+        m.t_recv
+    }
+}
+
+/// When `m` reached its receiver (the sender's time where the receiver stamped nothing).
+pub fn arrival(m: &Message) -> Time {
+    if m.t_recv != NO_TIME {
+        m.t_recv
+    } else {
+        m.t_send
+    }
+}
+
+/// Which nodes stamped at least one time of their own (a send or a receive).
+pub fn traced_nodes(trace: &Trace) -> Vec<bool> {
+    let mut traced = vec![false; trace.nodes.len()];
+    for m in &trace.messages {
+        if m.t_send != NO_TIME
+            && let Some(t) = traced.get_mut(m.src as usize)
+        {
+            *t = true;
+        }
+        if m.t_recv != NO_TIME
+            && let Some(t) = traced.get_mut(m.dst as usize)
+        {
+            *t = true;
+        }
+    }
+    traced
+}
+
+/// Per node, the messages into it by arrival: `(arrival, message index)`.
+struct Arrivals {
+    off: Vec<u32>,
+    at: Vec<(Time, u32)>,
+}
+
+impl Arrivals {
+    fn build(trace: &Trace) -> Arrivals {
+        let n = trace.nodes.len();
+        let mut off = vec![0u32; n + 1];
+        for m in &trace.messages {
+            off[m.dst as usize + 1] += 1;
+        }
+        for i in 0..n {
+            off[i + 1] += off[i];
+        }
+        let mut fill = off.clone();
+        let mut at = vec![(0, 0u32); trace.messages.len()];
+        for (i, m) in trace.messages.iter().enumerate() {
+            let slot = &mut fill[m.dst as usize];
+            at[*slot as usize] = (arrival(m), i as u32);
+            *slot += 1;
+        }
+        for w in off.windows(2) {
+            // Nearly sorted already (the trace is in send order).
+            at[w[0] as usize..w[1] as usize].sort_unstable();
+        }
+        Arrivals { off, at }
+    }
+
+    /// Node `b`'s arrivals up to and including time `t`.
+    fn until(&self, b: NodeId, t: Time) -> &[(Time, u32)] {
+        let all = &self.at[self.off[b as usize] as usize..self.off[b as usize + 1] as usize];
+        &all[..all.partition_point(|a| a.0 <= t)]
+    }
+}
+
+/// How step 3 treats a link.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// p above the try-both range: always included.
+    True,
+    /// p within the range, or the child's most likely cause: both ways (`most_likely` decides
+    /// once a root's try-both links are used up).
+    TryBoth {
+        /// The child's most likely cause (spontaneity included).
+        most_likely: bool,
+    },
+}
+
+/// One possible child of a message.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Kid {
+    /// The child message.
+    pub child: u32,
+    /// The link's probability.
+    pub p: f32,
+    /// How it is treated.
+    pub class: Class,
+    /// The child's receiver as aggregated: siblings with equal `to` are alternatives when
+    /// a parent causes one message per edge ([`super::Params::exclusive`]).
+    pub to: NodeId,
+}
+
+/// The mean causal delay of one edge B→C (step 1).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EdgeDelay {
+    /// B.
+    pub src: NodeId,
+    /// C.
+    pub dst: NodeId,
+    /// Messages B→C.
+    pub messages: u64,
+    /// Those with a message into B within the window before them.
+    pub caused: u64,
+    /// Mean gap since the latest message into B (ns); `None` when none was caused.
+    pub mean_ns: Option<f64>,
+}
+
+/// What steps 1 and 2 produce.
+#[derive(Debug, Default)]
+pub struct Links {
+    /// Possible children of message `m`: `kids[off[m]..off[m + 1]]`, in the children's order.
+    off: Vec<u32>,
+    kids: Vec<Kid>,
+    /// Per message, Π(1 − p) over its probably-false child links (omitted whenever it is in
+    /// an instance).
+    pub omitted: Vec<f32>,
+    /// Per message, the probability that it is spontaneous when that makes it a root (the
+    /// spontaneous choice is probably-true or try-both), else 0.
+    pub root_p: Vec<f32>,
+    /// Step 1's estimates, one per edge.
+    pub edges: Vec<EdgeDelay>,
+    /// Links kept by class: (probably-true, try-both); and probably-false ones.
+    pub kept: (u64, u64),
+    /// Probably-false links (omitted).
+    pub dropped: u64,
+}
+
+impl Links {
+    /// The possible children of message `m`.
+    pub fn kids(&self, m: u32) -> &[Kid] {
+        &self.kids[self.off[m as usize] as usize..self.off[m as usize + 1] as usize]
+    }
+}
+
+/// Every child's candidate parents with their weights, and its spontaneous weight.
+#[derive(Debug, Default)]
+pub struct Weighed {
+    /// Candidates of child `i`: `off[i]..off[i + 1]`.
+    pub off: Vec<u32>,
+    /// Candidate parents.
+    pub parent: Vec<u32>,
+    /// Their weights.
+    pub w: Vec<f64>,
+    /// Their gaps.
+    pub gap: Vec<Time>,
+    /// The spontaneous weight of every child.
+    pub spont: Vec<f64>,
+}
+
+impl Weighed {
+    fn with_capacity(n: usize) -> Weighed {
+        let mut off = Vec::with_capacity(n + 1);
+        off.push(0);
+        Weighed {
+            off,
+            spont: Vec::with_capacity(n),
+            ..Weighed::default()
+        }
+    }
+
+    fn push(&mut self, spont: f64, cands: impl Iterator<Item = (u32, Time, f64)>) {
+        for (j, gap, w) in cands {
+            self.parent.push(j);
+            self.gap.push(gap);
+            self.w.push(w);
+        }
+        self.off.push(self.parent.len() as u32);
+        self.spont.push(spont);
+    }
+
+    /// Child `i`'s candidates, their weights and its spontaneous weight.
+    pub fn of(&self, i: usize) -> (&[u32], &[f64], f64) {
+        let r = self.off[i] as usize..self.off[i + 1] as usize;
+        (&self.parent[r.clone()], &self.w[r], self.spont[i])
+    }
+}
+
+/// Edge id of every message, and the edges.
+fn edge_ids(trace: &Trace) -> (Vec<u32>, Vec<EdgeDelay>) {
+    let mut by_pair: FxHashMap<(NodeId, NodeId), u32> = FxHashMap::default();
+    let mut edges = Vec::new();
+    let ids = trace
+        .messages
+        .iter()
+        .map(|m| {
+            *by_pair.entry((m.src, m.dst)).or_insert_with(|| {
+                edges.push(EdgeDelay {
+                    src: m.src,
+                    dst: m.dst,
+                    messages: 0,
+                    caused: 0,
+                    mean_ns: None,
+                });
+                (edges.len() - 1) as u32
+            })
+        })
+        .collect();
+    (ids, edges)
+}
+
+/// The candidate parents of message `i`, newest first, as `(parent, gap)`; `limit` stops
+/// the scan at that gap (inclusive).
+fn candidates(
+    trace: &Trace,
+    arrivals: &Arrivals,
+    traced: &[bool],
+    i: usize,
+    limit: Time,
+    max: usize,
+    out: &mut Vec<(u32, Time)>,
+) {
+    out.clear();
+    let m = &trace.messages[i];
+    let dep = departure(m);
+    let untraced = !traced.get(m.src as usize).copied().unwrap_or(false);
+    for &(t, j) in arrivals.until(m.src, dep).iter().rev() {
+        let gap = dep.saturating_sub(t);
+        if gap > limit || out.len() >= max {
+            break;
+        }
+        if j as usize == i || (untraced && trace.messages[j as usize].src != m.dst) {
+            continue;
+        }
+        out.push((j, gap));
+    }
+}
+
+/// Step 1: the mean gap since the latest message into B, per edge B→C (\[WAP5\] §5.1).
+fn estimate(
+    trace: &Trace,
+    arrivals: &Arrivals,
+    traced: &[bool],
+    window: Time,
+) -> (Vec<u32>, Vec<EdgeDelay>) {
+    let (edge_of, mut edges) = edge_ids(trace);
+    let mut sums = vec![0f64; edges.len()];
+    let mut cands = Vec::with_capacity(1);
+    for (i, &e) in edge_of.iter().enumerate() {
+        let e = e as usize;
+        edges[e].messages += 1;
+        candidates(trace, arrivals, traced, i, window, 1, &mut cands);
+        if let Some(&(_, gap)) = cands.first() {
+            edges[e].caused += 1;
+            sums[e] += gap as f64;
+        }
+    }
+    for (e, s) in edges.iter_mut().zip(&sums) {
+        e.mean_ns = (e.caused > 0).then(|| s / e.caused as f64);
+    }
+    (edge_of, edges)
+}
+
+/// The empirical kernel's pass: every candidate pair within the window counted.
+fn learn(
+    trace: &Trace,
+    arrivals: &Arrivals,
+    traced: &[bool],
+    group: &[NodeId],
+    window: Time,
+) -> Kernel {
+    let mut learner = Learner::new();
+    let mut cands = Vec::with_capacity(MAX_LEARN);
+    let g = |n: NodeId| group.get(n as usize).copied().unwrap_or(n);
+    for (i, m) in trace.messages.iter().enumerate() {
+        learner.child((g(m.src), g(m.dst)));
+        candidates(trace, arrivals, traced, i, window, MAX_LEARN, &mut cands);
+        for &(j, gap) in &cands {
+            learner.count(key(trace, group, j, i), gap);
+        }
+    }
+    learner.finish(window)
+}
+
+/// One EM round of the empirical kernel: posteriors from the weights, the kernel refitted
+/// to them, the weights recomputed.
+fn refit(trace: &Trace, group: &[NodeId], w: &mut Weighed, k: &mut Kernel, window: Time) {
+    let n = w.spont.len();
+    let g = |n: NodeId| group.get(n as usize).copied().unwrap_or(n);
+    let mut post = vec![0f64; w.w.len()];
+    let mut spont = vec![0f64; n];
+    for (i, s) in spont.iter_mut().enumerate() {
+        let r = w.off[i] as usize..w.off[i + 1] as usize;
+        let total = w.spont[i] + w.w[r.clone()].iter().sum::<f64>();
+        *s = w.spont[i] / total;
+        for l in r {
+            post[l] = w.w[l] / total;
+        }
+    }
+    let child_of: Vec<u32> = (0..n)
+        .flat_map(|i| std::iter::repeat_n(i as u32, (w.off[i + 1] - w.off[i]) as usize))
+        .collect();
+    k.refit(
+        window,
+        (0..post.len()).map(|l| {
+            (
+                key(trace, group, w.parent[l], child_of[l] as usize),
+                w.gap[l],
+                post[l],
+            )
+        }),
+        trace
+            .messages
+            .iter()
+            .zip(&spont)
+            .map(|(m, &s)| ((g(m.src), g(m.dst)), s)),
+    );
+    for (l, &child) in child_of.iter().enumerate() {
+        let q = k.prob(key(trace, group, w.parent[l], child as usize), w.gap[l]);
+        w.w[l] = q / (1.0 - q);
+    }
+    for (i, m) in trace.messages.iter().enumerate() {
+        w.spont[i] = k.spont((g(m.src), g(m.dst)));
+    }
+}
+
+/// The kernel key of parent `j` and child `i`: (X, B, C) as aggregated.
+fn key(trace: &Trace, group: &[NodeId], j: u32, i: usize) -> (NodeId, NodeId, NodeId) {
+    let g = |n: NodeId| group.get(n as usize).copied().unwrap_or(n);
+    let (parent, child) = (&trace.messages[j as usize], &trace.messages[i]);
+    (g(parent.src), g(child.src), g(child.dst))
+}
+
+/// Normalises child `i`'s weights (spontaneity's beside them), classifies its links and
+/// records them.
+#[allow(clippy::too_many_arguments)]
+fn classify(
+    i: u32,
+    to: NodeId,
+    parents: &[u32],
+    weights: &[f64],
+    spont_w: f64,
+    p: &Params,
+    out: &mut Links,
+    raw: &mut Vec<(u32, u32, Kid)>,
+) {
+    let total = spont_w + weights.iter().sum::<f64>();
+    let best = weights.iter().copied().fold(spont_w, f64::max);
+    let class = |w: f64| {
+        let q = w / total;
+        if q > p.try_both.1 {
+            Some(Class::True)
+        } else if q >= p.try_both.0 || w >= best {
+            Some(Class::TryBoth {
+                most_likely: w >= best,
+            })
+        } else {
+            None
+        }
+    };
+    if class(spont_w).is_some() {
+        out.root_p[i as usize] = (spont_w / total) as f32;
+    }
+    for (&j, &w) in parents.iter().zip(weights) {
+        let q = (w / total) as f32;
+        match class(w) {
+            Some(c) => {
+                raw.push((
+                    j,
+                    i,
+                    Kid {
+                        child: i,
+                        p: q,
+                        class: c,
+                        to,
+                    },
+                ));
+                if c == Class::True {
+                    out.kept.0 += 1;
+                } else {
+                    out.kept.1 += 1;
+                }
+            }
+            None => {
+                out.omitted[j as usize] *= 1.0 - q;
+                out.dropped += 1;
+            }
+        }
+    }
+}
+
+/// Steps 1 and 2 on a trace sorted by time; `group` maps each node to its aggregated id
+/// (the empirical kernel's key).
+pub fn link(trace: &Trace, p: &Params, group: &[NodeId]) -> Links {
+    let n = trace.messages.len();
+    let traced = traced_nodes(trace);
+    let arrivals = Arrivals::build(trace);
+    let (edge_of, edges) = estimate(trace, &arrivals, &traced, p.window);
+    let kernel = (p.kernel == KernelKind::Empirical)
+        .then(|| learn(trace, &arrivals, &traced, group, p.window));
+    // Step 2: weights, normalised, classified; links collected by child.
+    let g = |n: NodeId| group.get(n as usize).copied().unwrap_or(n);
+    let mut out = Links {
+        omitted: vec![1.0; n],
+        root_p: vec![0.0; n],
+        ..Links::default()
+    };
+    let mut w = Weighed::with_capacity(n);
+    let mut weights: Vec<f64> = Vec::with_capacity(MAX_CANDIDATES);
+    let mut cands = Vec::with_capacity(MAX_CANDIDATES);
+    for i in 0..n {
+        let d = edges[edge_of[i] as usize].mean_ns.unwrap_or(0.0).max(1.0);
+        let limit = match kernel {
+            Some(_) => p.window,
+            None => p
+                .window
+                .min(((p.spontaneous_y + CUTOFF) * d).min(9e18) as Time),
+        };
+        candidates(
+            trace,
+            &arrivals,
+            &traced,
+            i,
+            limit,
+            MAX_CANDIDATES,
+            &mut cands,
+        );
+        weights.clear();
+        let m = &trace.messages[i];
+        let spont_w = match &kernel {
+            Some(k) => k.spont((g(m.src), g(m.dst))),
+            None => (-p.spontaneous_y).exp(),
+        };
+        match &kernel {
+            Some(k) => {
+                cands.retain(|&(j, gap)| k.prob(key(trace, group, j, i), gap) > 0.0);
+                weights.extend(cands.iter().map(|&(j, gap)| {
+                    let w = k.prob(key(trace, group, j, i), gap);
+                    w / (1.0 - w)
+                }));
+            }
+            None => weights.extend(cands.iter().map(|&(_, gap)| (-(gap as f64) / d).exp())),
+        }
+        w.push(
+            spont_w,
+            cands.iter().zip(&weights).map(|(c, &x)| (c.0, c.1, x)),
+        );
+    }
+    let to: Vec<NodeId> = trace.messages.iter().map(|m| g(m.dst)).collect();
+    if let Some(mut k) = kernel {
+        for _ in 0..p.refits {
+            if p.exclusive {
+                super::exclusive::balance(&mut w, &to, super::exclusive::ROUNDS);
+            }
+            refit(trace, group, &mut w, &mut k, p.window);
+        }
+    }
+    if p.exclusive {
+        super::exclusive::balance(&mut w, &to, super::exclusive::ROUNDS);
+    }
+    let mut raw: Vec<(u32, u32, Kid)> = Vec::new(); // (parent, child, kid)
+    for i in 0..n {
+        let (parents, ws, spont_w) = w.of(i);
+        let to = g(trace.messages[i].dst);
+        classify(i as u32, to, parents, ws, spont_w, p, &mut out, &mut raw);
+    }
+    drop(w);
+    // Inversion (step 2's end): children by parent, each parent's in child order.
+    out.off = vec![0u32; n + 1];
+    for &(parent, _, _) in &raw {
+        out.off[parent as usize + 1] += 1;
+    }
+    for i in 0..n {
+        out.off[i + 1] += out.off[i];
+    }
+    let mut fill = out.off.clone();
+    let blank = Kid {
+        child: 0,
+        p: 0.0,
+        class: Class::True,
+        to: 0,
+    };
+    out.kids = vec![blank; raw.len()];
+    for (parent, _, kid) in raw {
+        let slot = &mut fill[parent as usize];
+        out.kids[*slot as usize] = kid;
+        *slot += 1;
+    }
+    // Alternatives side by side: each parent's children by receiver, then in order.
+    for w in out.off.windows(2) {
+        out.kids[w[0] as usize..w[1] as usize].sort_by_key(|k| (k.to, k.child));
+    }
+    out.edges = edges;
+    out
+}

@@ -1,0 +1,191 @@
+//! `p5 analyze linking`: WAP5's message-linking algorithm (\[WAP5\] §5; `../shared/analysis.md`
+//! §1.3) — probabilistic causal trees for free-form messages, calls and returns alike.
+//!
+//! Steps, one module each: [`links`] (the mean causal delay per edge, each message's
+//! possible parents weighted `e^(−λ·gap)` against spontaneity at `e^(−y)`, normalised,
+//! classified probably-true / try-both / probably-false, inverted into possible-children
+//! lists) and [`trees`] (instances from every root down, `2^k` for `k` try-both links, capped
+//! per root; their probabilities as products; aggregation into patterns with
+//! probability-weighted node statistics). Before linking, fat messages on one connection are
+//! merged (\[WAP5\] §2.3); after it, names are aggregated (clients become `CLIENT`,
+//! \[WAP5\] §2.5.1) — linking itself runs on the nodes as read, so two clients that share a
+//! server never look like one.
+//!
+//! Ours, where the paper is silent (analysis.md §1.3): try-both when 0.3 ≤ p ≤ 0.7 or p is
+//! the child's most likely cause; at most 10 try-both links per root, after which only the
+//! most likely cause is followed; candidates within the window `x`; a root's instances carry
+//! the probability that it was spontaneous.
+
+pub mod cli;
+pub mod exclusive;
+pub mod kernel;
+pub mod links;
+pub mod trees;
+
+use crate::cli::Progress;
+use crate::clients::aggregate_clients;
+use crate::pattern::{AnalysisResult, Collector, Rank};
+use crate::trace::{Time, Trace};
+use links::EdgeDelay;
+use trees::{Builder, TreeCounts};
+
+/// How a candidate parent is weighed.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum KernelKind {
+    /// \[WAP5\]'s `e^(−λ·gap)` with `λ` = 1 / the edge's mean gap to the newest message in.
+    #[default]
+    Exponential,
+    /// Ours: background-subtracted gap histograms per (sender, node, receiver)
+    /// ([`kernel`]).
+    Empirical,
+}
+
+/// Parameters of [`linking`].
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Params {
+    /// The window `x` (ns): a parent arrived at most this long before its child left.
+    pub window: Time,
+    /// Spontaneity weighs like a link of `y` mean delays.
+    pub spontaneous_y: f64,
+    /// Links with a probability in this range are tried both ways.
+    pub try_both: (f64, f64),
+    /// At most this many try-both links per root.
+    pub max_try_both: u32,
+    /// At most this many messages per instance.
+    pub max_messages: usize,
+    /// Rename clients `CLIENT` (\[WAP5\] §2.5.1).
+    pub aggregate_clients: bool,
+    /// An endpoint with at least this many peers is fixed (a server's).
+    pub fixed_port_peers: usize,
+    /// Merge the pieces of a message written in several writes (\[WAP5\] §2.3).
+    pub coalesce: bool,
+    /// The order of the patterns.
+    pub rank: Rank,
+    /// How candidates are weighed.
+    pub kernel: KernelKind,
+    /// A message causes at most one message per receiver (ours; off is the paper's way):
+    /// candidates are balanced ([`exclusive::balance`]) and a parent's possible children
+    /// towards one receiver are alternatives in step 3, unless their probabilities sum to
+    /// more than 1.5 (parallel calls).
+    pub exclusive: bool,
+    /// EM rounds refitting the empirical kernel to the links it gave.
+    pub refits: u32,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            window: 2_000_000_000,
+            spontaneous_y: 4.0,
+            try_both: (0.3, 0.7),
+            max_try_both: 10,
+            max_messages: 10_000,
+            aggregate_clients: true,
+            fixed_port_peers: crate::clients::FIXED_PORT_PEERS,
+            coalesce: true,
+            rank: Rank::Expectation,
+            kernel: KernelKind::Exponential,
+            exclusive: false,
+            refits: 0,
+        }
+    }
+}
+
+/// What a linking run did besides its patterns.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Counts {
+    /// Messages linked (after fat messages were merged).
+    pub messages: u64,
+    /// Messages merged into the one before them.
+    pub coalesced: u64,
+    /// Links kept as probably-true.
+    pub true_links: u64,
+    /// Links kept as try-both.
+    pub try_both_links: u64,
+    /// Probably-false links.
+    pub false_links: u64,
+    /// Nodes that stamped no time of their own.
+    pub untraced: Vec<String>,
+    /// Nodes renamed `CLIENT`.
+    pub clients: u64,
+    /// Step 3's counts.
+    pub trees: TreeCounts,
+    /// Step 1's delay estimates.
+    pub edges: Vec<EdgeDelay>,
+}
+
+/// Infers the causal paths of `trace` (messages in time order; sorted here if not).
+pub fn linking(
+    trace: &Trace,
+    p: &Params,
+    progress: &mut dyn FnMut(Progress),
+) -> (AnalysisResult, Counts) {
+    let mut owned;
+    let mut trace = trace;
+    let mut counts = Counts::default();
+    let sorted = trace.messages.is_sorted_by_key(|m| m.time());
+    if p.coalesce || !sorted {
+        owned = trace.clone();
+        if !sorted {
+            owned.sort();
+        }
+        if p.coalesce {
+            counts.coalesced = crate::fat::coalesce_connections(&mut owned);
+        }
+        trace = &owned;
+    }
+    counts.messages = trace.messages.len() as u64;
+    let (names, group): (Vec<String>, Vec<u32>) = if p.aggregate_clients {
+        let agg = aggregate_clients(trace, p.fixed_port_peers);
+        counts.clients = agg.clients as u64;
+        let names = agg
+            .map
+            .iter()
+            .map(|&id| agg.trace.nodes.name(id).to_owned())
+            .collect();
+        (names, agg.map)
+    } else {
+        (
+            trace.nodes.names().map(str::to_owned).collect(),
+            (0..trace.nodes.len() as u32).collect(),
+        )
+    };
+    progress(Progress::Phase("linking", None));
+    let links = links::link(trace, p, &group);
+    counts.true_links = links.kept.0;
+    counts.try_both_links = links.kept.1;
+    counts.false_links = links.dropped;
+    let traced = links::traced_nodes(trace);
+    counts.untraced = traced
+        .iter()
+        .enumerate()
+        .filter(|(_, t)| !**t)
+        .map(|(i, _)| names[i].clone())
+        .collect();
+    counts.untraced.sort();
+    counts.untraced.dedup();
+    let collector = Collector::with_local_call_delay()
+        .weighted()
+        .untraced(counts.untraced.iter().cloned());
+    let builder = Builder::new(trace, &links, &names, p, collector);
+    let (collector, trees) = builder.run(progress);
+    counts.trees = trees;
+    counts.edges = links.edges;
+    let params = serde_json::json!({
+        "window_ns": p.window,
+        "spontaneous_y": p.spontaneous_y,
+        "try_both": [p.try_both.0, p.try_both.1],
+        "max_try_both": p.max_try_both,
+        "max_messages": p.max_messages,
+        "aggregate_clients": p.aggregate_clients,
+        "fixed_port_peers": p.fixed_port_peers,
+        "coalesce": p.coalesce,
+        "rank": p.rank,
+        "kernel": p.kernel,
+        "exclusive": p.exclusive,
+    });
+    let result = collector.finish_ranked("linking", params, p.rank);
+    progress(Progress::Done);
+    (result, counts)
+}

@@ -1,0 +1,336 @@
+//! Step 3 of linking (\[WAP5\] §5.1): path instances built from each root down, with
+//! probably-true links included, probably-false ones omitted and try-both links taken both
+//! ways (at most `max_try_both` per root; beyond that a try-both link is included only when
+//! it is its child's most likely cause). An instance's probability is the product of its
+//! decisions: `p` for every link included, `1 − p` for every link omitted, and for the root
+//! the probability that it was spontaneous (ours: the paper's worked example starts from a
+//! certain root).
+//!
+//! An instance is a tree of messages; the pattern output is a call tree of node visits
+//! ([`crate::pattern`]). A message becomes a visit of its receiver, except a return
+//! ([`Kind::Ret`]) that goes back to the node that called the visit it leaves: that one
+//! closes the visit (its arrival is the visit's return time) and its children continue in
+//! the caller's visit. So call/return traces give the signatures nesting gives
+//! (`CLIENT>WS1(AUTH,API(DB))`), and free-form messages show each hop
+//! (`A>B(C(A))` for A→B→C→A). Siblings are ordered by their call times, which the parent
+//! node stamped.
+
+use super::links::{Class, Links, arrival, departure};
+use crate::cli::Progress;
+use crate::pattern::{Collector, Visit};
+use crate::trace::{Kind, NO_TIME, NodeId, Time, Trace};
+
+/// Alternatives whose probabilities sum to more than this are parallel children, each
+/// decided on its own.
+const MAX_ONE: f64 = 1.5;
+
+/// What the builder counts.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TreeCounts {
+    /// Roots expanded.
+    pub roots: u64,
+    /// Instances built.
+    pub instances: u64,
+    /// Roots that used up their try-both links.
+    pub capped: u64,
+    /// Links left out because an instance reached `max_messages`.
+    pub truncated: u64,
+}
+
+/// One visit under construction.
+#[derive(Debug, Clone, Copy)]
+struct Open {
+    parent: u32,
+    /// The node of the parent visit (the root caller for parent 0), as in the trace.
+    parent_node: NodeId,
+    node: NodeId,
+    t_call: Time,
+    t_ret: Time,
+    t_call_recv: Time,
+}
+
+/// Builds instances from roots into a [`Collector`].
+#[derive(Debug)]
+pub struct Builder<'a> {
+    trace: &'a Trace,
+    links: &'a Links,
+    /// The printed name of every node (clients aggregated).
+    names: &'a [String],
+    max_try_both: u32,
+    max_messages: usize,
+    exclusive: bool,
+    lo: f64,
+    /// The instance being built: (message, position of its parent message).
+    inc: Vec<(u32, u32)>,
+    in_inst: Vec<bool>,
+    ctx: Vec<u32>,
+    open: Vec<Open>,
+    kids: Vec<Vec<u32>>,
+    order: Vec<u32>,
+    collector: Collector,
+    /// What was counted.
+    pub counts: TreeCounts,
+    capped_now: bool,
+}
+
+impl<'a> Builder<'a> {
+    /// A builder over `trace` with the links of step 2.
+    pub fn new(
+        trace: &'a Trace,
+        links: &'a Links,
+        names: &'a [String],
+        p: &super::Params,
+        collector: Collector,
+    ) -> Builder<'a> {
+        Builder {
+            trace,
+            links,
+            names,
+            max_try_both: p.max_try_both,
+            max_messages: p.max_messages.max(1),
+            exclusive: p.exclusive,
+            lo: p.try_both.0,
+            inc: Vec::new(),
+            in_inst: vec![false; trace.messages.len()],
+            ctx: Vec::new(),
+            open: Vec::new(),
+            kids: Vec::new(),
+            order: Vec::new(),
+            collector,
+            counts: TreeCounts::default(),
+            capped_now: false,
+        }
+    }
+
+    /// Expands every root, in time order.
+    pub fn run(mut self, progress: &mut dyn FnMut(Progress)) -> (Collector, TreeCounts) {
+        let n = self.trace.messages.len();
+        progress(Progress::Phase("building paths", Some(n as u64)));
+        for r in 0..n {
+            if r % 65_536 == 0 {
+                progress(Progress::At(r as u64));
+            }
+            let p = self.links.root_p[r];
+            if p > 0.0 {
+                self.root(r as u32, f64::from(p));
+            }
+        }
+        (self.collector, self.counts)
+    }
+
+    fn root(&mut self, r: u32, p: f64) {
+        self.counts.roots += 1;
+        self.capped_now = false;
+        self.inc.clear();
+        self.inc.push((r, u32::MAX));
+        self.in_inst[r as usize] = true;
+        let prob = p * f64::from(self.links.omitted[r as usize]);
+        self.explore(0, 0, prob, 0);
+        self.in_inst[r as usize] = false;
+        self.counts.capped += u64::from(self.capped_now);
+    }
+
+    /// Includes message `c` as a child of the message at position `pos`.
+    fn include(&mut self, c: u32, pos: usize) {
+        self.inc.push((c, pos as u32));
+        self.in_inst[c as usize] = true;
+    }
+
+    /// Drops the messages included after position `len`.
+    fn truncate(&mut self, len: usize) {
+        for &(m, _) in &self.inc[len..] {
+            self.in_inst[m as usize] = false;
+        }
+        self.inc.truncate(len);
+    }
+
+    /// Decides the links from position `pos` on (starting at the `j`-th possible child of the
+    /// message there), with `k` try-both decisions used; emits every instance.
+    fn explore(&mut self, mut pos: usize, mut j: usize, mut prob: f64, mut k: u32) {
+        let links = self.links;
+        loop {
+            let Some(&(m, _)) = self.inc.get(pos) else {
+                self.emit(prob);
+                return;
+            };
+            let kids = links.kids(m);
+            let Some(kid) = kids.get(j) else {
+                (pos, j) = (pos + 1, 0);
+                continue;
+            };
+            if self.exclusive {
+                let end = j + kids[j..].iter().take_while(|x| x.to == kid.to).count();
+                let sum: f64 = kids[j..end].iter().map(|x| f64::from(x.p)).sum();
+                if end - j > 1 && sum <= MAX_ONE {
+                    match self.alternatives(pos, j, end, prob, k) {
+                        Some((p2, k2)) => (prob, k, j) = (p2, k2, end),
+                        None => return,
+                    }
+                    continue;
+                }
+            }
+            j += 1;
+            let (c, q) = (kid.child, f64::from(kid.p));
+            let with = q * f64::from(links.omitted[c as usize]);
+            if self.in_inst[c as usize] || self.inc.len() >= self.max_messages {
+                self.counts.truncated += u64::from(!self.in_inst[c as usize]);
+                prob *= 1.0 - q;
+                continue;
+            }
+            match kid.class {
+                Class::True => {
+                    self.include(c, pos);
+                    prob *= with;
+                }
+                Class::TryBoth { .. } if k < self.max_try_both => {
+                    let len = self.inc.len();
+                    self.include(c, pos);
+                    self.explore(pos, j, prob * with, k + 1);
+                    self.truncate(len);
+                    prob *= 1.0 - q;
+                    k += 1;
+                }
+                Class::TryBoth { most_likely } => {
+                    self.capped_now = true;
+                    if most_likely {
+                        self.include(c, pos);
+                        prob *= with;
+                    } else {
+                        prob *= 1.0 - q;
+                    }
+                }
+            }
+        }
+    }
+
+    /// One decision among the alternatives `kids[j..end]` of the message at `pos` (children
+    /// towards one receiver) and none of them: every option whose probability is in or above
+    /// the try-both range, or the most likely one, is explored; the last option explored is
+    /// returned as (probability, try-both decisions used) for the caller to go on with, the
+    /// others recurse. `None` when no option is left.
+    fn alternatives(
+        &mut self,
+        pos: usize,
+        j: usize,
+        end: usize,
+        prob: f64,
+        k: u32,
+    ) -> Option<(f64, u32)> {
+        let kids = self.links.kids(self.inc[pos].0);
+        let mut opts: Vec<(Option<u32>, f64)> = kids[j..end]
+            .iter()
+            .filter(|x| !self.in_inst[x.child as usize])
+            .map(|x| {
+                let with = f64::from(x.p) * f64::from(self.links.omitted[x.child as usize]);
+                (Some(x.child), f64::from(x.p), with)
+            })
+            .map(|(c, p, with)| (c, p.min(with).max(with)))
+            .collect();
+        let none = 1.0 - kids[j..end].iter().map(|x| f64::from(x.p)).sum::<f64>();
+        opts.push((None, none.max(0.0)));
+        let best = opts.iter().map(|o| o.1).fold(0.0, f64::max);
+        let full = self.inc.len() >= self.max_messages;
+        opts.retain(|o| (o.0.is_none() || !full) && (o.1 >= self.lo || o.1 >= best) && o.1 > 0.0);
+        opts.sort_by(|a, b| b.1.total_cmp(&a.1));
+        if opts.len() > 1 && k >= self.max_try_both {
+            self.capped_now = true;
+            opts.truncate(1);
+        }
+        let k = k + u32::from(opts.len() > 1);
+        let (last, rest) = opts.split_last()?;
+        for &(c, p) in rest {
+            let len = self.inc.len();
+            if let Some(c) = c {
+                self.include(c, pos);
+            }
+            self.explore(pos, end, prob * p, k);
+            self.truncate(len);
+        }
+        if let Some(c) = last.0 {
+            self.include(c, pos);
+        }
+        Some((prob * last.1, k))
+    }
+
+    /// The current instance as visits, into the collector.
+    fn emit(&mut self, prob: f64) {
+        self.counts.instances += 1;
+        let trace = self.trace;
+        self.open.clear();
+        self.ctx.clear();
+        let Some(&(root, _)) = self.inc.first() else {
+            return;
+        };
+        let root_node = trace.messages[root as usize].src;
+        for &(m, ppos) in &self.inc {
+            let msg = &trace.messages[m as usize];
+            let v = self.ctx.get(ppos as usize).copied().unwrap_or(0);
+            if let Some(o) = (v as usize)
+                .checked_sub(1)
+                .and_then(|i| self.open.get_mut(i))
+                .filter(|o| msg.kind == Kind::Ret && o.parent_node == msg.dst && o.t_ret == NO_TIME)
+            {
+                o.t_ret = arrival(msg);
+                let up = o.parent;
+                self.ctx.push(up);
+                continue;
+            }
+            let parent_node = match (v as usize).checked_sub(1) {
+                Some(i) => self.open[i].node,
+                None => root_node,
+            };
+            self.open.push(Open {
+                parent: v,
+                parent_node,
+                node: msg.dst,
+                t_call: departure(msg),
+                t_ret: NO_TIME,
+                t_call_recv: msg.t_recv,
+            });
+            self.ctx.push(self.open.len() as u32);
+        }
+        // Preorder with siblings by call time: parents come first, children in the order
+        // their node sent them.
+        let n = self.open.len();
+        self.kids.iter_mut().for_each(Vec::clear);
+        if self.kids.len() < n + 1 {
+            self.kids.resize(n + 1, Vec::new());
+        }
+        for (i, o) in self.open.iter().enumerate() {
+            self.kids[o.parent as usize].push(i as u32 + 1);
+        }
+        let open = &self.open;
+        for k in &mut self.kids[..=n] {
+            k.sort_by_key(|&c| open[c as usize - 1].t_call);
+        }
+        self.order.clear();
+        let mut stack = vec![0u32];
+        let mut new_index = vec![0u32; n + 1];
+        while let Some(v) = stack.pop() {
+            new_index[v as usize] = self.order.len() as u32;
+            self.order.push(v);
+            stack.extend(self.kids[v as usize].iter().rev());
+        }
+        let names = self.names;
+        let name = |id: NodeId| names.get(id as usize).map_or("?", String::as_str);
+        let visits: Vec<Visit<'_>> = self.order[1..]
+            .iter()
+            .map(|&v| {
+                let o = &open[v as usize - 1];
+                Visit {
+                    parent: new_index[o.parent as usize],
+                    node: name(o.node),
+                    t_call: o.t_call,
+                    t_ret: o.t_ret,
+                    t_call_recv: o.t_call_recv,
+                }
+            })
+            .collect();
+        let refs = self
+            .inc
+            .iter()
+            .map(|&(m, _)| trace.messages[m as usize].msg_ref)
+            .collect();
+        self.collector.add(name(root_node), &visits, prob, refs);
+    }
+}
