@@ -64,6 +64,10 @@ pub enum CommOp {
     Close = 11,
     /// shutdown(2)
     Shutdown = 12,
+    /// Waiting for descriptors to become ready: poll(2), ppoll, select(2), pselect,
+    /// epoll_wait(2), epoll_pwait, and the clients' selectors. `fd` is the epoll descriptor
+    /// (−1 for poll and select), the result the number of ready descriptors or −errno.
+    Wait = 13,
 }
 
 impl CommOp {
@@ -83,6 +87,7 @@ impl CommOp {
             10 => Accept,
             11 => Close,
             12 => Shutdown,
+            13 => Wait,
             _ => return None,
         })
     }
@@ -119,6 +124,7 @@ impl CommOp {
             Accept => "accept",
             Close => "close",
             Shutdown => "shutdown",
+            Wait => "wait",
         }
     }
 }

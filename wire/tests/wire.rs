@@ -34,7 +34,7 @@ fn event() -> impl Strategy<Value = Event> {
         (
             t,
             sensor.clone(),
-            1u8..=12,
+            1u8..=13,
             any::<i64>(),
             any::<u64>(),
             any::<i64>(),

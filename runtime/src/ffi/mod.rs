@@ -19,7 +19,9 @@ use p5_wire::{CommOp, RuntimeKind};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 mod socket;
+mod wait;
 pub use socket::*;
+pub use wait::*;
 
 const C: RuntimeKind = RuntimeKind::C;
 
