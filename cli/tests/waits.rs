@@ -51,8 +51,8 @@ fn record(dir: &Path, cmd: &[&str], env: &[(&str, &Path)]) -> String {
     stdout
 }
 
-/// The durations of the session's `waiting` states, in ns.
-fn waiting_spans(dir: &Path) -> Vec<i64> {
+/// The durations of the session's `waiting` states, in ns, and its sensors' names.
+fn waiting_spans(dir: &Path) -> (Vec<i64>, Vec<String>) {
     let url = format!("sqlite:{}", dir.join("store/p5.sqlite").display());
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -69,11 +69,13 @@ fn waiting_spans(dir: &Path) -> Vec<i64> {
             .iter()
             .position(|n| *n == ThreadState::Waiting.name())
             .unwrap();
-        states
+        let waits = states
             .iter()
             .filter(|r| r.state as usize == k)
             .map(|r| r.t_end - r.t_start)
-            .collect()
+            .collect();
+        let sensors = read::sensors(&db, s.id).await.unwrap();
+        (waits, sensors.into_iter().map(|s| s.name).collect())
     })
 }
 
@@ -89,7 +91,12 @@ fn python_selects_and_asyncio_idle_are_waiting() {
         &[("PYTHONPATH", &client)],
     );
     assert!(stdout.contains("ready 0"), "{stdout}");
-    let waits = waiting_spans(dir.path());
+    let (waits, sensors) = waiting_spans(dir.path());
+    // The event loop's waits are under the client's own sensor, which has a name.
+    assert!(
+        sensors.iter().any(|n| n == "p5:python:selectors.select"),
+        "{sensors:?}"
+    );
     // The two instrumented 50 ms selects, and the event loop's 150 ms wait.
     let long = |from: i64| {
         waits
@@ -128,7 +135,7 @@ fn java_selector_selects_are_waiting() {
     let cp = classes.to_str().unwrap();
     let stdout = record(dir.path(), &["java", "-cp", cp, "Waits"], &[]);
     assert!(stdout.contains("ready 0"), "{stdout}");
-    let waits = waiting_spans(dir.path());
+    let (waits, _) = waiting_spans(dir.path());
     // Two 50 ms selects on an idle channel, and the selectNow (no time to speak of).
     let long = waits
         .iter()

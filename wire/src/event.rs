@@ -129,6 +129,13 @@ impl CommOp {
     }
 }
 
+/// Sensors a runtime records under on its own, for calls no instrumented call site made: the
+/// id is the FNV-1a (64-bit) hash of the name, the name what merge stores for it.
+/// `p5:python:selectors.select`: a Python selector's `select` (asyncio's event loop,
+/// `socketserver`), recorded as a wait by the Python client (`p5.SELECTOR_SENSOR`).
+pub const RUNTIME_SENSORS: &[(SensorId, &str)] =
+    &[(0x745f_a9f5_20e4_6458, "p5:python:selectors.select")];
+
 /// Socket protocols.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(u8)]

@@ -61,6 +61,8 @@ class WaitTest(unittest.TestCase):
         own = [w for w in waits if w[0] not in (0x51, 0x52, 0x53)]
         sys.path.insert(0, CLIENT)
         import p5  # noqa: E402 - only for the constant
+        # The id merge knows by name (p5_wire::RUNTIME_SENSORS).
+        self.assertEqual(p5.SELECTOR_SENSOR, 0x745FA9F520E46458)
         self.assertTrue(all(w[0] == p5.SELECTOR_SENSOR for w in own), waits)
         self.assertGreaterEqual(own[0][2], 29 * ms)
         # Once each: the routed select is not recorded again by the selector itself (the loop
