@@ -634,24 +634,18 @@ impl ThreadStates {
         self.ns.values().sum()
     }
 
-    /// Calculating time over calculating plus receiving (waiting for input): how busy a worker
-    /// was, leaving out sends (on a loaded machine a send that wakes the peer often loses the
-    /// CPU inside the call, which stretches it from microseconds to a time slice).
+    /// Calculating time over calculating plus receiving and waiting (in poll/select/epoll):
+    /// how busy a worker was, leaving out sends (on a loaded machine a send that wakes the peer
+    /// often loses the CPU inside the call, which stretches it from microseconds to a time
+    /// slice). Waiting never counts as busy.
     pub fn busy(&self) -> f64 {
-        let c = self
-            .ns
-            .get(ThreadState::Calculating.name())
-            .copied()
-            .unwrap_or(0);
-        let r = self
-            .ns
-            .get(ThreadState::Receiving.name())
-            .copied()
-            .unwrap_or(0);
-        if c + r <= 0 {
+        let ns = |s: ThreadState| self.ns.get(s.name()).copied().unwrap_or(0);
+        let c = ns(ThreadState::Calculating);
+        let idle = ns(ThreadState::Receiving) + ns(ThreadState::Waiting);
+        if c + idle <= 0 {
             return 0.0;
         }
-        c as f64 / (c + r) as f64
+        c as f64 / (c + idle) as f64
     }
 
     /// Share of `state` in the thread's recorded time.
@@ -1026,4 +1020,20 @@ fn findings_json(fs: &[Finding]) -> serde_json::Value {
         })
         .collect();
     serde_json::json!({ "sessions": v })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waiting_is_not_busy() {
+        let mut t = ThreadStates::default();
+        t.ns.insert("calculating", 100);
+        t.ns.insert("receiving", 100);
+        assert_eq!(t.busy(), 0.5);
+        t.ns.insert("waiting", 200);
+        assert_eq!(t.busy(), 0.25);
+        assert_eq!(t.share("waiting"), 0.5);
+    }
 }

@@ -50,6 +50,12 @@ const COMM: &[(&str, usize, &str)] = &[
     ("accept", 3, "p5_accept"),
     ("accept4", 4, "p5_accept4"),
     ("close", 1, "p5_close"),
+    ("poll", 3, "p5_poll"),
+    ("ppoll", 4, "p5_ppoll"),
+    ("select", 5, "p5_select"),
+    ("pselect", 6, "p5_pselect"),
+    ("epoll_wait", 4, "p5_epoll_wait"),
+    ("epoll_pwait", 5, "p5_epoll_pwait"),
 ];
 
 /// Contexts in which a call must not be wrapped (unevaluated or constant expressions).
@@ -354,14 +360,16 @@ impl Walker {
 /// Offsets in `src` of every `{` and every start of a communication function's name (which
 /// also finds the runtime's wrappers, `p5_send` holding `send`), ascending. A node whose
 /// text holds none of them contains neither a definition nor a communication call. Every
-/// name in `COMM` begins with one of the words looked for here (a test checks it).
+/// name in `COMM` holds one of the words looked for here (a test checks it): most begin with
+/// one, the waits hold `poll` or `select` (`ppoll`, `epoll_wait`, `pselect`).
 fn walk_hints(src: &str) -> Vec<usize> {
     let b = src.as_bytes();
     let at = |i: usize, word: &[u8]| b[i..].starts_with(word);
     (0..b.len())
         .filter(|&i| match b[i] {
             b'{' => true,
-            b's' => at(i, b"send"),
+            b's' => at(i, b"send") || at(i, b"select"),
+            b'p' => at(i, b"poll"),
             b'r' => at(i, b"recv") || at(i, b"read"),
             b'w' => at(i, b"write"),
             b'c' => at(i, b"connect") || at(i, b"close"),
@@ -991,8 +999,9 @@ mod tests {
     #[test]
     fn hints_find_every_communication_name() {
         for (name, _, wrapper) in super::COMM {
-            assert_eq!(super::walk_hints(name), [0], "{name}");
-            assert_eq!(super::walk_hints(wrapper), [3], "{wrapper}");
+            let h = super::walk_hints(name);
+            assert!(h.len() == 1 && h[0] < 2, "{name}: {h:?}");
+            assert_eq!(super::walk_hints(wrapper), [h[0] + 3], "{wrapper}");
         }
         assert_eq!(super::walk_hints("a{b}{"), [1, 4]);
     }

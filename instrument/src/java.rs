@@ -8,7 +8,7 @@
 //! (`p5.P5`) mean no import is added; the build needs the p5 Java client on its classpath.
 //! Not instrumented: lambdas, initializer blocks, abstract and native methods (no body).
 //!
-//! `--comm`: socket streams, listeners' accepts and socket channels are routed through the
+//! `--comm`: socket streams, listeners' accepts, socket channels and selectors are routed through the
 //! client (see `comm`). `--calls`: statement calls and local initializers (see `call_sensor`).
 //! Regions: see `regions`.
 
@@ -98,6 +98,9 @@ pub fn instrument(u: &mut Unit<'_>, root: Node<'_>) {
 /// recording stand-in for this one call. The arguments are untouched (no lambda, so they need
 /// not be effectively final). Receivers that look like class names (static calls), `this` and
 /// `super` are left alone.
+///
+/// Selectors: `x.select(…)` and `x.selectNow(…)` become `p5.P5.selector(0x…L, x).select(…)` in
+/// the same way: a JDK `Selector` gets a stand-in that records the call as a wait.
 fn comm(u: &mut Unit<'_>, call: Node<'_>, package: Option<&str>) {
     let src = u.src;
     let (Some(obj), Some(name), Some(args)) = (
@@ -131,19 +134,20 @@ fn comm(u: &mut Unit<'_>, call: Node<'_>, package: Option<&str>) {
         }
         return;
     }
-    let channel_op = match method {
-        "read" | "write" => args.named_child_count() > 0,
-        "connect" => args.named_child_count() == 1,
-        _ => false,
+    let wrapper = match method {
+        "read" | "write" if args.named_child_count() > 0 => Some("channel"),
+        "connect" if args.named_child_count() == 1 => Some("channel"),
+        "select" | "selectNow" if args.named_child_count() <= 2 => Some("selector"),
+        _ => None,
     };
-    if channel_op {
+    if let Some(wrapper) = wrapper {
         if obj.kind() == "method_invocation"
             && obj
                 .child_by_field_name("object")
                 .is_some_and(|o| text(o, src) == "p5.P5")
             && obj
                 .child_by_field_name("name")
-                .is_some_and(|n| text(n, src) == "channel")
+                .is_some_and(|n| text(n, src) == wrapper)
         {
             if let Some(id) = existing(obj).filter(|_| selected) {
                 u.ledger
@@ -167,7 +171,7 @@ fn comm(u: &mut Unit<'_>, call: Node<'_>, package: Option<&str>) {
             .add(Kind::Comm, &qualified, method, Span::of(call), None);
         let lit = u.lit(id);
         u.edits
-            .open(obj.start_byte(), format!("p5.P5.channel({lit}, "));
+            .open(obj.start_byte(), format!("p5.P5.{wrapper}({lit}, "));
         u.edits.close(obj.end_byte(), ")");
         return;
     }

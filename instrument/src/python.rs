@@ -167,8 +167,12 @@ fn call(u: &mut Unit<'_>, call: Node<'_>, eager: &mut Vec<usize>) {
     u.edits.close(f.end_byte(), ")");
 }
 
-/// Socket methods routed through `p5.comm`.
+/// Socket methods routed through `p5.comm`, and the waits (`select` on a selector or the
+/// `select` module, `poll` on a `select.poll`/`epoll` object), which the client records as
+/// waiting.
 const COMM: &[&str] = &[
+    "select",
+    "poll",
     "send",
     "sendall",
     "sendto",

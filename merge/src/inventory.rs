@@ -240,7 +240,14 @@ async fn sources(
                 row.end_line = Some(i64::from(s.end_line));
                 row.end_col = Some(i64::from(s.end_column));
             }
-            None => unknown += 1,
+            None => match p5_wire::RUNTIME_SENSORS.iter().find(|(s, _)| *s == id) {
+                // A runtime's own sensor (a Python selector's select): named, no source.
+                Some((_, name)) => {
+                    row.kind = Some("comm".to_owned());
+                    row.name = (*name).to_owned();
+                }
+                None => unknown += 1,
+            },
         }
         w.row(row).await?;
     }

@@ -1,5 +1,6 @@
 //! Thread states for the Gantt chart (CoSMoS Fig. 7): *sending*, *receiving*, *connecting*,
-//! *accepting*, *closing* while a communication call runs, *calculating* in between.
+//! *accepting*, *closing* while a communication call runs, *waiting* while the thread waits
+//! for descriptors (poll, select, epoll_wait, a selector), *calculating* in between.
 //!
 //! Pure: fed one thread's events in time order (already on the session base). A thread is
 //! alive from its first event to its stream's end (or its last event); every instant of that
@@ -114,6 +115,26 @@ mod tests {
                 (15, 35, State::Receiving),
                 (35, 36, State::Closing),
                 (36, 50, State::Calculating),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_wait_is_waiting_not_calculating() {
+        let mut tl = Timeline::default();
+        let mut out = Vec::new();
+        let mut push = |s: StateSpan| out.push((s.start, s.end, s.state, s.op, s.fd, s.result));
+        tl.touch(0);
+        tl.call(5, 420, CommOp::Wait, 7, 1, &mut push);
+        tl.call(425, 3, CommOp::Recv, 9, 64, &mut push);
+        tl.finish(430, &mut push);
+        assert_eq!(
+            out,
+            vec![
+                (0, 5, State::Calculating, None, -1, 0),
+                (5, 425, State::Waiting, Some(CommOp::Wait), 7, 1),
+                (425, 428, State::Receiving, Some(CommOp::Recv), 9, 64),
+                (428, 430, State::Calculating, None, -1, 0),
             ]
         );
     }

@@ -1586,3 +1586,88 @@ fn lost_events_become_ranges_and_a_warning() {
         assert_eq!(dropped, "dropped\n300\n");
     });
 }
+
+/// A thread that waits in poll/select/epoll_wait (op 13) is *waiting* for exactly the span of
+/// the call, with its descriptor and ready count; the rest of its time stays calculating.
+#[test]
+fn a_wait_becomes_a_waiting_state() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let mut b = StoreBuilder::new(&store, "waits", 4, 1_000_000_000_000);
+    let uid = 0xAA17;
+    b.process(
+        1_000,
+        &identity(uid, 4343, "", "h", "loop", 1_000_000_000_000, 1),
+    );
+    let open = stream_open(1, 10, 1, 4343, "main");
+    b.data(2_000, uid, p5_wire::frame::FrameType::StreamOpen, &open);
+    let wait = |t: i64, fd: i64, dur: i64, result: i64| Event::Comm {
+        t: t as u64,
+        sensor: S_MAIN,
+        op: CommOp::Wait,
+        fd,
+        duration: dur as u64,
+        result,
+        peer: Endpoint::None,
+    };
+    // 1 ms: mark; 2 ms: an idle 420 ms epoll_wait on fd 5; 423 ms: a poll that finds one
+    // descriptor after 1 ms; 430 ms: mark.
+    let evs = vec![
+        Event::Mark {
+            t: MS as u64,
+            sensor: S_MAIN,
+        },
+        wait(2 * MS, 5, 420 * MS, 0),
+        wait(423 * MS, -1, MS, 1),
+        Event::Mark {
+            t: (430 * MS) as u64,
+            sensor: S_MAIN,
+        },
+    ];
+    let body = events(1, 1, (430 * MS) as u64, 0, &evs);
+    b.data(
+        1_000_000_000_000 + (430 * MS) as u64,
+        uid,
+        p5_wire::frame::FrameType::Events,
+        &body,
+    );
+    let close = stream_close_dropped(1, 2, (440 * MS) as u64, (440 * MS) as u64, 0);
+    b.data(
+        1_000_000_000_000 + (440 * MS) as u64,
+        uid,
+        p5_wire::frame::FrameType::StreamClose,
+        &close,
+    );
+    b.finish();
+    rt().block_on(async {
+        let url = format!("sqlite:{}", tmp.path().join("w.sqlite").display());
+        merge(&store, &url, vec![]).await;
+        let rows = query_csv(
+            &url,
+            "SELECT s.t_start - t.t_start AS a, s.t_end - t.t_start AS b, s.state, s.op, s.fd, \
+             s.result FROM state s JOIN thread t ON t.session_id = s.session_id \
+             AND t.id = s.thread_id ORDER BY s.t_start",
+        )
+        .await;
+        // Relative to the thread's first event (1 ms); calculating rows carry no call.
+        let ms = |t: i64| (t - 1) * MS;
+        let want = format!(
+            "a,b,state,op,fd,result\n\
+             0,{},calculating,,,\n\
+             {},{},waiting,wait,5,0\n\
+             {},{},calculating,,,\n\
+             {},{},waiting,wait,-1,1\n\
+             {},{},calculating,,,\n",
+            ms(2),
+            ms(2),
+            ms(422),
+            ms(422),
+            ms(423),
+            ms(423),
+            ms(424),
+            ms(424),
+            ms(440),
+        );
+        assert_eq!(rows, want);
+    });
+}

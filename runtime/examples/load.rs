@@ -70,7 +70,20 @@ fn net() -> std::io::Result<()> {
     use p5_runtime::net::UdpSocket;
     let a = UdpSocket::p5_bind(0x5E, "127.0.0.1:0")?;
     let b = UdpSocket::p5_bind(0x5E, "127.0.0.1:0")?;
+    // Nothing has been sent yet: a 20 ms poll on `b` waits out its timeout.
+    use std::os::fd::AsRawFd;
+    let mut pfd = [libc::pollfd {
+        fd: b.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    }];
+    if p5_runtime::net::poll(0x5F, &mut pfd, 20)? != 0 {
+        die("idle socket ready");
+    }
     a.send_to(b"hello", b.local_addr()?)?;
+    if p5_runtime::net::poll(0x5F, &mut pfd, 1000)? != 1 {
+        die("datagram not ready");
+    }
     let mut buf = [0u8; 16];
     let (n, from) = b.recv_from(&mut buf)?;
     if n != 5 || from != a.local_addr()? {

@@ -107,7 +107,8 @@ void p5_stats(struct p5_stats *out);
 enum p5_op {
     P5_OP_SEND = 1, P5_OP_RECV = 2, P5_OP_SENDTO = 3, P5_OP_RECVFROM = 4,
     P5_OP_SENDMSG = 5, P5_OP_RECVMSG = 6, P5_OP_READ = 7, P5_OP_WRITE = 8,
-    P5_OP_CONNECT = 9, P5_OP_ACCEPT = 10, P5_OP_CLOSE = 11, P5_OP_SHUTDOWN = 12
+    P5_OP_CONNECT = 9, P5_OP_ACCEPT = 10, P5_OP_CLOSE = 11, P5_OP_SHUTDOWN = 12,
+    P5_OP_WAIT = 13
 };
 
 /* Raw ticks of the runtime clock: take before a call, pass to p5_comm as start_ticks. */
@@ -136,6 +137,26 @@ int p5_accept4(uint64_t sensor, int fd, struct sockaddr *addr, socklen_t *len, i
 int p5_close(uint64_t sensor, int fd);
 /* shutdown(2) on a socket (p5_shutdown stops the runtime). */
 int p5_shutdown_socket(uint64_t sensor, int fd, int how);
+
+/* Waits: call the libc function and record the time as waiting (P5_OP_WAIT: fd is the epoll
+ * descriptor, -1 for poll and select; result the ready count or -errno). The structs are
+ * declared only, so this header pulls in no poll/select/epoll/signal headers; fd_set and
+ * sigset_t pointers are passed as void pointers. */
+struct pollfd;
+struct timeval;
+struct timespec;
+struct epoll_event;
+int p5_poll(uint64_t sensor, struct pollfd *fds, unsigned long nfds, int timeout);
+int p5_ppoll(uint64_t sensor, struct pollfd *fds, unsigned long nfds,
+             const struct timespec *timeout, const void *sigmask);
+int p5_select(uint64_t sensor, int nfds, void *readfds, void *writefds, void *exceptfds,
+              struct timeval *timeout);
+int p5_pselect(uint64_t sensor, int nfds, void *readfds, void *writefds, void *exceptfds,
+               const struct timespec *timeout, const void *sigmask);
+int p5_epoll_wait(uint64_t sensor, int epfd, struct epoll_event *events, int maxevents,
+                  int timeout);
+int p5_epoll_pwait(uint64_t sensor, int epfd, struct epoll_event *events, int maxevents,
+                   int timeout, const void *sigmask);
 
 #ifdef __cplusplus
 }

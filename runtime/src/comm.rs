@@ -1,4 +1,5 @@
-//! Communication events: what a send/recv/connect/... call did, and what a socket is.
+//! Communication events: what a send/recv/connect/... call did (or how long a wait in
+//! poll/select/epoll lasted), and what a socket is.
 //!
 //! A `Comm` event records one call: its start (raw ticks taken by the wrapper before the
 //! call), its end (taken here), the bytes moved or −errno, and the peer for datagram and

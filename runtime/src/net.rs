@@ -47,7 +47,10 @@ fn finish<T>(
         Err(e) => -(e.raw_os_error().unwrap_or(libc::EIO) as i64),
     };
     let peer = RawEndpoint::from_opt(peer);
-    if !matches!(op, CommOp::Connect | CommOp::Accept | CommOp::Close) {
+    if !matches!(
+        op,
+        CommOp::Connect | CommOp::Accept | CommOp::Close | CommOp::Wait
+    ) {
         comm::note_socket(RUST, sensor, fd, false, &RawEndpoint::NONE);
     }
     comm::record(RUST, sensor, op, fd as i64, start, result, &peer);
@@ -127,6 +130,34 @@ pub fn write(sensor: SensorId, fd: BorrowedFd<'_>, buf: &[u8]) -> io::Result<usi
         |&n| n as i64,
         None,
     );
+    r
+}
+
+/// `poll(2)`, recorded as a wait (`fd` −1, the result the number of ready descriptors), so
+/// the time counts as waiting, not calculating. `timeout_ms` as for poll: −1 waits forever.
+pub fn poll(sensor: SensorId, fds: &mut [libc::pollfd], timeout_ms: i32) -> io::Result<usize> {
+    let t = comm::start(RUST);
+    // SAFETY: `fds` is valid for reads and writes of its length.
+    let r = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, timeout_ms) };
+    let r = io_result(r as isize);
+    finish(t, sensor, CommOp::Wait, -1, &r, |&n| n as i64, None);
+    r
+}
+
+/// `epoll_wait(2)` on `epfd`, recorded as a wait (see [`poll`]).
+pub fn epoll_wait(
+    sensor: SensorId,
+    epfd: BorrowedFd<'_>,
+    events: &mut [libc::epoll_event],
+    timeout_ms: i32,
+) -> io::Result<usize> {
+    let t = comm::start(RUST);
+    let max = i32::try_from(events.len()).unwrap_or(i32::MAX);
+    // SAFETY: `events` is valid for writes of `max` entries; `epfd` is borrowed and open.
+    let r = unsafe { libc::epoll_wait(epfd.as_raw_fd(), events.as_mut_ptr(), max, timeout_ms) };
+    let r = io_result(r as isize);
+    let fd = epfd.as_raw_fd();
+    finish(t, sensor, CommOp::Wait, fd, &r, |&n| n as i64, None);
     r
 }
 

@@ -452,6 +452,28 @@ fn local_mode_records_every_event_in_thread_order() {
     // UDP: the datagram names its receiver when sent and its sender when received.
     assert_eq!(comm(0x5E, CommOp::SendTo), [(5, b)]);
     assert_eq!(comm(0x5E, CommOp::RecvFrom), [(5, a)]);
+    // A poll before the datagram was sent waited out its 20 ms; the one after found it.
+    assert_eq!(
+        comm(0x5F, CommOp::Wait),
+        [(0, Endpoint::None), (1, Endpoint::None)]
+    );
+    let waits: Vec<u64> = ev
+        .iter()
+        .filter_map(|e| match e {
+            Event::Comm {
+                sensor: 0x5F,
+                duration,
+                fd: -1,
+                ..
+            } => Some(*duration),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        waits[0] >= 20_000_000,
+        "the idle poll lasted {} ns",
+        waits[0]
+    );
     // TCP: connect, accept, a 4-byte request and reply (read_exact may take several reads).
     let listen = socks[2].1.clone();
     assert_eq!(
@@ -938,6 +960,87 @@ fn c_program_records_through_the_c_abi() {
         [(CommOp::Send, _, 17, Endpoint::None)]
     ));
     assert!(r.goodbye);
+}
+
+#[test]
+fn c_waits_are_recorded_with_their_times() {
+    let dir = tempdir();
+    let exe = dir.path().join("p5wait");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let st = Command::new("gcc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O1", "-I"])
+        .arg(root.join("include"))
+        .arg(root.join("tests/c/wait.c"))
+        .arg(staticlib())
+        .args(["-lpthread", "-ldl", "-lm", "-lrt", "-o"])
+        .arg(&exe)
+        .status()
+        .expect("run gcc");
+    assert!(st.success(), "gcc failed");
+    let out_dir = dir.path().join("out");
+    let mut c = Command::new(&exe);
+    c.env_remove("P5_LOGSERVER")
+        .env_remove("P5_DISABLE")
+        .env("P5_DIR", &out_dir);
+    let out = run_ok(c);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let ep: i64 = stdout.trim().strip_prefix("ep ").unwrap().parse().unwrap();
+    let files = spool_files(&out_dir);
+    assert_eq!(files.len(), 1);
+    let r = Recording::from_spool(&files[0]);
+    let ev: Vec<Event> = r.streams.values().flat_map(|s| s.events()).collect();
+    let wait = |sensor: u64| -> (i64, u64, i64) {
+        let w: Vec<(i64, u64, i64)> = ev
+            .iter()
+            .filter_map(|e| match e {
+                Event::Comm {
+                    sensor: s,
+                    op: CommOp::Wait,
+                    fd,
+                    duration,
+                    result,
+                    ..
+                } if *s == sensor => Some((*fd, *duration, *result)),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(w.len(), 1, "one wait of sensor {sensor:#x}: {w:?}");
+        w[0]
+    };
+    const MS: u64 = 1_000_000;
+    // An idle socket with a 20 ms timeout: the wait lasts at least 20 ms, nothing is ready.
+    for (sensor, fd) in [
+        (0x400, -1),
+        (0x401, -1),
+        (0x402, -1),
+        (0x403, -1),
+        (0x404, ep),
+        (0x405, ep),
+    ] {
+        let (f, d, n) = wait(sensor);
+        assert_eq!((f, n), (fd, 0), "sensor {sensor:#x}");
+        assert!(
+            (20 * MS..2_000 * MS).contains(&d),
+            "sensor {sensor:#x} waited {d} ns"
+        );
+    }
+    // A datagram is waiting: one ready descriptor, no timeout.
+    for (sensor, fd) in [(0x406, -1), (0x407, ep)] {
+        let (f, d, n) = wait(sensor);
+        assert_eq!((f, n), (fd, 1), "sensor {sensor:#x}");
+        assert!(d < 900 * MS, "sensor {sensor:#x} waited {d} ns");
+    }
+    let (f, _, n) = wait(0x408);
+    assert_eq!(
+        (f, n),
+        (-1, -(libc::EBADF as i64)),
+        "a failed wait records -errno"
+    );
+    // Waits describe no socket (the descriptor is an epoll instance or absent).
+    assert!(
+        !ev.iter()
+            .any(|e| matches!(e, Event::Socket { fd, .. } if *fd == ep || *fd == -1))
+    );
 }
 
 // ---------------------------------------------------------------- header vs exports

@@ -51,7 +51,8 @@ macro_rules! names {
 
 names! {
     /// A thread's state in the Gantt chart (`state.state`, CoSMoS Fig. 7). The order is the
-    /// viewer's colour index.
+    /// viewer's category index (new states are appended, so stored indices keep their
+    /// meaning).
     ThreadState {
         /// Running the program's own code.
         Calculating = "calculating",
@@ -65,6 +66,9 @@ names! {
         Accepting = "accepting",
         /// In close or shutdown.
         Closing = "closing",
+        /// Waiting for descriptors to become ready (poll, select, epoll_wait, a selector):
+        /// neither calculating nor moving data.
+        Waiting = "waiting",
     }
 }
 
@@ -78,6 +82,7 @@ impl ThreadState {
             Connect => ThreadState::Connecting,
             Accept => ThreadState::Accepting,
             Close | Shutdown => ThreadState::Closing,
+            Wait => ThreadState::Waiting,
         }
     }
 }

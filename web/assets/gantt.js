@@ -119,10 +119,10 @@ export class Timeline {
   }
 
   legend() {
-    const st = this.rows.states.filter((s) => ['calculating', 'sending', 'receiving'].includes(s));
+    const st = this.rows.states.filter((s) => ['calculating', 'sending', 'receiving', 'waiting'].includes(s));
     const box = (c, t) => `<span><i style="background:${c}"></i>${esc(t)}</span>`;
     document.querySelector('#legend').innerHTML = [
-      ...st.map((s) => box(STATE_COLORS[s], s)),
+      ...st.map((s) => box(STATE_COLORS[s], s === 'waiting' ? 'waiting (poll, select, epoll)' : s)),
       box('#222', 'scheduled (had a CPU)'),
       box(IRQ_COLOR, 'IRQ'),
       box(SOFTIRQ_COLOR, 'network softirq'),

@@ -44,10 +44,15 @@ export function fmtBytes(b) {
   return `${(b / (1 << 30)).toFixed(2)} GiB`;
 }
 
-/** State colours (CoSMoS Fig. 7: sending red, receiving green, calculating yellow). */
+/**
+ * State colours (CoSMoS Fig. 7: sending red, receiving green, calculating yellow). Waiting
+ * (poll, select, epoll_wait, a selector) is a pale blue-grey: idle time, lighter than every
+ * other state and too grey to share a hue with a function bar.
+ */
 export const STATE_COLORS = {
   calculating: '#f2cf5b', sending: '#d9453d', receiving: '#3fa34d',
-  connecting: '#8e5bd6', accepting: '#2aa5b5', closing: '#888888', other: '#bbbbbb',
+  connecting: '#8e5bd6', accepting: '#2aa5b5', closing: '#888888', waiting: '#cad2dc',
+  other: '#bbbbbb',
 };
 
 /** IRQ numbers from 0x10000 up are softirqs: the host agent's SOFTIRQ_BASE + vector. */

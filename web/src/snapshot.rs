@@ -17,7 +17,7 @@ use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-const MAGIC: &[u8; 8] = b"P5WIDX01";
+const MAGIC: &[u8; 8] = b"P5WIDX02";
 
 /// Where snapshots of one database go.
 #[derive(Debug, Clone)]

@@ -64,6 +64,10 @@ pub enum CommOp {
     Close = 11,
     /// shutdown(2)
     Shutdown = 12,
+    /// Waiting for descriptors to become ready: poll(2), ppoll, select(2), pselect,
+    /// epoll_wait(2), epoll_pwait, and the clients' selectors. `fd` is the epoll descriptor
+    /// (−1 for poll and select), the result the number of ready descriptors or −errno.
+    Wait = 13,
 }
 
 impl CommOp {
@@ -83,6 +87,7 @@ impl CommOp {
             10 => Accept,
             11 => Close,
             12 => Shutdown,
+            13 => Wait,
             _ => return None,
         })
     }
@@ -119,9 +124,17 @@ impl CommOp {
             Accept => "accept",
             Close => "close",
             Shutdown => "shutdown",
+            Wait => "wait",
         }
     }
 }
+
+/// Sensors a runtime records under on its own, for calls no instrumented call site made: the
+/// id is the FNV-1a (64-bit) hash of the name, the name what merge stores for it.
+/// `p5:python:selectors.select`: a Python selector's `select` (asyncio's event loop,
+/// `socketserver`), recorded as a wait by the Python client (`p5.SELECTOR_SENSOR`).
+pub const RUNTIME_SENSORS: &[(SensorId, &str)] =
+    &[(0x745f_a9f5_20e4_6458, "p5:python:selectors.select")];
 
 /// Socket protocols.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -28,7 +28,9 @@ pub mod store;
 pub use data::{DataHeader, EventsFrame, StreamKind, StreamOpen};
 pub use endpoint::Endpoint;
 pub use error::DecodeError;
-pub use event::{CommOp, Event, EventDecoder, EventEncoder, SensorId, SocketProto};
+pub use event::{
+    CommOp, Event, EventDecoder, EventEncoder, RUNTIME_SENSORS, SensorId, SocketProto,
+};
 pub use frame::{FrameType, RawFrame};
 pub use hello::{Caps, Hello, HelloAck, Identity, RuntimeKind};
 

@@ -34,7 +34,7 @@ fn event() -> impl Strategy<Value = Event> {
         (
             t,
             sensor.clone(),
-            1u8..=12,
+            1u8..=13,
             any::<i64>(),
             any::<u64>(),
             any::<i64>(),
@@ -721,4 +721,17 @@ fn store_records_round_trip() {
             reason: "eof".into()
         }
     );
+}
+
+#[test]
+fn runtime_sensor_ids_are_the_hashes_of_their_names() {
+    let fnv = |b: &[u8]| {
+        b.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &c| {
+            (h ^ u64::from(c)).wrapping_mul(0x0100_0000_01b3)
+        })
+    };
+    assert!(!p5_wire::RUNTIME_SENSORS.is_empty());
+    for (id, name) in p5_wire::RUNTIME_SENSORS {
+        assert_eq!(*id, fnv(name.as_bytes()), "{name}");
+    }
 }

@@ -14,6 +14,8 @@ import functools
 import inspect
 import os
 import random
+import select as _select
+import selectors
 import socket
 import sys
 import threading
@@ -26,6 +28,7 @@ from . import wire
 
 __all__ = [
     "enter", "exit", "mark", "counter", "scope", "sensor", "call", "comm", "flush", "shutdown",
+    "SELECTOR_SENSOR",
 ]
 
 _START_MONO = time.monotonic_ns()
@@ -197,10 +200,89 @@ def _forget(fd):
         _described.pop(fd, None)
 
 
+# Waits (wire op 13): time a thread spends in select/poll/epoll or a selector waiting for
+# descriptors to become ready is *waiting*, not calculating. Call sites the instrumenter
+# routes (`sel.select(t)`, `select.select(r, w, x, t)`, `p.poll(t)` on select.poll/epoll
+# objects) record under their own sensor; every other selector wait — asyncio's event loop,
+# socketserver, selectors used inside libraries — is recorded by the selector classes
+# themselves (patched once at import) under SELECTOR_SENSOR. A wait inside a recorded wait
+# (a subclass calling its base's select) is not recorded twice.
+_WAIT = 13
+# FNV-1a (64 bit) of "p5:python:selectors.select": the sensor of waits no instrumented call
+# site made.
+SELECTOR_SENSOR = functools.reduce(
+    lambda h, b: (h ^ b) * 0x100000001B3 % (1 << 64), b"p5:python:selectors.select",
+    0xCBF29CE484222325)
+_POLL_TYPES = tuple(
+    type(f()) for f in (getattr(_select, n, None) for n in ("poll", "devpoll")) if f is not None
+) + tuple(t for t in (getattr(_select, "epoll", None),) if t is not None)
+
+
+def _wait_fd(obj):
+    """The descriptor a wait is on (an epoll instance's), or -1."""
+    try:
+        return int(obj.fileno())
+    except Exception:
+        return -1
+
+
+def _waited(sensor_id, fd, method, args, kwargs):
+    """Calls `method`, recording the call as a wait (result: the number of ready entries)."""
+    if not _on or getattr(_local, "waiting", False):
+        return method(*args, **kwargs)
+    _local.waiting = True
+    t = _now()
+    try:
+        r = method(*args, **kwargs)
+    except OSError as e:
+        _stream().queue.append((4, t, sensor_id, (_WAIT, fd, _now() - t, -(e.errno or 5), "-")))
+        raise
+    finally:
+        _local.waiting = False
+    try:
+        n = sum(len(x) for x in r) if isinstance(r, tuple) else len(r)
+    except TypeError:
+        n = 0
+    _stream().queue.append((4, t, sensor_id, (_WAIT, fd, _now() - t, n, "-")))
+    return r
+
+
+def _is_wait(obj, name):
+    if name == "select":
+        return isinstance(obj, selectors.BaseSelector) or obj is _select
+    return name == "poll" and isinstance(obj, _POLL_TYPES)
+
+
+def _patch_selectors():
+    """Records every selector's select() (asyncio's loop among them) as a wait."""
+    for cls in list(vars(selectors).values()):
+        if not (isinstance(cls, type) and issubclass(cls, selectors.BaseSelector)):
+            continue
+        orig = cls.__dict__.get("select")
+        if orig is None or getattr(orig, "_p5_wait", False) or inspect.isabstract(cls):
+            continue
+
+        def select(self, timeout=None, _orig=orig):
+            return _waited(SELECTOR_SENSOR, _wait_fd(self), _orig, (self, timeout), {})
+
+        functools.update_wrapper(select, orig)
+        select._p5_wait = True
+        cls.select = select
+
+
+if _on:
+    _patch_selectors()
+
+
 def comm(sensor_id, obj, name):
     """`p5.comm(id, sock, "send")(data)`: the method `name` of `obj`, recorded as a
-    communication call when `obj` is a socket.socket (any other object gets its own method)."""
+    communication call when `obj` is a socket.socket, as a wait for `select` on a selector or
+    the select module and `poll` on a select.poll/epoll object (any other object gets its own
+    method)."""
     method = getattr(obj, name)
+    if _on and _is_wait(obj, name):
+        fd = -1 if obj is _select else _wait_fd(obj)
+        return lambda *args, **kwargs: _waited(sensor_id, fd, method, args, kwargs)
     op = _COMM_OPS.get(name)
     if not _on or op is None or not isinstance(obj, socket.socket):
         return method

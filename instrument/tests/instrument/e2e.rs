@@ -361,6 +361,9 @@ fn c_program_records_the_manifest_sensors() {
         ("recv", p5_wire::CommOp::Recv, 4, "recv(peer"),
         ("write", p5_wire::CommOp::Write, 4, "write(peer"),
         ("read", p5_wire::CommOp::Read, 4, "read(cli"),
+        ("poll", p5_wire::CommOp::Wait, 0, "poll(&pf"),
+        ("select", p5_wire::CommOp::Wait, 1, "select(peer"),
+        ("epoll_wait", p5_wire::CommOp::Wait, 1, "epoll_wait(ep"),
     ] {
         let s = sensor("comm", name);
         assert_eq!(seen.comm.get(&id(s)), Some(&(op, result)), "comm {name}");

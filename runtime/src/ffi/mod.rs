@@ -1,5 +1,6 @@
 //! The C ABI (`include/p5.h`): the same sensors as the Rust API plus wrappers for socket
-//! calls, for C and C++ programs linking `libp5_runtime.a` or `.so`.
+//! calls (`socket`) and for waits in poll/select/epoll (`wait`), for C and C++ programs
+//! linking `libp5_runtime.a` or `.so`.
 //!
 //! Rules every function here follows:
 //! - the name starts with `p5_`;
@@ -19,7 +20,9 @@ use p5_wire::{CommOp, RuntimeKind};
 use std::panic::{AssertUnwindSafe, catch_unwind};
 
 mod socket;
+mod wait;
 pub use socket::*;
+pub use wait::*;
 
 const C: RuntimeKind = RuntimeKind::C;
 

@@ -70,6 +70,27 @@ try {
     `process rows labelled host · program · number (${rows.labels.join(', ')})`);
   check(rows.painted.every((n) => n > 500), `state bars are painted (${rows.painted.join(', ')} px)`);
   check(rows.charts === 6, `host CPU and network charts beneath (${rows.charts})`);
+  // Waiting (poll/select/epoll) has its own colour and legend entry, and is drawn.
+  const waiting = await page.evaluate(async () => {
+    const u = await import(new URL('assets/util.js', location.href).href);
+    const t = window.p5.timeline;
+    const lane = t.lanes.find((l) => l.kind === 'state' && l.thread === 1);
+    const k = t.rows.states.indexOf('waiting');
+    const it = t.itemsFor(lane).find((i) => i[2] === k && t.X(i[1]) - t.X(i[0]) > 6 && t.X(i[0]) > 260);
+    const c = document.querySelector('#chart');
+    const dpr = window.devicePixelRatio || 1;
+    const x = it ? Math.round((t.X(it[0]) + t.X(it[1])) / 2) : 0;
+    const px = it ? [...c.getContext('2d').getImageData(x * dpr, (lane.y + lane.h / 2) * dpr, 1, 1).data] : [];
+    const want = u.STATE_COLORS.waiting;
+    const others = Object.entries(u.STATE_COLORS).filter(([n]) => n !== 'waiting').map(([, v]) => v);
+    return { found: !!it, px, want, unique: !others.includes(want),
+      legend: document.querySelector('#legend').textContent };
+  });
+  const hex = () => [1, 3, 5].map((i) => parseInt(waiting.want.slice(i, i + 2), 16));
+  check(waiting.legend.includes('waiting (poll, select, epoll)'), 'the legend has a waiting entry');
+  check(waiting.unique, `waiting has its own colour (${waiting.want})`);
+  check(waiting.found && hex().every((v, i) => Math.abs(v - waiting.px[i]) <= 4),
+    `a waiting segment is drawn in its colour (rgb ${waiting.px.slice(0, 3)})`);
   // Lost events are never silent: the session list, the lane's label and a band on the lane.
   const lost = await page.evaluate(() => {
     const t = window.p5.timeline;
@@ -265,6 +286,11 @@ try {
   await page.waitForFunction(() => document.querySelector('.ln.hl.main') &&
     document.querySelector('.ln.hl.main').dataset.line === '13');
   check(true, 'clicking a statistics row opens its source line');
+  // Waiting is its own share in the statistics, not part of calculating.
+  const shares = await page.evaluate(() => Object.fromEntries(
+    window.p5.stats.data.states.map((s) => [s.state, s.total])));
+  check(shares.waiting > 0 && shares.calculating > 0,
+    `statistics count waiting apart from calculating (${(shares.waiting / 1e6).toFixed(1)} ms waiting)`);
   const statLabels = await page.evaluate(() => ({
     hist: window.p5.stats.histLabels, kiviat: window.p5.stats.kiviatLabels }));
   const overlaps = statLabels.hist.filter((a, k) => k && a[0] < statLabels.hist[k - 1][1]).length;

@@ -8,6 +8,7 @@ import java.net.InetSocketAddress;
 import java.net.ServerSocket;
 import java.net.Socket;
 import java.net.SocketAddress;
+import java.nio.channels.Selector;
 import java.nio.channels.ServerSocketChannel;
 import java.nio.channels.SocketChannel;
 import java.nio.file.Files;
@@ -197,6 +198,20 @@ public final class P5 {
     public static <T> T channel(long sensor, T owner) {
         if (on && owner instanceof SocketChannel && owner.getClass().getModule() == SocketChannel.class.getModule()) {
             return (T) new Recorded.Channel((SocketChannel) owner, sensor);
+        }
+        return owner;
+    }
+
+    /**
+     * {@code p5.P5.selector(id, x).select(timeout)} (also {@code select()}, {@code selectNow()}):
+     * {@code x} itself, or — when it is one of the JDK's {@link Selector}s — a stand-in for this
+     * one call that records it as a wait (the thread is waiting, not calculating) and passes it
+     * on to {@code x}.
+     */
+    @SuppressWarnings("unchecked")
+    public static <T> T selector(long sensor, T owner) {
+        if (on && owner instanceof Selector && owner.getClass().getModule() == Selector.class.getModule()) {
+            return (T) new Recorded.Waiter((Selector) owner, sensor);
         }
         return owner;
     }

@@ -9,8 +9,13 @@ import java.net.Socket;
 import java.net.SocketAddress;
 import java.net.SocketOption;
 import java.nio.ByteBuffer;
+import java.nio.channels.SelectionKey;
+import java.nio.channels.Selector;
 import java.nio.channels.SocketChannel;
+import java.nio.channels.spi.AbstractSelectableChannel;
+import java.nio.channels.spi.AbstractSelector;
 import java.util.Set;
+import java.util.function.Consumer;
 
 /**
  * Socket streams and channels that record each read and write as a communication event (op,
@@ -19,7 +24,7 @@ import java.util.Set;
 final class Recorded {
     private Recorded() {}
 
-    static final int SEND = 1, RECV = 2, CONNECT = 9, ACCEPT = 10;
+    static final int SEND = 1, RECV = 2, CONNECT = 9, ACCEPT = 10, WAIT = 13;
     static final long EINPROGRESS = 115;
 
     static final class In extends FilterInputStream {
@@ -201,6 +206,89 @@ final class Recorded {
         @Override
         protected void implConfigureBlocking(boolean block) throws IOException {
             ch.configureBlocking(block);
+        }
+    }
+
+    /**
+     * A stand-in for one {@code select}/{@code selectNow} call on a JDK {@link Selector}: the
+     * call is passed on and recorded as a wait (op 13: the number of keys selected, the time
+     * spent), so the thread is drawn waiting, not calculating. Everything else is passed on.
+     */
+    static final class Waiter extends AbstractSelector {
+        private final Selector sel;
+        private final long sensor;
+
+        Waiter(Selector sel, long sensor) {
+            super(sel.provider());
+            this.sel = sel;
+            this.sensor = sensor;
+        }
+
+        private int waited(long t, int n) {
+            P5.comm(sensor, WAIT, System.identityHashCode(sel), t, n, "-");
+            return n;
+        }
+
+        @Override
+        public int select() throws IOException {
+            long t = P5.now();
+            return waited(t, sel.select());
+        }
+
+        @Override
+        public int select(long timeout) throws IOException {
+            long t = P5.now();
+            return waited(t, sel.select(timeout));
+        }
+
+        @Override
+        public int selectNow() throws IOException {
+            long t = P5.now();
+            return waited(t, sel.selectNow());
+        }
+
+        @Override
+        public int select(Consumer<SelectionKey> action, long timeout) throws IOException {
+            long t = P5.now();
+            return waited(t, sel.select(action, timeout));
+        }
+
+        @Override
+        public int select(Consumer<SelectionKey> action) throws IOException {
+            long t = P5.now();
+            return waited(t, sel.select(action));
+        }
+
+        @Override
+        public int selectNow(Consumer<SelectionKey> action) throws IOException {
+            long t = P5.now();
+            return waited(t, sel.selectNow(action));
+        }
+
+        @Override
+        public Set<SelectionKey> keys() {
+            return sel.keys();
+        }
+
+        @Override
+        public Set<SelectionKey> selectedKeys() {
+            return sel.selectedKeys();
+        }
+
+        @Override
+        public Selector wakeup() {
+            sel.wakeup();
+            return this;
+        }
+
+        @Override
+        protected void implCloseSelector() throws IOException {
+            sel.close();
+        }
+
+        @Override
+        protected SelectionKey register(AbstractSelectableChannel ch, int ops, Object att) {
+            throw new java.nio.channels.IllegalSelectorException();
         }
     }
 }
