@@ -1,9 +1,12 @@
 //! The pcap reader on captures written by the tests themselves (every link type, both formats,
 //! retransmissions, gaps, two sniffers, bad input) and on real captures made with tcpdump on
-//! loopback of a small multi-tier HTTP system (see `pcap/loopback.rs`).
+//! loopback of a small multi-tier HTTP system (see `pcap/loopback.rs`) and of a relay whose
+//! worker answers the client by another path (`pcap/forwarding.rs`, linking).
 
 #[path = "pcap/forge.rs"]
 mod forge;
+#[path = "pcap/forwarding.rs"]
+mod forwarding;
 #[path = "pcap/loopback.rs"]
 mod loopback;
 

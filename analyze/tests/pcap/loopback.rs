@@ -59,7 +59,7 @@ fn reply(w: &mut TcpStream, body: &[u8]) -> std::io::Result<()> {
 }
 
 /// A connection from `local` (port chosen by the kernel) to `remote`.
-fn connect_from(local: &str, remote: SocketAddr) -> TcpStream {
+pub(crate) fn connect_from(local: &str, remote: SocketAddr) -> TcpStream {
     let s = Socket::new(Domain::IPV4, Type::STREAM, None).unwrap();
     let from: SocketAddr = format!("{local}:0").parse().unwrap();
     s.bind(&SockAddr::from(from)).unwrap();
@@ -104,7 +104,7 @@ fn tier(
     (addr, h)
 }
 
-fn is_root() -> bool {
+pub(crate) fn is_root() -> bool {
     std::fs::read_to_string("/proc/self/status").is_ok_and(|s| {
         s.lines()
             .find(|l| l.starts_with("Uid:"))
@@ -112,7 +112,7 @@ fn is_root() -> bool {
     })
 }
 
-fn has_tcpdump() -> bool {
+pub(crate) fn has_tcpdump() -> bool {
     Command::new("tcpdump")
         .arg("--version")
         .stdout(Stdio::null())
@@ -122,13 +122,13 @@ fn has_tcpdump() -> bool {
 }
 
 /// A running tcpdump and the lines it printed.
-struct Dump {
+pub(crate) struct Dump {
     child: Child,
     lines: mpsc::Receiver<String>,
 }
 
 /// Starts tcpdump writing `file` with `filter` and waits until it is listening.
-fn start_tcpdump(file: &std::path::Path, filter: &str) -> Dump {
+pub(crate) fn start_tcpdump(file: &std::path::Path, filter: &str) -> Dump {
     let mut child = Command::new("tcpdump")
         .args([
             "-i",
@@ -173,7 +173,7 @@ fn start_tcpdump(file: &std::path::Path, filter: &str) -> Dump {
 }
 
 /// Stops tcpdump (SIGINT, so it flushes) and returns (packets captured, dropped by kernel).
-fn stop_tcpdump(mut d: Dump) -> (u64, u64) {
+pub(crate) fn stop_tcpdump(mut d: Dump) -> (u64, u64) {
     thread::sleep(Duration::from_millis(300));
     let _ = Command::new("kill")
         .args(["-INT", &d.child.id().to_string()])
