@@ -458,6 +458,30 @@ impl Collector {
         prob: f64,
         messages: Vec<u64>,
     ) -> Vec<u32> {
+        let (pattern, t_start, t_end) = self.aggregate(root, visits, prob);
+        self.instances.push(Instance {
+            pattern,
+            prob,
+            t_start,
+            t_end,
+            messages,
+        });
+        let mut node_of = vec![0u32; visits.len()];
+        for (new, &old) in self.order_buf.iter().enumerate().skip(1) {
+            node_of[old - 1] = new as u32;
+        }
+        node_of
+    }
+
+    /// Lists an instance whose statistics [`Collector::aggregate`] already counted (an
+    /// analysis that keeps only some of its instances, e.g. the most probable per root).
+    pub fn push_instance(&mut self, instance: Instance) {
+        self.instances.push(instance);
+    }
+
+    /// Counts one instance in its pattern's statistics without listing it; returns its
+    /// pattern's index and its start and end times.
+    pub fn aggregate(&mut self, root: &str, visits: &[Visit<'_>], prob: f64) -> (u32, Time, Time) {
         // The signature and the preorder straight from the visits, into reused buffers: a
         // pattern's node list (names, owned) is built only the first time it is seen.
         let mut sig = std::mem::take(&mut self.sig_buf);
@@ -513,19 +537,8 @@ impl Collector {
         } else {
             (start, end) = (NO_TIME, NO_TIME);
         }
-        self.instances.push(Instance {
-            pattern: idx,
-            prob,
-            t_start: start,
-            t_end: end,
-            messages,
-        });
-        let mut node_of = vec![0u32; visits.len()];
-        for (new, &old) in order.iter().enumerate().skip(1) {
-            node_of[old - 1] = new as u32;
-        }
         self.order_buf = order;
-        node_of
+        (idx, start, end)
     }
 
     /// Starts the pattern of a signature not seen before.

@@ -279,6 +279,48 @@ fn text_round_trip(url: &str) {
     let again = p5_analyze::db::load_result(&url_p, "fig10", None).unwrap();
     assert_eq!(sig(&again), sig(&stored));
     assert_eq!(again.instances, stored.instances);
+    // `linking --db`: its run is stored with expectations and maximum probabilities.
+    p5(&[
+        "linking",
+        "--db",
+        url,
+        "--session",
+        "fig10",
+        "--window",
+        "500ms",
+        "--format",
+        "json",
+    ])
+    .unwrap();
+    let linked = p5_analyze::db::load_result(&url_p, "fig10", None).unwrap();
+    assert_eq!(linked.algorithm, "linking");
+    let p = p5_analyze::linking::Params {
+        window: 500_000_000,
+        ..Default::default()
+    };
+    let (want, _) = p5_analyze::linking::linking(&session, &p, &mut |_| {});
+    assert_eq!(sig(&linked), sig(&want));
+    let by_sig = |r: &AnalysisResult| {
+        let mut v: Vec<(String, f64, f64)> = r
+            .patterns
+            .iter()
+            .map(|p| (p.signature.clone(), p.expectation, p.max_prob))
+            .collect();
+        v.sort_by(|a, b| a.0.cmp(&b.0));
+        v
+    };
+    for (a, b) in by_sig(&linked).iter().zip(by_sig(&want)) {
+        assert!(
+            (a.1 - b.1).abs() < 1e-9 && (a.2 - b.2).abs() < 1e-9,
+            "{a:?} {b:?}"
+        );
+    }
+    assert!(
+        linked
+            .patterns
+            .iter()
+            .any(|p| p.expectation < p.count as f64)
+    );
 }
 
 #[test]

@@ -32,6 +32,9 @@ pub struct LinkingArgs {
     /// At most this many messages per instance.
     #[arg(long, default_value_t = 10_000)]
     pub max_messages: usize,
+    /// Instances less probable than this are not built (0: all, as the paper).
+    #[arg(long, default_value_t = 0.01)]
+    pub min_prob: f64,
     /// Rename clients (nodes that use no fixed port) `CLIENT`.
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub aggregate_clients: bool,
@@ -100,6 +103,12 @@ impl LinkingArgs {
                 self.spontaneous_y
             )));
         }
+        if !(0.0..=1.0).contains(&self.min_prob) {
+            return Err(Error::Usage(format!(
+                "--min-prob {}: between 0 and 1",
+                self.min_prob
+            )));
+        }
         if self.max_try_both > 24 {
             return Err(Error::Usage(format!(
                 "--max-try-both {}: at most 24 (each one doubles a root's instances)",
@@ -112,6 +121,7 @@ impl LinkingArgs {
             try_both: range(&self.try_both)?,
             max_try_both: self.max_try_both,
             max_messages: self.max_messages.max(1),
+            min_prob: self.min_prob,
             aggregate_clients: self.aggregate_clients,
             fixed_port_peers: self.fixed_port_peers.max(1),
             coalesce: !self.no_coalesce,
@@ -134,8 +144,8 @@ pub fn run(a: &LinkingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
     let t = &counts.trees;
     eprintln!(
         "{}: {} messages ({} pieces merged), links: {} probably-true, {} try-both, {} \
-         probably-false; {} roots, {} instances ({} roots used up their try-both links), {} \
-         patterns",
+         probably-false; {} roots, {} instances ({} roots used up their try-both links, {} \
+         branches below --min-prob), {} patterns",
         input.name,
         counts.messages,
         counts.coalesced,
@@ -145,6 +155,7 @@ pub fn run(a: &LinkingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
         t.roots,
         t.instances,
         t.capped,
+        t.pruned,
         result.patterns.len()
     );
     if !counts.untraced.is_empty() {

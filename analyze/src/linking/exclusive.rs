@@ -11,35 +11,62 @@
 
 use super::links::Weighed;
 
-/// Rounds of balancing.
-pub const ROUNDS: u32 = 5;
+/// Rounds of balancing per call.
+pub const ROUNDS: u32 = 3;
 
-/// Balances `w` for `rounds` rounds; `to` gives each message's (aggregated) receiver.
-pub fn balance(w: &mut Weighed, to: &[u32], rounds: u32) {
-    let n = w.spont.len();
-    let links = w.parent.len();
-    // The links by parent: (parent, child edge, link), sorted.
-    let mut by_parent: Vec<(u32, u32, u32)> = Vec::with_capacity(links);
-    for (i, &to) in to.iter().enumerate().take(n) {
-        for l in w.off[i] as usize..w.off[i + 1] as usize {
-            by_parent.push((w.parent[l], to, l as u32));
-        }
-    }
-    by_parent.sort_unstable();
-    let mut p = vec![0f64; links];
-    for _ in 0..rounds {
-        for i in 0..n {
-            let r = w.off[i] as usize..w.off[i + 1] as usize;
-            let total = w.spont[i] + w.w[r.clone()].iter().sum::<f64>();
-            for l in r {
-                p[l] = w.w[l] / total;
+/// The links of a [`Weighed`] grouped by (parent, child's receiver), built once.
+#[derive(Debug)]
+pub struct Balancer {
+    /// Link indices, grouped.
+    links: Vec<u32>,
+    /// Group boundaries in `links`.
+    groups: Vec<u32>,
+}
+
+impl Balancer {
+    /// Groups `w`'s links; `to` gives each message's (aggregated) receiver.
+    pub fn new(w: &Weighed, to: &[u32]) -> Balancer {
+        let n = w.spont.len();
+        let mut by_parent: Vec<(u32, u32, u32)> = Vec::with_capacity(w.parent.len());
+        for (i, &to) in to.iter().enumerate().take(n) {
+            for l in w.off[i] as usize..w.off[i + 1] as usize {
+                by_parent.push((w.parent[l], to, l as u32));
             }
         }
+        by_parent.sort_unstable();
+        let mut groups = vec![0u32];
+        let mut links = Vec::with_capacity(by_parent.len());
         for run in by_parent.chunk_by(|a, b| a.0 == b.0 && a.1 == b.1) {
-            let sum: f64 = run.iter().map(|&(_, _, l)| p[l as usize]).sum();
-            if sum > 1.0 {
-                for &(_, _, l) in run {
-                    w.w[l as usize] /= sum;
+            links.extend(run.iter().map(|x| x.2));
+            // Only groups of two or more can sum to more than one.
+            if run.len() > 1 {
+                groups.push(links.len() as u32);
+            } else {
+                links.pop();
+            }
+        }
+        Balancer { links, groups }
+    }
+
+    /// Balances `w` for `rounds` rounds.
+    pub fn balance(&self, w: &mut Weighed, rounds: u32) {
+        let n = w.spont.len();
+        let mut p = vec![0f64; w.parent.len()];
+        for _ in 0..rounds {
+            for i in 0..n {
+                let r = w.off[i] as usize..w.off[i + 1] as usize;
+                let total = w.spont[i] + w.w[r.clone()].iter().sum::<f64>();
+                for l in r {
+                    p[l] = w.w[l] / total;
+                }
+            }
+            for g in self.groups.windows(2) {
+                let run = &self.links[g[0] as usize..g[1] as usize];
+                let sum: f64 = run.iter().map(|&l| p[l as usize]).sum();
+                if sum > 1.0 {
+                    for &l in run {
+                        w.w[l as usize] /= sum;
+                    }
                 }
             }
         }

@@ -20,7 +20,7 @@
 //! 0.01). Exactly one candidate is the cause, or none.
 
 use crate::hash::FxHashMap;
-use crate::nesting::bins::{Bins, Scoreboard};
+use crate::nesting::bins::Bins;
 use crate::trace::{NodeId, Time};
 
 /// The largest probability a pair gets.
@@ -29,13 +29,41 @@ const MAX_W: f64 = 0.99;
 /// The smallest prior of spontaneity an edge gets.
 const MIN_SPONT: f64 = 0.01;
 
-/// Per-key causal probabilities by gap bin.
+/// A (parent's sender, node, child's receiver) key.
+pub type Key = (NodeId, NodeId, NodeId);
+
+/// Dense ids of keys.
 #[derive(Debug, Default)]
+pub struct Keys {
+    ids: FxHashMap<Key, u32>,
+    list: Vec<Key>,
+}
+
+impl Keys {
+    /// The id of `key`, added if new.
+    pub fn id(&mut self, key: Key) -> u32 {
+        *self.ids.entry(key).or_insert_with(|| {
+            self.list.push(key);
+            (self.list.len() - 1) as u32
+        })
+    }
+
+    /// The id of `key`, if known.
+    pub fn get(&self, key: Key) -> Option<u32> {
+        self.ids.get(&key).copied()
+    }
+}
+
+/// Per-key causal probabilities by gap bin.
+#[derive(Debug)]
 pub struct Kernel {
-    bins: Option<Bins>,
-    probs: FxHashMap<(NodeId, NodeId, NodeId), Vec<f32>>,
+    bins: Bins,
+    /// Key ids.
+    pub keys: Keys,
+    /// `probs[key * bins + bin]`.
+    probs: Vec<f32>,
     spont: FxHashMap<(NodeId, NodeId), f64>,
-    totals: FxHashMap<(NodeId, NodeId, NodeId), f64>,
+    totals: Vec<f64>,
     widths: Vec<f64>,
 }
 
@@ -43,9 +71,51 @@ pub struct Kernel {
 #[derive(Debug)]
 pub struct Learner {
     bins: Bins,
-    counts: Scoreboard,
-    totals: FxHashMap<(NodeId, NodeId, NodeId), f64>,
+    keys: Keys,
+    counts: Vec<f64>,
+    totals: Vec<f64>,
     children: FxHashMap<(NodeId, NodeId), f64>,
+}
+
+/// Smooths each key's histogram (`bins` values each) with a Gaussian of `sigma` bins, cut
+/// at 3 sigma.
+fn smooth(h: &mut [f64], bins: usize, sigma: f64) {
+    let r = (3.0 * sigma).ceil() as usize;
+    let kernel: Vec<f64> = (0..=2 * r)
+        .map(|i| {
+            let x = i as f64 - r as f64;
+            (-x * x / (2.0 * sigma * sigma)).exp()
+        })
+        .collect();
+    let sum: f64 = kernel.iter().sum();
+    let mut out = vec![0.0; bins];
+    for row in h.chunks_mut(bins) {
+        out.iter_mut().for_each(|o| *o = 0.0);
+        for (i, &v) in row.iter().enumerate().filter(|(_, v)| **v != 0.0) {
+            for (j, &k) in kernel.iter().enumerate() {
+                let at = (i + j).wrapping_sub(r);
+                if let Some(o) = out.get_mut(at) {
+                    *o += v * k / sum;
+                }
+            }
+        }
+        row.copy_from_slice(&out);
+    }
+}
+
+/// The part of each bin within `[0, window]`, in ns.
+fn widths(b: Bins, window: f64) -> Vec<f64> {
+    (0..b.count)
+        .map(|k| {
+            let lo = if k == 0 {
+                0.0
+            } else {
+                b.first_ns * 1.05f64.powi(k as i32)
+            };
+            let hi = b.first_ns * 1.05f64.powi(k as i32 + 1);
+            (hi.min(window) - lo).max(0.0)
+        })
+        .collect()
 }
 
 impl Learner {
@@ -53,8 +123,9 @@ impl Learner {
     pub fn new() -> Learner {
         Learner {
             bins: Bins::FINE,
-            counts: Scoreboard::new(Bins::FINE.count),
-            totals: FxHashMap::default(),
+            keys: Keys::default(),
+            counts: Vec::new(),
+            totals: Vec::new(),
             children: FxHashMap::default(),
         }
     }
@@ -65,47 +136,39 @@ impl Learner {
     }
 
     /// Counts one candidate pair.
-    pub fn count(&mut self, key: (NodeId, NodeId, NodeId), gap: Time) {
-        self.counts.add(key, self.bins.of(gap), 1.0);
-        *self.totals.entry(key).or_default() += 1.0;
+    pub fn count(&mut self, key: Key, gap: Time) {
+        let id = self.keys.id(key) as usize;
+        let nb = self.bins.count;
+        if self.totals.len() <= id {
+            self.totals.resize(id + 1, 0.0);
+            self.counts.resize((id + 1) * nb, 0.0);
+        }
+        self.counts[id * nb + self.bins.of(gap)] += 1.0;
+        self.totals[id] += 1.0;
     }
 
     /// The kernel: background-subtracted causal probabilities per bin.
     pub fn finish(mut self, window: Time) -> Kernel {
-        self.counts.smooth(2.0);
         let b = self.bins;
+        let nb = b.count;
+        smooth(&mut self.counts, nb, 2.0);
         let window = window.max(1) as f64;
-        // The part of bin k within [0, window], in ns.
-        let width = |k: usize| {
-            let lo = if k == 0 {
-                0.0
-            } else {
-                b.first_ns * 1.05f64.powi(k as i32)
-            };
-            let hi = b.first_ns * 1.05f64.powi(k as i32 + 1);
-            (hi.min(window) - lo).max(0.0)
-        };
-        let widths: Vec<f64> = (0..b.count).map(width).collect();
-        let mut probs = FxHashMap::default();
+        let widths = widths(b, window);
+        let mut probs = vec![0f32; self.counts.len()];
         let mut caused: FxHashMap<(NodeId, NodeId), f64> = FxHashMap::default();
-        for (&key, &total) in &self.totals {
-            let rho = total / window;
+        for (id, &key) in self.keys.list.iter().enumerate() {
+            let rho = self.totals[id] / window;
             let mut mass = 0.0;
-            let p: Vec<f32> = (0..b.count)
-                .map(|k| {
-                    let h = self.counts.get(key, k);
-                    let bg = rho * widths[k];
-                    let excess = h - bg - 2.0 * (bg + 1.0).sqrt();
-                    if h <= 0.0 || excess <= 0.0 || widths[k] <= 0.0 {
-                        0.0
-                    } else {
-                        mass += excess;
-                        (excess / h).min(MAX_W) as f32
-                    }
-                })
-                .collect();
+            for k in 0..nb {
+                let h = self.counts[id * nb + k];
+                let bg = rho * widths[k];
+                let excess = h - bg - 2.0 * (bg + 1.0).sqrt();
+                if h > 0.0 && excess > 0.0 && widths[k] > 0.0 {
+                    mass += excess;
+                    probs[id * nb + k] = (excess / h).min(MAX_W) as f32;
+                }
+            }
             *caused.entry((key.1, key.2)).or_default() += mass;
-            probs.insert(key, p);
         }
         // An edge's messages that no parent's excess explains are spontaneous.
         let spont = self
@@ -117,7 +180,8 @@ impl Learner {
             })
             .collect();
         Kernel {
-            bins: Some(b),
+            bins: b,
+            keys: self.keys,
             probs,
             spont,
             totals: self.totals,
@@ -141,24 +205,22 @@ impl Kernel {
     pub fn refit(
         &mut self,
         window: Time,
-        links: impl Iterator<Item = ((NodeId, NodeId, NodeId), Time, f64)>,
+        links: impl Iterator<Item = (u32, Time, f64)>,
         spont: impl Iterator<Item = ((NodeId, NodeId), f64)>,
     ) {
-        let Some(b) = self.bins else { return };
-        let mut causal = Scoreboard::new(b.count);
-        let mut sums: FxHashMap<(NodeId, NodeId, NodeId), f64> = FxHashMap::default();
-        for (key, gap, p) in links {
-            causal.add(key, b.of(gap), p);
-            *sums.entry(key).or_default() += p;
+        let nb = self.bins.count;
+        let mut causal = vec![0f64; self.probs.len()];
+        let mut sums = vec![0f64; self.totals.len()];
+        for (id, gap, p) in links {
+            causal[id as usize * nb + self.bins.of(gap)] += p;
+            sums[id as usize] += p;
         }
-        causal.smooth(2.0);
+        smooth(&mut causal, nb, 2.0);
         let window = window.max(1) as f64;
-        for (key, probs) in self.probs.iter_mut() {
-            let total = self.totals.get(key).copied().unwrap_or(0.0);
-            let c_sum = sums.get(key).copied().unwrap_or(0.0);
-            let rho = (total - c_sum).max(1.0) / window;
-            for (k, w) in probs.iter_mut().enumerate() {
-                let c = causal.get(*key, k);
+        for (id, row) in self.probs.chunks_mut(nb).enumerate() {
+            let rho = (self.totals[id] - sums[id]).max(1.0) / window;
+            for (k, w) in row.iter_mut().enumerate() {
+                let c = causal[id * nb + k];
                 let bg = rho * self.widths[k];
                 *w = if c <= 0.0 || self.widths[k] <= 0.0 {
                     0.0
@@ -184,12 +246,15 @@ impl Kernel {
         self.spont.get(&edge).copied().unwrap_or(1.0)
     }
 
+    /// The probability that a pair of key `id` with this gap is causal.
+    pub fn prob_id(&self, id: u32, gap: Time) -> f64 {
+        let at = id as usize * self.bins.count + self.bins.of(gap);
+        self.probs.get(at).map_or(0.0, |&p| f64::from(p))
+    }
+
     /// The probability that a pair of `key` with this gap is causal.
-    pub fn prob(&self, key: (NodeId, NodeId, NodeId), gap: Time) -> f64 {
-        match (self.bins, self.probs.get(&key)) {
-            (Some(b), Some(p)) => f64::from(p[b.of(gap)]),
-            _ => 0.0,
-        }
+    pub fn prob(&self, key: Key, gap: Time) -> f64 {
+        self.keys.get(key).map_or(0.0, |id| self.prob_id(id, gap))
     }
 }
 

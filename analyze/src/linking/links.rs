@@ -13,6 +13,7 @@
 //! likely than spontaneity cannot matter) or after [`MAX_CANDIDATES`] (ours; bounds the work
 //! on nodes that receive thousands of messages within `x`).
 
+use super::exclusive::Balancer;
 use super::kernel::{Kernel, Learner};
 use super::{KernelKind, Params};
 use crate::hash::FxHashMap;
@@ -23,6 +24,9 @@ pub const MAX_CANDIDATES: usize = 256;
 
 /// At most this many candidate pairs per message teach the empirical kernel.
 const MAX_LEARN: usize = 1024;
+
+/// At most about this many children teach the empirical kernel.
+const LEARN_CHILDREN: usize = 500_000;
 
 /// `ln(10⁴)`: candidates this far below the spontaneous weight are not considered.
 const CUTOFF: f64 = 9.210_340_371_976_184;
@@ -180,6 +184,8 @@ pub struct Weighed {
     pub w: Vec<f64>,
     /// Their gaps.
     pub gap: Vec<Time>,
+    /// Their kernel key ids (empty without the empirical kernel).
+    pub key: Vec<u32>,
     /// The spontaneous weight of every child.
     pub spont: Vec<f64>,
 }
@@ -195,11 +201,14 @@ impl Weighed {
         }
     }
 
-    fn push(&mut self, spont: f64, cands: impl Iterator<Item = (u32, Time, f64)>) {
-        for (j, gap, w) in cands {
+    fn push(&mut self, spont: f64, cands: impl Iterator<Item = (u32, Time, f64, Option<u32>)>) {
+        for (j, gap, w, key) in cands {
             self.parent.push(j);
             self.gap.push(gap);
             self.w.push(w);
+            if let Some(k) = key {
+                self.key.push(k);
+            }
         }
         self.off.push(self.parent.len() as u32);
         self.spont.push(spont);
@@ -298,7 +307,9 @@ fn learn(
     let mut learner = Learner::new();
     let mut cands = Vec::with_capacity(MAX_LEARN);
     let g = |n: NodeId| group.get(n as usize).copied().unwrap_or(n);
-    for (i, m) in trace.messages.iter().enumerate() {
+    // Half a million children teach enough; longer traces teach with every k-th.
+    let stride = trace.messages.len().div_ceil(LEARN_CHILDREN).max(1);
+    for (i, m) in trace.messages.iter().enumerate().step_by(stride) {
         learner.child((g(m.src), g(m.dst)));
         candidates(trace, arrivals, traced, i, window, MAX_LEARN, &mut cands);
         for &(j, gap) in &cands {
@@ -323,26 +334,17 @@ fn refit(trace: &Trace, group: &[NodeId], w: &mut Weighed, k: &mut Kernel, windo
             post[l] = w.w[l] / total;
         }
     }
-    let child_of: Vec<u32> = (0..n)
-        .flat_map(|i| std::iter::repeat_n(i as u32, (w.off[i + 1] - w.off[i]) as usize))
-        .collect();
     k.refit(
         window,
-        (0..post.len()).map(|l| {
-            (
-                key(trace, group, w.parent[l], child_of[l] as usize),
-                w.gap[l],
-                post[l],
-            )
-        }),
+        (0..post.len()).map(|l| (w.key[l], w.gap[l], post[l])),
         trace
             .messages
             .iter()
             .zip(&spont)
             .map(|(m, &s)| ((g(m.src), g(m.dst)), s)),
     );
-    for (l, &child) in child_of.iter().enumerate() {
-        let q = k.prob(key(trace, group, w.parent[l], child as usize), w.gap[l]);
+    for l in 0..post.len() {
+        let q = k.prob_id(w.key[l], w.gap[l]);
         w.w[l] = q / (1.0 - q);
     }
     for (i, m) in trace.messages.iter().enumerate() {
@@ -431,7 +433,12 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId]) -> Links {
         root_p: vec![0.0; n],
         ..Links::default()
     };
-    let mut w = Weighed::with_capacity(n);
+    // Weights are kept for a second look only when the kernel is refitted or balanced.
+    let keep = kernel.is_some() || p.exclusive;
+    let mut w = Weighed::with_capacity(if keep { n } else { 0 });
+    let mut raw: Vec<(u32, u32, Kid)> = Vec::new(); // (parent, child, kid)
+    let mut parents: Vec<u32> = Vec::with_capacity(MAX_CANDIDATES);
+    let mut ids: Vec<u32> = Vec::with_capacity(MAX_CANDIDATES);
     let mut weights: Vec<f64> = Vec::with_capacity(MAX_CANDIDATES);
     let mut cands = Vec::with_capacity(MAX_CANDIDATES);
     for i in 0..n {
@@ -457,35 +464,58 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId]) -> Links {
             Some(k) => k.spont((g(m.src), g(m.dst))),
             None => (-p.spontaneous_y).exp(),
         };
+        ids.clear();
         match &kernel {
             Some(k) => {
-                cands.retain(|&(j, gap)| k.prob(key(trace, group, j, i), gap) > 0.0);
-                weights.extend(cands.iter().map(|&(j, gap)| {
-                    let w = k.prob(key(trace, group, j, i), gap);
-                    w / (1.0 - w)
-                }));
+                cands.retain(|&(j, gap)| {
+                    let id = k.keys.get(key(trace, group, j, i));
+                    let q = id.map_or(0.0, |id| k.prob_id(id, gap));
+                    if q > 0.0 {
+                        ids.push(id.unwrap_or(0));
+                        weights.push(q / (1.0 - q));
+                    }
+                    q > 0.0
+                });
             }
             None => weights.extend(cands.iter().map(|&(_, gap)| (-(gap as f64) / d).exp())),
         }
-        w.push(
-            spont_w,
-            cands.iter().zip(&weights).map(|(c, &x)| (c.0, c.1, x)),
-        );
+        if keep {
+            w.push(
+                spont_w,
+                cands
+                    .iter()
+                    .zip(&weights)
+                    .enumerate()
+                    .map(|(x, (c, &wt))| (c.0, c.1, wt, ids.get(x).copied())),
+            );
+        } else {
+            // The paper's way needs no second look: classify now, keep nothing else.
+            parents.clear();
+            parents.extend(cands.iter().map(|c| c.0));
+            let to = g(m.dst);
+            classify(
+                i as u32, to, &parents, &weights, spont_w, p, &mut out, &mut raw,
+            );
+        }
     }
-    let to: Vec<NodeId> = trace.messages.iter().map(|m| g(m.dst)).collect();
+    let balancer = p.exclusive.then(|| {
+        let to: Vec<NodeId> = trace.messages.iter().map(|m| g(m.dst)).collect();
+        Balancer::new(&w, &to)
+    });
+    let rounds = super::exclusive::ROUNDS;
     if let Some(mut k) = kernel {
         for _ in 0..p.refits {
-            if p.exclusive {
-                super::exclusive::balance(&mut w, &to, super::exclusive::ROUNDS);
+            if let Some(b) = &balancer {
+                b.balance(&mut w, rounds);
             }
             refit(trace, group, &mut w, &mut k, p.window);
         }
     }
-    if p.exclusive {
-        super::exclusive::balance(&mut w, &to, super::exclusive::ROUNDS);
+    if let Some(b) = &balancer {
+        b.balance(&mut w, rounds);
     }
-    let mut raw: Vec<(u32, u32, Kid)> = Vec::new(); // (parent, child, kid)
-    for i in 0..n {
+    drop(balancer);
+    for i in (0..n).filter(|_| keep) {
         let (parents, ws, spont_w) = w.of(i);
         let to = g(trace.messages[i].dst);
         classify(i as u32, to, parents, ws, spont_w, p, &mut out, &mut raw);

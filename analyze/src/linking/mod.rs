@@ -54,6 +54,9 @@ pub struct Params {
     pub max_try_both: u32,
     /// At most this many messages per instance.
     pub max_messages: usize,
+    /// Instances less probable than this are not built (ours; bounds the instances per root
+    /// to `1 / min_prob`).
+    pub min_prob: f64,
     /// Rename clients `CLIENT` (\[WAP5\] §2.5.1).
     pub aggregate_clients: bool,
     /// An endpoint with at least this many peers is fixed (a server's).
@@ -81,6 +84,7 @@ impl Default for Params {
             try_both: (0.3, 0.7),
             max_try_both: 10,
             max_messages: 10_000,
+            min_prob: 0.01,
             aggregate_clients: true,
             fixed_port_peers: crate::clients::FIXED_PORT_PEERS,
             coalesce: true,
@@ -125,12 +129,14 @@ pub fn linking(
     let mut trace = trace;
     let mut counts = Counts::default();
     let sorted = trace.messages.is_sorted_by_key(|m| m.time());
-    if p.coalesce || !sorted {
+    // Only messages on connections are merged: without any, no copy is needed.
+    let coalesce = p.coalesce && !trace.conns.is_empty();
+    if coalesce || !sorted {
         owned = trace.clone();
         if !sorted {
             owned.sort();
         }
-        if p.coalesce {
+        if coalesce {
             counts.coalesced = crate::fat::coalesce_connections(&mut owned);
         }
         trace = &owned;
@@ -178,6 +184,7 @@ pub fn linking(
         "try_both": [p.try_both.0, p.try_both.1],
         "max_try_both": p.max_try_both,
         "max_messages": p.max_messages,
+        "min_prob": p.min_prob,
         "aggregate_clients": p.aggregate_clients,
         "fixed_port_peers": p.fixed_port_peers,
         "coalesce": p.coalesce,

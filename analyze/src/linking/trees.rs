@@ -6,6 +6,14 @@
 //! the probability that it was spontaneous (ours: the paper's worked example starts from a
 //! certain root).
 //!
+//! A branch whose probability falls below `min_prob` (ours, 0.01 by default) is given up:
+//! factors are at most 1, so it could only yield instances below it, and a root's instances'
+//! probabilities sum to at most 1, so at most `1 / min_prob` instances per root are kept.
+//!
+//! Every instance counts in its pattern's statistics; only the most probable instance of
+//! each root is listed (`AnalysisResult::instances`, what a viewer highlights): a root with
+//! k try-both links has 2^k instances, mostly improbable.
+//!
 //! An instance is a tree of messages; the pattern output is a call tree of node visits
 //! ([`crate::pattern`]). A message becomes a visit of its receiver, except a return
 //! ([`Kind::Ret`]) that goes back to the node that called the visit it leaves: that one
@@ -17,7 +25,7 @@
 
 use super::links::{Class, Links, arrival, departure};
 use crate::cli::Progress;
-use crate::pattern::{Collector, Visit};
+use crate::pattern::{Collector, Instance, Visit};
 use crate::trace::{Kind, NO_TIME, NodeId, Time, Trace};
 
 /// Alternatives whose probabilities sum to more than this are parallel children, each
@@ -35,6 +43,8 @@ pub struct TreeCounts {
     pub capped: u64,
     /// Links left out because an instance reached `max_messages`.
     pub truncated: u64,
+    /// Branches given up because their probability fell below `min_prob`.
+    pub pruned: u64,
 }
 
 /// One visit under construction.
@@ -60,6 +70,7 @@ pub struct Builder<'a> {
     max_messages: usize,
     exclusive: bool,
     lo: f64,
+    min_prob: f64,
     /// The instance being built: (message, position of its parent message).
     inc: Vec<(u32, u32)>,
     in_inst: Vec<bool>,
@@ -71,6 +82,8 @@ pub struct Builder<'a> {
     /// What was counted.
     pub counts: TreeCounts,
     capped_now: bool,
+    /// The most probable instance of the current root.
+    best: Option<Instance>,
 }
 
 impl<'a> Builder<'a> {
@@ -90,6 +103,7 @@ impl<'a> Builder<'a> {
             max_messages: p.max_messages.max(1),
             exclusive: p.exclusive,
             lo: p.try_both.0,
+            min_prob: p.min_prob,
             inc: Vec::new(),
             in_inst: vec![false; trace.messages.len()],
             ctx: Vec::new(),
@@ -99,6 +113,7 @@ impl<'a> Builder<'a> {
             collector,
             counts: TreeCounts::default(),
             capped_now: false,
+            best: None,
         }
     }
 
@@ -128,6 +143,9 @@ impl<'a> Builder<'a> {
         self.explore(0, 0, prob, 0);
         self.in_inst[r as usize] = false;
         self.counts.capped += u64::from(self.capped_now);
+        if let Some(best) = self.best.take() {
+            self.collector.push_instance(best);
+        }
     }
 
     /// Includes message `c` as a child of the message at position `pos`.
@@ -149,6 +167,11 @@ impl<'a> Builder<'a> {
     fn explore(&mut self, mut pos: usize, mut j: usize, mut prob: f64, mut k: u32) {
         let links = self.links;
         loop {
+            // Factors are at most 1: a branch below the floor stays below it.
+            if prob < self.min_prob {
+                self.counts.pruned += 1;
+                return;
+            }
             let Some(&(m, _)) = self.inc.get(pos) else {
                 self.emit(prob);
                 return;
@@ -326,11 +349,20 @@ impl<'a> Builder<'a> {
                 }
             })
             .collect();
-        let refs = self
-            .inc
-            .iter()
-            .map(|&(m, _)| trace.messages[m as usize].msg_ref)
-            .collect();
-        self.collector.add(name(root_node), &visits, prob, refs);
+        let (pattern, t_start, t_end) = self.collector.aggregate(name(root_node), &visits, prob);
+        if self.best.as_ref().is_none_or(|b| prob > b.prob) {
+            let messages = self
+                .inc
+                .iter()
+                .map(|&(m, _)| trace.messages[m as usize].msg_ref)
+                .collect();
+            self.best = Some(Instance {
+                pattern,
+                prob,
+                t_start,
+                t_end,
+                messages,
+            });
+        }
     }
 }

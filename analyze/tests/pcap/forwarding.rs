@@ -68,7 +68,10 @@ fn relay(l: TcpListener, worker: SocketAddr, log: Log) -> thread::JoinHandle<()>
 
 #[test]
 fn linking_follows_a_relay_whose_worker_answers_by_another_path() {
-    for (ok, why) in [(is_root(), "not root"), (has_tcpdump(), "tcpdump is missing")] {
+    for (ok, why) in [
+        (is_root(), "not root"),
+        (has_tcpdump(), "tcpdump is missing"),
+    ] {
         if !ok {
             println!("SKIPPED linking_follows_a_relay…: {why}");
             return;
@@ -147,8 +150,16 @@ fn linking_follows_a_relay_whose_worker_answers_by_another_path() {
     assert_eq!(top.signature, "127.0.0.1>127.0.0.5(127.0.0.6(127.0.0.1))");
     assert_eq!(top.count, REQUESTS as u64);
     // Five links, each about one mean delay long: e^−1 / (e^−1 + e^−4) ≈ 0.95 each.
-    assert!(top.expectation > 0.7 * REQUESTS as f64, "{}", top.expectation);
+    assert!(
+        top.expectation > 0.7 * REQUESTS as f64,
+        "{}",
+        top.expectation
+    );
     for other in &res.patterns[1..] {
-        assert!(other.expectation < 0.1 * REQUESTS as f64, "{}", other.signature);
+        assert!(
+            other.expectation < 0.1 * REQUESTS as f64,
+            "{}",
+            other.signature
+        );
     }
 }

@@ -1,0 +1,149 @@
+//! Linking throughput and memory (issue 18's budget: WAP5's CoDeeN trace, 4,702,865 messages
+//! in an hour — 730 s and 1,354 MB in the paper — in ≤ 10 s and ≤ 1 GiB here).
+//!
+//! The trace is ours, shaped like a content-distribution network: 20 proxies, each with 18
+//! clients opening a connection per request (an ephemeral port each, aggregated into
+//! `CLIENT`); a request is a hit (the proxy answers), a miss (the proxy asks the next proxy,
+//! which fetches from one of 5 origins) or a miss with a DNS lookup; wide-area network delays
+//! of 20 ± 5 ms. An hour of it is about 4.7 M messages. Generation is not timed. Each case
+//! prints the median of three runs and the heap the run added at its peak (a counting
+//! allocator) beside the trace's own size, and the load average.
+//!
+//! Cases: WAP5's weights with the try-both cap at 10 (the default), 5 and 0 (the effect of
+//! the cap on time), and ours (`--kernel empirical --exclusive true --refits 5`).
+//! `P5_BENCH_SECONDS=N` sets the length (default 3600 s).
+
+use p5_analyze::linking::{KernelKind, Params, linking};
+use p5_analyze::maketrace::{self, Config, Options};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::fmt::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Instant;
+
+/// Counts live heap bytes and their peak.
+struct Counting;
+
+static LIVE: AtomicUsize = AtomicUsize::new(0);
+static PEAK: AtomicUsize = AtomicUsize::new(0);
+
+// SAFETY: forwards to the system allocator; only counts.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        let p = unsafe { System.alloc(l) };
+        if !p.is_null() {
+            let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
+            PEAK.fetch_max(now, Ordering::Relaxed);
+        }
+        p
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        unsafe { System.dealloc(p, l) };
+        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        let q = unsafe { System.realloc(p, l, new) };
+        if !q.is_null() {
+            if new >= l.size() {
+                let now = LIVE.fetch_add(new - l.size(), Ordering::Relaxed) + new - l.size();
+                PEAK.fetch_max(now, Ordering::Relaxed);
+            } else {
+                LIVE.fetch_sub(l.size() - new, Ordering::Relaxed);
+            }
+        }
+        q
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+/// The CDN configuration.
+fn cdn() -> String {
+    let mut s = String::from("net = [\"20ms\", \"5ms\"]\n");
+    for i in 0..20 {
+        let next = (i + 1) % 20;
+        let origin = i % 5;
+        let _ = write!(
+            s,
+            "\n[[tracelet]]\nname = \"proxy{i}\"\nparallel = 18\nthink = [\"0ms\", \"2s\"]\n\
+             call_delay = [\"2ms\", \"0.5ms\"]\nret_delay = [\"1ms\", \"0.3ms\"]\n\
+             nodes.ORIGIN{origin} = {{ ret_delay = [\"30ms\", \"10ms\"] }}\n\
+             [[tracelet.variant]]\nweight = 6\ntree = \"CLIENT>P{i}\"\n\
+             [[tracelet.variant]]\nweight = 3\ntree = \"CLIENT>P{i}(P{next}(ORIGIN{origin}))\"\n\
+             [[tracelet.variant]]\nweight = 1\ntree = \"CLIENT>P{i}(DNS,ORIGIN{origin})\"\n"
+        );
+    }
+    s
+}
+
+fn case(name: &str, trace: &p5_analyze::Trace, p: &Params) {
+    let n = trace.messages.len();
+    let mut runs = Vec::new();
+    let (mut peak, mut patterns, mut instances) = (0, 0, 0);
+    for _ in 0..3 {
+        let before = LIVE.load(Ordering::Relaxed);
+        PEAK.store(before, Ordering::Relaxed);
+        let t0 = Instant::now();
+        let (r, c) = linking(trace, p, &mut |_| {});
+        runs.push(t0.elapsed().as_secs_f64());
+        peak = PEAK.load(Ordering::Relaxed) - before;
+        patterns = r.patterns.len();
+        instances = c.trees.instances;
+        drop(r);
+    }
+    runs.sort_by(f64::total_cmp);
+    println!(
+        "linking {name}: {n} messages in {:.2} s median (runs {:.2} / {:.2} / {:.2}) = {:.2} M \
+         messages/s, peak {:.0} MB added (input {:.0} MB), {instances} instances, {patterns} patterns",
+        runs[1],
+        runs[0],
+        runs[1],
+        runs[2],
+        n as f64 / runs[1] / 1e6,
+        peak as f64 / 1e6,
+        (n * std::mem::size_of::<p5_analyze::Message>()) as f64 / 1e6,
+    );
+}
+
+fn main() {
+    let seconds: i64 = std::env::var("P5_BENCH_SECONDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3600);
+    let cfg = Config::parse(&cdn(), Path::new("cdn.toml")).expect("config");
+    let g = maketrace::generate(
+        &cfg,
+        &Options {
+            seed: 1,
+            duration: Some(seconds * 1_000_000_000),
+            queue: 64,
+            client_endpoints: true,
+            ..Options::default()
+        },
+    );
+    let trace = g.trace;
+    drop(g.truth);
+    for cap in [10, 5, 0] {
+        let p = Params {
+            max_try_both: cap,
+            ..Params::default()
+        };
+        case(&format!("WAP5 weights, try-both cap {cap}"), &trace, &p);
+    }
+    let ours = Params {
+        kernel: KernelKind::Empirical,
+        exclusive: true,
+        refits: 5,
+        ..Params::default()
+    };
+    case("ours (empirical, exclusive, 5 refits)", &trace, &ours);
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "linking: load average {}",
+        load.split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+}
