@@ -410,3 +410,52 @@ fn multi_tier_paper_and_ours() {
         "paper {paper}, ours {mine}"
     );
 }
+
+/// A reply written in three pieces on its connection is one message (\[WAP5\] §2.3): the
+/// pattern has one return, and the pieces are counted as merged.
+#[test]
+fn fat_messages_on_a_connection_are_merged_first() {
+    use p5_analyze::trace::{Conn, Proto};
+    let mut t = Trace::default();
+    let (a, b) = (t.nodes.intern("A"), t.nodes.intern("B"));
+    t.conns.push(Conn {
+        proto: Proto::Tcp,
+        initiator: a,
+        acceptor: b,
+        initiator_ep: None,
+        acceptor_ep: None,
+        conn_ref: 1,
+    });
+    for r in 0..50 {
+        let base = r as Time * 2_500 * MS;
+        let mut call = Message::new(a, b);
+        (call.kind, call.conn, call.t_send, call.t_recv) = (Kind::Call, 0, base, base + MS);
+        t.messages.push(call);
+        for piece in 0..3 {
+            let mut m = Message::new(b, a);
+            (m.kind, m.conn) = (Kind::Ret, 0);
+            m.t_send = base + 5 * MS + piece * 100_000;
+            m.t_recv = m.t_send + MS;
+            t.messages.push(m);
+        }
+    }
+    for (i, m) in t.messages.iter_mut().enumerate() {
+        m.msg_ref = i as u64 + 1;
+    }
+    let (r, counts) = linking(&t, &Params::default(), &mut |_| {});
+    assert_eq!(counts.coalesced, 100);
+    assert_eq!(signatures(&r), ["A>B"], "{}", top(&r));
+    assert_eq!(r.patterns[0].count, 50);
+    // The latency runs to the last piece's arrival: 5.2 + 1 ms.
+    let l = r.patterns[0].nodes[1].latency.as_ref().unwrap();
+    assert_eq!(l.max_ns, 6_200_000);
+    let (r, _) = linking(
+        &t,
+        &Params {
+            coalesce: false,
+            ..Params::default()
+        },
+        &mut |_| {},
+    );
+    assert_ne!(signatures(&r), ["A>B"], "without merging the pieces differ");
+}

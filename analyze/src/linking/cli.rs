@@ -172,11 +172,7 @@ pub fn run(a: &LinkingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
                 .map_or("spontaneous".to_owned(), |d| format!("{:.3} ms", d / 1e6));
             eprintln!(
                 "  {} → {}: {} ({} of {} messages had a cause within the window)",
-                input.trace.nodes.name(e.src),
-                input.trace.nodes.name(e.dst),
-                mean,
-                e.caused,
-                e.messages
+                e.from, e.to, mean, e.caused, e.messages
             );
         }
     }

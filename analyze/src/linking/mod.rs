@@ -115,8 +115,44 @@ pub struct Counts {
     pub clients: u64,
     /// Step 3's counts.
     pub trees: TreeCounts,
-    /// Step 1's delay estimates.
-    pub edges: Vec<EdgeDelay>,
+    /// Step 1's delay estimates, per edge between the printed (aggregated) names.
+    pub edges: Vec<NamedDelay>,
+}
+
+/// Step 1's estimate for the edges between two printed names.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NamedDelay {
+    /// Sender.
+    pub from: String,
+    /// Receiver.
+    pub to: String,
+    /// Messages.
+    pub messages: u64,
+    /// Those with a message into the sender within the window before them.
+    pub caused: u64,
+    /// Mean gap since the newest message into the sender (ns), over the caused ones.
+    pub mean_ns: Option<f64>,
+}
+
+/// Step 1's estimates summed over the edges whose ends print alike.
+fn named(edges: &[EdgeDelay], names: &[String]) -> Vec<NamedDelay> {
+    let mut by: std::collections::BTreeMap<(&str, &str), (u64, u64, f64)> = Default::default();
+    let name = |n: u32| names.get(n as usize).map_or("?", String::as_str);
+    for e in edges {
+        let a = by.entry((name(e.src), name(e.dst))).or_default();
+        a.0 += e.messages;
+        a.1 += e.caused;
+        a.2 += e.mean_ns.unwrap_or(0.0) * e.caused as f64;
+    }
+    by.into_iter()
+        .map(|((from, to), (messages, caused, sum))| NamedDelay {
+            from: from.to_owned(),
+            to: to.to_owned(),
+            messages,
+            caused,
+            mean_ns: (caused > 0).then(|| sum / caused as f64),
+        })
+        .collect()
 }
 
 /// Infers the causal paths of `trace` (messages in time order; sorted here if not).
@@ -177,7 +213,7 @@ pub fn linking(
     let builder = Builder::new(trace, &links, &names, p, collector);
     let (collector, trees) = builder.run(progress);
     counts.trees = trees;
-    counts.edges = links.edges;
+    counts.edges = named(&links.edges, &names);
     let params = serde_json::json!({
         "window_ns": p.window,
         "spontaneous_y": p.spontaneous_y,
