@@ -197,6 +197,7 @@ mod tests {
             t_call,
             t_ret,
             t_call_recv: NO_TIME,
+            net_offset: 0,
         };
         for k in 0..2 {
             c.add(

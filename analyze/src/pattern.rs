@@ -339,6 +339,9 @@ pub struct Visit<'a> {
     pub t_ret: Time,
     /// When the call arrived ([`NO_TIME`] if unknown).
     pub t_call_recv: Time,
+    /// The receiver's clock minus the caller's, as estimated, taken off the network delay
+    /// (0: none known).
+    pub net_offset: Time,
 }
 
 /// Samples of one duration, with the probability of the instance each came from when the
@@ -528,7 +531,7 @@ impl Collector {
                     end = end.max(tr);
                 }
                 if let Some(rc) = known(v.t_call_recv) {
-                    acc.net[new].push(rc - tc, w);
+                    acc.net[new].push(rc - tc - v.net_offset, w);
                 }
             }
         }
@@ -722,6 +725,7 @@ mod tests {
             t_call,
             t_ret,
             t_call_recv: NO_TIME,
+            net_offset: 0,
         }
     }
 

@@ -20,6 +20,7 @@ pub mod cli;
 pub mod exclusive;
 pub mod kernel;
 pub mod links;
+pub mod offsets;
 pub mod trees;
 
 use crate::cli::Progress;
@@ -210,10 +211,23 @@ pub fn linking(
     let collector = Collector::with_local_call_delay()
         .weighted()
         .untraced(counts.untraced.iter().cloned());
-    let builder = Builder::new(trace, &links, &names, p, collector);
+    let offsets = offsets::Offsets::estimate(trace);
+    let builder = Builder::new(trace, &links, &names, &offsets, p, collector);
     let (collector, trees) = builder.run(progress);
     counts.trees = trees;
     counts.edges = named(&links.edges, &names);
+    let clock_offsets: Vec<serde_json::Value> = offsets
+        .list()
+        .into_iter()
+        .map(|(a, b, o)| {
+            serde_json::json!({
+                "a": trace.nodes.name(a),
+                "b": trace.nodes.name(b),
+                "b_minus_a_ns": o,
+            })
+        })
+        .take(1000)
+        .collect();
     let params = serde_json::json!({
         "window_ns": p.window,
         "spontaneous_y": p.spontaneous_y,
@@ -227,6 +241,7 @@ pub fn linking(
         "rank": p.rank,
         "kernel": p.kernel,
         "exclusive": p.exclusive,
+        "clock_offsets": clock_offsets,
     });
     let result = collector.finish_ranked("linking", params, p.rank);
     progress(Progress::Done);

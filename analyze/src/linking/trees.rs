@@ -24,6 +24,7 @@
 //! node stamped.
 
 use super::links::{Class, Links, arrival, departure};
+use super::offsets::Offsets;
 use crate::cli::Progress;
 use crate::pattern::{Collector, Instance, Visit};
 use crate::trace::{Kind, NO_TIME, NodeId, Time, Trace};
@@ -57,6 +58,7 @@ struct Open {
     t_call: Time,
     t_ret: Time,
     t_call_recv: Time,
+    net_offset: Time,
 }
 
 /// Builds instances from roots into a [`Collector`].
@@ -66,6 +68,7 @@ pub struct Builder<'a> {
     links: &'a Links,
     /// The printed name of every node (clients aggregated).
     names: &'a [String],
+    offsets: &'a Offsets,
     max_try_both: u32,
     max_messages: usize,
     exclusive: bool,
@@ -92,6 +95,7 @@ impl<'a> Builder<'a> {
         trace: &'a Trace,
         links: &'a Links,
         names: &'a [String],
+        offsets: &'a Offsets,
         p: &super::Params,
         collector: Collector,
     ) -> Builder<'a> {
@@ -99,6 +103,7 @@ impl<'a> Builder<'a> {
             trace,
             links,
             names,
+            offsets,
             max_try_both: p.max_try_both,
             max_messages: p.max_messages.max(1),
             exclusive: p.exclusive,
@@ -309,6 +314,7 @@ impl<'a> Builder<'a> {
                 t_call: departure(msg),
                 t_ret: NO_TIME,
                 t_call_recv: msg.t_recv,
+                net_offset: self.offsets.get(msg.src, msg.dst),
             });
             self.ctx.push(self.open.len() as u32);
         }
@@ -346,6 +352,7 @@ impl<'a> Builder<'a> {
                     t_call: o.t_call,
                     t_ret: o.t_ret,
                     t_call_recv: o.t_call_recv,
+                    net_offset: o.net_offset,
                 }
             })
             .collect();

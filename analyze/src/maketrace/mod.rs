@@ -369,6 +369,7 @@ fn truth(
                 t_call: made[k].send,
                 t_ret,
                 t_call_recv: made[k].recv,
+                net_offset: 0,
             });
         }
         let refs: Vec<(usize, u64)> = (0..v.steps.len())

@@ -48,6 +48,7 @@ pub fn collect(
                 t_call: p.out_call,
                 t_ret: p.in_ret,
                 t_call_recv: trace.messages[p.call as usize].t_recv,
+                net_offset: 0,
             });
             let me = visits.len() as u32;
             stack.push((i, up, true));
