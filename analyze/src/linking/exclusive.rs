@@ -1,4 +1,5 @@
-//! Exclusivity (ours, `--exclusive N`): a message rarely causes two messages on one edge.
+//! Exclusivity (ours, `--exclusive true`): a message rarely causes two messages to one
+//! receiver, and a return that came back causes one next step, wherever it goes.
 //!
 //! Step 2 weighs each child's candidates on their own, so under parallelism a parent is
 //! everybody's likely cause: a request into a web server is the likely parent of its own
@@ -24,13 +25,17 @@ pub struct Balancer {
 }
 
 impl Balancer {
-    /// Groups `w`'s links; `to` gives each message's (aggregated) receiver.
-    pub fn new(w: &Weighed, to: &[u32]) -> Balancer {
+    /// Groups `w`'s links; `to` gives each message's (aggregated) receiver, `whole` whether
+    /// its children are one group whatever their receivers (a return: it causes one next
+    /// step).
+    pub fn new(w: &Weighed, to: &[u32], whole: &[bool]) -> Balancer {
         let n = w.spont.len();
         let mut by_parent: Vec<(u32, u32, u32)> = Vec::with_capacity(w.parent.len());
         for (i, &to) in to.iter().enumerate().take(n) {
             for l in w.off[i] as usize..w.off[i + 1] as usize {
-                by_parent.push((w.parent[l], to, l as u32));
+                let parent = w.parent[l];
+                let group = if whole[parent as usize] { u32::MAX } else { to };
+                by_parent.push((parent, group, l as u32));
             }
         }
         by_parent.sort_unstable();

@@ -17,7 +17,7 @@ use super::exclusive::Balancer;
 use super::kernel::{Kernel, Learner};
 use super::{KernelKind, Params};
 use crate::hash::FxHashMap;
-use crate::trace::{Message, NO_TIME, NodeId, Time, Trace};
+use crate::trace::{Kind, Message, NO_TIME, NodeId, Time, Trace};
 
 /// At most this many candidate parents per message (ours).
 pub const MAX_CANDIDATES: usize = 256;
@@ -500,7 +500,8 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId]) -> Links {
     }
     let balancer = p.exclusive.then(|| {
         let to: Vec<NodeId> = trace.messages.iter().map(|m| g(m.dst)).collect();
-        Balancer::new(&w, &to)
+        let whole: Vec<bool> = trace.messages.iter().map(|m| m.kind == Kind::Ret).collect();
+        Balancer::new(&w, &to, &whole)
     });
     let rounds = super::exclusive::ROUNDS;
     if let Some(mut k) = kernel {

@@ -187,7 +187,12 @@ impl<'a> Builder<'a> {
                 continue;
             };
             if self.exclusive {
-                let end = j + kids[j..].iter().take_while(|x| x.to == kid.to).count();
+                // A return that came back causes one next step, whichever node it goes to.
+                let end = if self.trace.messages[m as usize].kind == Kind::Ret {
+                    kids.len()
+                } else {
+                    j + kids[j..].iter().take_while(|x| x.to == kid.to).count()
+                };
                 let sum: f64 = kids[j..end].iter().map(|x| f64::from(x.p)).sum();
                 if end - j > 1 && sum <= MAX_ONE {
                     match self.alternatives(pos, j, end, prob, k) {
