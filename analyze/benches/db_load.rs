@@ -14,45 +14,10 @@ use p5_analyze::node::NodeKey;
 use p5_analyze::session::ImportSource;
 use p5_analyze::trace::{Conn, Kind, Message};
 use p5_analyze::{Proto, Trace};
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-/// Counts live heap bytes and their peak.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(l) };
-        if !p.is_null() {
-            let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
-            PEAK.fetch_max(now, Ordering::Relaxed);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) };
-        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        let q = unsafe { System.realloc(p, l, new) };
-        if !q.is_null() {
-            if new >= l.size() {
-                let now = LIVE.fetch_add(new - l.size(), Ordering::Relaxed) + new - l.size();
-                PEAK.fetch_max(now, Ordering::Relaxed);
-            } else {
-                LIVE.fetch_sub(l.size() - new, Ordering::Relaxed);
-            }
-        }
-        q
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
+#[path = "common/counting.rs"]
+mod counting;
 
 /// `n` messages: clients → 8 web servers → 4 databases, on keep-alive connections.
 fn synthetic(n: usize) -> Trace {
@@ -136,15 +101,16 @@ fn main() {
     let mut best = f64::MAX;
     let (mut peak, mut kept) = (0usize, 0usize);
     for _ in 0..3 {
-        let before = LIVE.load(Ordering::Relaxed);
-        PEAK.store(before, Ordering::Relaxed);
+        let before = counting::reset_peak();
         let t0 = Instant::now();
         let l = db::load(&url, "bench", NodeKey::ProgramAtHost, &mut |_| {}).expect("load");
         let s = t0.elapsed().as_secs_f64();
         assert_eq!(l.trace.messages.len(), n);
         best = best.min(s);
-        peak = PEAK.load(Ordering::Relaxed) - before;
-        kept = LIVE.load(Ordering::Relaxed).saturating_sub(before);
+        peak = counting::peak_since(before);
+        kept = counting::LIVE
+            .load(std::sync::atomic::Ordering::Relaxed)
+            .saturating_sub(before);
         drop(l);
     }
     // The query alone (rows streamed and dropped), for where the time goes.

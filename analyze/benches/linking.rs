@@ -15,48 +15,12 @@
 
 use p5_analyze::linking::{KernelKind, Params, linking};
 use p5_analyze::maketrace::{self, Config, Options};
-use std::alloc::{GlobalAlloc, Layout, System};
 use std::fmt::Write;
 use std::path::Path;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 
-/// Counts live heap bytes and their peak.
-struct Counting;
-
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
-
-// SAFETY: forwards to the system allocator; only counts.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(l) };
-        if !p.is_null() {
-            let now = LIVE.fetch_add(l.size(), Ordering::Relaxed) + l.size();
-            PEAK.fetch_max(now, Ordering::Relaxed);
-        }
-        p
-    }
-    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
-        unsafe { System.dealloc(p, l) };
-        LIVE.fetch_sub(l.size(), Ordering::Relaxed);
-    }
-    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
-        let q = unsafe { System.realloc(p, l, new) };
-        if !q.is_null() {
-            if new >= l.size() {
-                let now = LIVE.fetch_add(new - l.size(), Ordering::Relaxed) + new - l.size();
-                PEAK.fetch_max(now, Ordering::Relaxed);
-            } else {
-                LIVE.fetch_sub(l.size() - new, Ordering::Relaxed);
-            }
-        }
-        q
-    }
-}
-
-#[global_allocator]
-static ALLOC: Counting = Counting;
+#[path = "common/counting.rs"]
+mod counting;
 
 /// The CDN configuration.
 fn cdn() -> String {
@@ -82,12 +46,11 @@ fn case(name: &str, trace: &p5_analyze::Trace, p: &Params) {
     let mut runs = Vec::new();
     let (mut peak, mut patterns, mut instances) = (0, 0, 0);
     for _ in 0..3 {
-        let before = LIVE.load(Ordering::Relaxed);
-        PEAK.store(before, Ordering::Relaxed);
+        let before = counting::reset_peak();
         let t0 = Instant::now();
         let (r, c) = linking(trace, p, &mut |_| {});
         runs.push(t0.elapsed().as_secs_f64());
-        peak = PEAK.load(Ordering::Relaxed) - before;
+        peak = counting::peak_since(before);
         patterns = r.patterns.len();
         instances = c.trees.instances;
         drop(r);
