@@ -89,6 +89,11 @@ pub struct AgentArgs {
     /// first monitored process and stops after the last one ends.
     #[arg(long)]
     pub sched: bool,
+    /// Print `os monitor ready: STATE` on stdout once the OS monitor records (tracing is on
+    /// for the monitored processes, or /proc sampling runs). `p5 record` waits for it before
+    /// letting the program run.
+    #[arg(long)]
+    pub print_ready: bool,
     /// OS monitor mode: `auto` (tracefs where possible, else /proc) or `proc` (always the
     /// lower-fidelity /proc sampling).
     #[arg(long, default_value = "auto", value_parser = ["auto", "proc"])]
@@ -235,10 +240,21 @@ pub fn run(a: AgentArgs) -> Result<(), CliError> {
             force_proc: a.sched_mode == "proc",
         };
         let sh = shared.clone();
+        let print_ready = a.print_ready;
         let t = std::thread::Builder::new()
             .name("p5ha-osmon".into())
             .spawn(move || {
-                let st = |s: String| *agent::lock(&sh.sched_state) = s;
+                let ready = std::sync::Once::new();
+                let st = |s: String| {
+                    if print_ready && !s.starts_with("waiting") {
+                        ready.call_once(|| {
+                            let mut out = std::io::stdout().lock();
+                            let _ = writeln!(out, "os monitor ready: {s}");
+                            let _ = out.flush();
+                        });
+                    }
+                    *agent::lock(&sh.sched_state) = s;
+                };
                 let rec = || sh.settings().recording;
                 osmon::run(cfg, tx, &sh.stop, &rec, &st);
             })?;

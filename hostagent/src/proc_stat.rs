@@ -356,6 +356,35 @@ pub fn threads(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// The process (thread group) of thread `tid`, from `/proc/TID/status`.
+pub fn tgid(tid: u32) -> Option<u32> {
+    let s = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// These processes and all their descendants (`/proc/PID/task/TID/children`), sorted.
+pub fn with_descendants(pids: &[u32]) -> Vec<u32> {
+    let mut seen: std::collections::BTreeSet<u32> = pids.iter().copied().collect();
+    let mut todo: Vec<u32> = pids.to_vec();
+    while let Some(p) = todo.pop() {
+        for t in threads(p) {
+            let Ok(c) = std::fs::read_to_string(format!("/proc/{p}/task/{t}/children")) else {
+                continue;
+            };
+            for child in c.split_whitespace().filter_map(|x| x.parse::<u32>().ok()) {
+                if seen.insert(child) {
+                    todo.push(child);
+                }
+            }
+        }
+    }
+    seen.into_iter().collect()
+}
+
 /// Every pid whose `comm` matches `wanted`.
 pub fn pids_by_comm(wanted: &dyn Fn(&str) -> bool) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
