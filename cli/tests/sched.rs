@@ -1,7 +1,8 @@
 //! Scheduling from the first instant (issue 14 item 2): `p5 record --sched` turns kernel
 //! tracing on before the program runs and follows its whole process tree, so a 100 ms program
 //! has its first on-CPU segment at its start, and children that record nothing — here a shell
-//! busy loop — get on-CPU rows of their own, under a process named by the kernel.
+//! busy loop that outlives its parent — get on-CPU rows of their own, under a process named
+//! by the kernel.
 //!
 //! Both tests need root (tracefs); they say so and skip otherwise.
 
@@ -17,9 +18,12 @@ fn cannot_trace() -> Option<&'static str> {
     if unsafe { libc::geteuid() } != 0 {
         return Some("kernel scheduling tracing needs root for tracefs");
     }
-    let mounted = ["/sys/kernel/tracing/events", "/sys/kernel/debug/tracing/events"]
-        .iter()
-        .any(|p| Path::new(p).is_dir());
+    let mounted = [
+        "/sys/kernel/tracing/events",
+        "/sys/kernel/debug/tracing/events",
+    ]
+    .iter()
+    .any(|p| Path::new(p).is_dir());
     (!mounted).then_some("tracefs is not mounted")
 }
 
@@ -105,7 +109,10 @@ fn a_100_ms_program_is_on_cpu_from_its_first_event() {
     if !traced(&threads) {
         return;
     }
-    let p = procs.iter().find(|p| p.runtime == "rust").expect("the program");
+    let p = procs
+        .iter()
+        .find(|p| p.runtime == "rust")
+        .expect("the program");
     let end = p.t_end.expect("an end");
     assert!(
         (80 * MS..2_000 * MS).contains(&(end - p.t_start)),
@@ -143,10 +150,13 @@ fn children_that_record_nothing_get_on_cpu_rows() {
     let dir = tempfile::tempdir().unwrap();
     let pid_file = dir.path().join("child.pid");
     let loadgen = env!("CARGO_BIN_EXE_p5-loadgen");
-    // The program (a shell) starts an instrumented load and an uninstrumented busy loop.
+    // The program (a shell) starts an instrumented load and an uninstrumented busy loop and
+    // exits at once: the busy loop starts 1.5 s later, when no process it descends from is
+    // left, and is still followed.
     let script = format!(
         "{loadgen} --threads 1 --events 4000 --pause-us 10000 & \
-         sh -c 'echo $$ > {}; i=0; while [ $i -lt 40000 ]; do i=$((i+1)); done'; wait",
+         sh -c 'sleep 1.5; echo $$ > {}; i=0; while [ $i -lt 40000 ]; do i=$((i+1)); done' & \
+         exit 0",
         pid_file.display()
     );
     record(dir.path(), &["sh", "-c", &script]);

@@ -501,6 +501,9 @@ struct Monitor<'a> {
     last_tasks: Instant,
     declared: HashSet<u64>,
     ns_per_tick: u64,
+    /// Processes followed because an ancestor was (from `Task` records, or `/proc` in the
+    /// fallback): monitoring goes on while any lives, after the monitored ones ended.
+    tree: std::collections::BTreeSet<u32>,
     state: &'a dyn Fn(String),
 }
 
@@ -530,11 +533,12 @@ impl<'a> Monitor<'a> {
             last_tasks: Instant::now(),
             declared: HashSet::new(),
             ns_per_tick: 1_000_000_000 / proc_stat::clock_ticks(),
+            tree: std::collections::BTreeSet::new(),
             state,
         }
     }
 
-    fn to_fallback(&mut self, e: &dyn std::fmt::Display) {
+    fn fall_back(&mut self, e: &dyn std::fmt::Display) {
         tracing::warn!("os monitor: {e}; falling back to /proc sampling (lower fidelity)");
         self.session = None;
         self.fallback = true;
@@ -551,7 +555,7 @@ impl<'a> Monitor<'a> {
             self.last_tasks = Instant::now();
             match s.follow(&all_tasks(pids)) {
                 Ok(tasks) => batch.events.extend(tasks),
-                Err(e) => self.to_fallback(&e),
+                Err(e) => self.fall_back(&e),
             }
         }
         if self.active {
@@ -590,17 +594,40 @@ impl<'a> Monitor<'a> {
     }
 
     fn drain(&mut self, batch: &mut OsmonBatch) {
+        let from = batch.events.len();
         if let Some(s) = self.session.as_mut()
             && let Err(e) = s.drain(&mut batch.events)
         {
-            self.to_fallback(&e);
+            self.fall_back(&e);
         }
+        for e in &batch.events[from..] {
+            if let Event::Task { pid, .. } = e {
+                self.tree.insert(*pid);
+            }
+        }
+    }
+
+    /// The monitored processes (none while not recording) and the live descendants followed
+    /// through them.
+    fn monitored(&mut self, recording: bool) -> Vec<u32> {
+        if !recording {
+            return Vec::new();
+        }
+        let mut pids = self.cfg.finder.pids().to_vec();
+        self.tree
+            .retain(|p| std::path::Path::new(&format!("/proc/{p}")).exists());
+        pids.extend(self.tree.iter().copied());
+        pids.sort_unstable();
+        pids.dedup();
+        pids
     }
 
     /// One `/proc` sample of every thread of the monitored processes and their descendants.
     fn sample(&mut self, pids: &[u32], batch: &mut OsmonBatch) {
         let t = self.cfg.clock.now_ns();
-        for pid in proc_stat::with_descendants(pids) {
+        let all = proc_stat::with_descendants(pids);
+        self.tree.extend(all.iter().copied());
+        for pid in all {
             for tid in proc_stat::threads(pid) {
                 let Some(st) = proc_stat::read_task_stat(pid, Some(tid)) else {
                     continue;
@@ -653,11 +680,7 @@ impl<'a> Monitor<'a> {
             if woken {
                 self.cfg.finder.rescan_instrumented();
             }
-            let pids = if recording() {
-                self.cfg.finder.pids().to_vec()
-            } else {
-                Vec::new()
-            };
+            let pids = self.monitored(recording());
             let mut batch = OsmonBatch::default();
             if pids.is_empty() {
                 self.pause();

@@ -1423,23 +1423,34 @@ fn os_monitor_follows_an_announced_process_within_10_ms_with_its_children() {
         "the monitor followed {started} ns after the announcement\n{}",
         read(&log)
     );
-    assert!(first <= started + 50_000_000, "no switch soon after tracing was on");
+    assert!(
+        first <= started + 50_000_000,
+        "no switch soon after tracing was on"
+    );
     // Its children: named by Task events (sh forks, the child execs sleep) and scheduled.
     let children: Vec<u32> = events
         .iter()
         .filter_map(|e| match e {
-            Event::Task { tid, pid: p, comm, .. } if *p == *tid && *tid != pid && comm == "sleep" => {
-                Some(*tid)
-            }
+            Event::Task {
+                tid, pid: p, comm, ..
+            } if *p == *tid && *tid != pid && comm == "sleep" => Some(*tid),
             _ => None,
         })
         .collect();
-    assert!(children.len() >= 20, "{} sleep children named", children.len());
+    assert!(
+        children.len() >= 20,
+        "{} sleep children named",
+        children.len()
+    );
     let on_cpu = events
         .iter()
         .filter(|e| matches!(e, Event::Switch { next_tid, .. } if children.contains(next_tid)))
         .count();
-    assert!(on_cpu >= children.len(), "{on_cpu} switches into {} children", children.len());
+    assert!(
+        on_cpu >= children.len(),
+        "{on_cpu} switches into {} children",
+        children.len()
+    );
 }
 
 #[test]
