@@ -75,7 +75,8 @@ pub struct AgentArgs {
     /// Start with recording stopped (until `ctl start`).
     #[arg(long)]
     pub stopped: bool,
-    /// Monitor this process (CPU, RSS, OS monitor); repeatable.
+    /// Monitor this process (CPU, RSS, OS monitor — which follows the threads and processes
+    /// it starts too); repeatable.
     #[arg(long = "pid")]
     pub pids: Vec<u32>,
     /// Monitor processes with this name (comm, glob); repeatable.
@@ -85,8 +86,9 @@ pub struct AgentArgs {
     /// records with the p5 runtime is monitored too (found by its `@p5-runtime-PID` socket).
     #[arg(long)]
     pub only_listed: bool,
-    /// Enable the OS monitor (tracefs as root, /proc sampling otherwise). It starts with the
-    /// first monitored process and stops after the last one ends.
+    /// Enable the OS monitor (tracefs as root, /proc sampling otherwise). It follows each
+    /// monitored process and every thread and process it starts (instrumented or not) from
+    /// within milliseconds of the process's announcement, and stops after the last one ends.
     #[arg(long)]
     pub sched: bool,
     /// Print `os monitor ready: STATE` on stdout once the OS monitor records (tracing is on

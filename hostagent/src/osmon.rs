@@ -3,23 +3,29 @@
 //! default) were served, and when the kernel did network work in the NET_RX / NET_TX softirqs
 //! (on loopback, where no NIC interrupt fires, that is where packets are sent and received).
 //!
-//! With tracefs (root) it records `sched_switch` and `sched_wakeup` for the monitored threads,
-//! `irq_handler_entry`/`exit` (paired per CPU into one interval) for the chosen IRQs and
-//! `softirq_entry`/`exit` (paired the same way, in a slot of their own, since a hard IRQ can
-//! arrive inside a softirq) for the network softirqs, as `Irq` events numbered
-//! [`SOFTIRQ_BASE`]` + vector`, all with `trace_clock=mono`: a kernel time maps exactly to the
-//! agent's relative time (`t − start_mono_ns`, the agent's Hello carries `start_mono_ns`), and
-//! so onto every process's clock on the same host. Kernel filters limit what is traced; the
-//! same filter runs again in user space. Records are read as binary per-CPU ring-buffer pages
-//! ([`crate::ringbuf`], nanosecond timestamps, no formatting in the kernel); where an event's
-//! binary layout cannot be read the text `trace_pipe` (microsecond resolution) is used.
+//! With tracefs (root) it records `sched_switch`, `sched_wakeup`, `task_newtask` and
+//! `task_rename` of the monitored processes' threads and of every thread and process they
+//! create — the kernel follows them (`set_event_pid`, `event-fork`; see
+//! [`crate::kernel_trace`]) —, `irq_handler_entry`/`exit` (paired per CPU into one interval)
+//! for the chosen IRQs and `softirq_entry`/`exit` (paired the same way, in a slot of their
+//! own, since a hard IRQ can arrive inside a softirq) for the network softirqs, as `Irq`
+//! events numbered [`SOFTIRQ_BASE`]` + vector`, all with `trace_clock=mono`: a kernel time
+//! maps exactly to the agent's relative time (`t − start_mono_ns`, the agent's Hello carries
+//! `start_mono_ns`), and so onto every process's clock on the same host. Task records become
+//! `Task` events naming each followed thread and its process. Records are read as binary
+//! per-CPU ring-buffer pages ([`crate::ringbuf`], nanosecond timestamps, no formatting in the
+//! kernel); where an event's binary layout cannot be read the text `trace_pipe` (microsecond
+//! resolution) is used.
 //!
-//! Without tracefs it falls back to sampling each monitored thread's CPU time from
-//! `/proc/PID/task/TID/stat` every interval (`Counter` events `thread.PID.TID.cpu_ns_total`,
-//! 10 ms kernel tick granularity); the stream's name says it is lower fidelity.
+//! Without tracefs it falls back to sampling the CPU time of each thread of the monitored
+//! processes and their descendants from `/proc/PID/task/TID/stat` every interval (`Counter`
+//! events `thread.PID.TID.cpu_ns_total`, 10 ms kernel tick granularity; a descendant is found
+//! at the next sample); the stream's name says it is lower fidelity.
 //!
-//! Tracing starts when the first monitored process appears and stops (the trace instance is
-//! removed) after the last one ended.
+//! The trace session is made when the monitor starts; tracing is turned on when the first
+//! monitored process appears (within milliseconds of its announcement: [`BindWatch`]) and
+//! off again after the last one, and every process followed through it, ended. The trace
+//! instances are removed when the monitor stops.
 
 use crate::clock::AgentClock;
 use crate::metric::metric_id;
