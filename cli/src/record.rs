@@ -128,7 +128,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
             match crate::agent::wait_ready(a, Duration::from_secs(10)) {
                 Some(state) => eprintln!("p5 record: os monitor: {state}"),
                 None => eprintln!(
-                    "p5 record: the OS monitor did not start within 10 s; running the program anyway"
+                    "p5 record: the OS monitor did not report ready (within 10 s); running the program anyway"
                 ),
             }
         }
