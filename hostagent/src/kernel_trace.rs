@@ -355,6 +355,13 @@ impl TraceSession {
         Ok(())
     }
 
+    /// Forgets the followed threads that ended (the kernel drops them from its list itself).
+    pub fn forget_ended(&mut self) {
+        let alive = |tid: u32| Path::new(&format!("/proc/{tid}")).exists();
+        self.added.retain(|&tid| alive(tid));
+        self.conv.retain_tasks(&alive);
+    }
+
     /// Follows exactly these threads (each its own process unless `/proc` says otherwise)
     /// and their descendants; an empty list pauses.
     pub fn set_tids(&mut self, tids: &[u32]) -> Result<(), TraceError> {

@@ -340,6 +340,12 @@ impl Converter {
         self.tasks.clear();
     }
 
+    /// Forgets the followed threads `alive` says are gone (memory stays bounded by the live
+    /// threads, however many a program starts over time).
+    pub fn retain_tasks(&mut self, alive: &dyn Fn(u32) -> bool) {
+        self.tasks.retain(|&tid, _| alive(tid));
+    }
+
     /// Converts one line; `None` if filtered out or unpaired.
     pub fn convert(&mut self, l: TraceLine) -> Option<Event> {
         match l {
@@ -470,6 +476,9 @@ fn all_tasks(pids: &[u32]) -> Vec<(u32, u32)> {
     v
 }
 
+/// How often the monitor forgets the followed threads that ended.
+const PRUNE_EVERY: Duration = Duration::from_secs(10);
+
 /// What the loop sleeps on: the bind watch's wake-ups, or plain sleeps without one.
 struct Waker {
     rx: Option<mpsc::Receiver<()>>,
@@ -507,6 +516,7 @@ struct Monitor<'a> {
     last_tasks: Instant,
     declared: HashSet<u64>,
     ns_per_tick: u64,
+    last_prune: Instant,
     /// Processes followed because an ancestor was (from `Task` records, or `/proc` in the
     /// fallback): monitoring goes on while any lives, after the monitored ones ended.
     tree: std::collections::BTreeSet<u32>,
@@ -540,6 +550,7 @@ impl<'a> Monitor<'a> {
             declared: HashSet::new(),
             ns_per_tick: 1_000_000_000 / proc_stat::clock_ticks(),
             tree: std::collections::BTreeSet::new(),
+            last_prune: Instant::now(),
             state,
         }
     }
@@ -685,6 +696,12 @@ impl<'a> Monitor<'a> {
         while !stop.load(Ordering::Acquire) {
             if woken {
                 self.cfg.finder.rescan_instrumented();
+            }
+            if self.last_prune.elapsed() >= PRUNE_EVERY {
+                self.last_prune = Instant::now();
+                if let Some(s) = self.session.as_mut() {
+                    s.forget_ended();
+                }
             }
             let pids = self.monitored(recording());
             let mut batch = OsmonBatch::default();
@@ -1141,6 +1158,9 @@ mod tests {
             comm: comm_array("x"),
         };
         assert!(c.convert(other).is_none());
+        // Ended threads are forgotten: nothing more is said of them.
+        c.retain_tasks(&|tid| tid != 200);
+        assert!(c.convert(exec).is_none());
         let l = "  bash-4242 [001] ..... 77.000001: task_newtask: pid=4300 comm=bash clone_flags=1200011 oom_score_adj=0";
         assert_eq!(
             parse_line(l),
