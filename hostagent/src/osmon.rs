@@ -1150,7 +1150,10 @@ mod tests {
             tid: 200,
             comm: comm_array("a-very-long-program-name"),
         };
-        assert_eq!(task(c.convert(exec.clone())), (200, 200, "a-very-long-pro".into()));
+        assert_eq!(
+            task(c.convert(exec.clone())),
+            (200, 200, "a-very-long-pro".into())
+        );
         // A rename of a thread nobody follows says nothing.
         let other = TraceLine::Rename {
             mono: 40,
