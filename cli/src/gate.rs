@@ -19,6 +19,8 @@ use std::process::ExitStatus;
 pub struct Held {
     pid: libc::pid_t,
     write: libc::c_int,
+    /// Read end of a close-on-exec pipe on which the child reports a failed `execve`.
+    exec_err: libc::c_int,
 }
 
 fn cstr(s: &OsStr) -> anyhow::Result<CString> {
@@ -82,6 +84,18 @@ impl Held {
             return Err(std::io::Error::last_os_error()).context("cannot make a pipe");
         }
         let [read, write] = fds;
+        let mut efds = [0; 2];
+        // SAFETY: pipe2 writes two descriptors into the array.
+        if unsafe { libc::pipe2(efds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
+            let e = std::io::Error::last_os_error();
+            // SAFETY: closing our own descriptors.
+            unsafe {
+                libc::close(read);
+                libc::close(write);
+            }
+            return Err(e).context("cannot make a pipe");
+        }
+        let [err_read, err_write] = efds;
         // SAFETY: the child calls only async-signal-safe functions on memory prepared above
         // and never returns (execve or _exit).
         let pid = unsafe { libc::fork() };
@@ -89,8 +103,9 @@ impl Held {
             let e = std::io::Error::last_os_error();
             // SAFETY: closing our own descriptors.
             unsafe {
-                libc::close(read);
-                libc::close(write);
+                for fd in [read, write, err_read, err_write] {
+                    libc::close(fd);
+                }
             }
             return Err(e).context("cannot fork");
         }
@@ -98,6 +113,7 @@ impl Held {
             // SAFETY: async-signal-safe calls only (see above).
             unsafe {
                 libc::close(write);
+                libc::close(err_read);
                 let mut b = 0u8;
                 while libc::read(read, (&raw mut b).cast(), 1) < 0
                     && *libc::__errno_location() == libc::EINTR
@@ -107,12 +123,21 @@ impl Held {
                 libc::sigprocmask(libc::SIG_SETMASK, &none, std::ptr::null_mut());
                 libc::signal(libc::SIGPIPE, libc::SIG_DFL);
                 libc::execve(path.as_ptr(), argv_p.as_ptr(), envp_p.as_ptr());
+                let errno = (*libc::__errno_location()).to_ne_bytes();
+                libc::write(err_write, errno.as_ptr().cast(), errno.len());
                 libc::_exit(127);
             }
         }
-        // SAFETY: the parent's copy of the read end is not needed.
-        unsafe { libc::close(read) };
-        Ok(Self { pid, write })
+        // SAFETY: the parent's copies of these ends are not needed.
+        unsafe {
+            libc::close(read);
+            libc::close(err_write);
+        }
+        Ok(Self {
+            pid,
+            write,
+            exec_err: err_read,
+        })
     }
 
     /// The program's pid.
@@ -120,21 +145,47 @@ impl Held {
         self.pid as u32
     }
 
-    /// Lets the program run (also when dropped).
-    pub fn release(&mut self) {
-        if self.write >= 0 {
-            // SAFETY: writing one byte to and closing a descriptor we own.
-            unsafe {
-                libc::write(self.write, [1u8].as_ptr().cast(), 1);
-                libc::close(self.write);
-            }
-            self.write = -1;
+    /// Lets the program run (also when dropped) and waits until it has exec'd; returns why
+    /// `execve` failed, if it did (the child then exits with status 127).
+    pub fn release(&mut self) -> Option<std::io::Error> {
+        if self.write < 0 {
+            return None;
         }
+        // SAFETY: writing one byte to and closing a descriptor we own.
+        unsafe {
+            libc::write(self.write, [1u8].as_ptr().cast(), 1);
+            libc::close(self.write);
+        }
+        self.write = -1;
+        let mut errno = [0u8; 4];
+        let mut got = 0;
+        while got < errno.len() {
+            // SAFETY: reading into our own buffer from a descriptor we own.
+            let n = unsafe {
+                libc::read(
+                    self.exec_err,
+                    errno[got..].as_mut_ptr().cast(),
+                    errno.len() - got,
+                )
+            };
+            if n > 0 {
+                got += n as usize;
+            } else if n == 0
+                || std::io::Error::last_os_error().kind() != std::io::ErrorKind::Interrupted
+            {
+                break;
+            }
+        }
+        // SAFETY: closing a descriptor we own.
+        unsafe { libc::close(self.exec_err) };
+        (got == errno.len()).then(|| std::io::Error::from_raw_os_error(i32::from_ne_bytes(errno)))
     }
 
     /// Releases the program if held and waits for it.
     pub fn wait(&mut self) -> anyhow::Result<ExitStatus> {
-        self.release();
+        if let Some(e) = self.release() {
+            eprintln!("p5 record: cannot start the program: {e}");
+        }
         let mut status = 0;
         loop {
             // SAFETY: waiting for our own child.
@@ -152,6 +203,6 @@ impl Held {
 
 impl Drop for Held {
     fn drop(&mut self) {
-        self.release();
+        let _ = self.release();
     }
 }

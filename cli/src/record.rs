@@ -97,8 +97,8 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     ];
     let mut child = crate::gate::Held::spawn(&args.cmd, &env)
         .with_context(|| format!("cannot start {:?}", args.cmd[0]))?;
-    if !gated {
-        child.release();
+    if !gated && let Some(e) = child.release() {
+        eprintln!("p5 record: cannot start {:?}: {e}", args.cmd[0]);
     }
 
     // 3. The host agent, watching the program (and, with --sched, its whole process tree).
@@ -132,7 +132,9 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
                 ),
             }
         }
-        child.release();
+        if let Some(e) = child.release() {
+            eprintln!("p5 record: cannot start {:?}: {e}", args.cmd[0]);
+        }
     }
 
     // 4. Wait for the program and every descendant it left behind.
