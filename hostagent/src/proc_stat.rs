@@ -572,4 +572,40 @@ mod tests {
         assert!(read_task_stat(me, None).is_some());
         assert!(threads(me).contains(&me));
     }
+
+    #[test]
+    fn threads_belong_to_their_process_and_descendants_are_found() {
+        let me = std::process::id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            tx.send(unsafe { libc::gettid() } as u32).unwrap();
+            let _ = stop_rx.recv();
+        });
+        let tid = rx.recv().unwrap();
+        assert_ne!(tid, me);
+        assert_eq!(tgid(tid), Some(me));
+        assert_eq!(tgid(me), Some(me));
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 1 & wait"])
+            .spawn()
+            .unwrap();
+        let sh = child.id();
+        let mut found = Vec::new();
+        for _ in 0..100 {
+            found = with_descendants(&[me]);
+            if found.len() >= 3 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        drop(stop_tx);
+        t.join().unwrap();
+        // Us, the shell (a child of the test thread's process) and its `sleep`.
+        assert!(found.contains(&me) && found.contains(&sh), "{found:?}");
+        assert!(found.len() >= 3, "{found:?}");
+    }
 }
