@@ -45,9 +45,33 @@ pub fn spawn(o: &AgentOptions<'_>) -> anyhow::Result<Child> {
         cmd.args(["--pid", &pid.to_string()]);
     }
     if o.sched {
-        cmd.arg("--sched");
+        // The agent says when its OS monitor records; see `wait_ready`.
+        cmd.args(["--sched", "--print-ready"])
+            .stdout(Stdio::piped());
     }
     cmd.spawn().context("cannot start the host agent")
+}
+
+/// Waits until an agent started with `sched` says its OS monitor records (tracing is on for
+/// the monitored processes, or /proc sampling runs), at most `limit`. Returns the monitor's
+/// state, or None (no such line in time, or the agent ended). The agent's stdout is read to
+/// its end by a thread.
+pub fn wait_ready(c: &mut Child, limit: Duration) -> Option<String> {
+    use std::io::BufRead as _;
+    let out = c.stdout.take()?;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::Builder::new()
+        .name("p5-agent-stdout".into())
+        .spawn(move || {
+            for line in std::io::BufReader::new(out).lines() {
+                let Ok(line) = line else { return };
+                if let Some(state) = line.strip_prefix("os monitor ready: ") {
+                    let _ = tx.send(state.to_owned());
+                }
+            }
+        })
+        .ok()?;
+    rx.recv_timeout(limit).ok()
 }
 
 /// SIGTERM, then wait up to `limit`, then SIGKILL. Returns false if it had to be killed.

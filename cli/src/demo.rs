@@ -360,9 +360,9 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     if sched && !args.no_agent && findings.iter().any(|f| f.sched_rows == 0) {
         let _ = writeln!(
             text,
-            "\nnote: the host agent looks for new instrumented processes ten times a second, so \
-             the scheduling rows start up to about 0.1 s into a session (none in the shortest \
-             ones)."
+            "\nnote: sessions without scheduling rows were not followed by the host agent's OS \
+             monitor, which follows each instrumented process within milliseconds of its start \
+             (its messages above say why not: tracefs missing or unusable?)."
         );
     }
     let took = started.elapsed().as_secs_f64();

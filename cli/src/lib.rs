@@ -4,5 +4,6 @@
 pub mod agent;
 pub mod analyze;
 pub mod demo;
+pub mod gate;
 pub mod merge;
 pub mod record;

@@ -11,7 +11,6 @@ use anyhow::Context as _;
 use p5_logserver::LocalServer;
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::Command;
 use std::time::{Duration, Instant};
 
 /// Options of `p5 record`.
@@ -30,8 +29,10 @@ pub struct RecordArgs {
     /// Do not start a host agent (e.g. when an agent tree already runs on the hosts).
     #[arg(long)]
     pub no_agent: bool,
-    /// Record kernel scheduling, NIC interrupts and network softirqs for the program (OS
-    /// monitor; full fidelity needs root and tracefs, otherwise /proc sampling).
+    /// Record kernel scheduling, NIC interrupts and network softirqs for the program and every
+    /// process and thread it starts, instrumented or not (OS monitor; tracing is on before the
+    /// program runs; full fidelity needs root and tracefs, otherwise /proc sampling of the
+    /// program's process tree).
     #[arg(long)]
     pub sched: bool,
     /// Host-agent sampling interval.
@@ -83,18 +84,24 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     };
     eprintln!("p5 record: session {session:?}, log server {addr}");
 
-    // 2. The program, with this process as the subreaper of its descendants.
+    // 2. The program, with this process as the subreaper of its descendants. With --sched
+    // it is held before exec behind a gate until the agent's OS monitor follows its pid, so
+    // kernel tracing covers the program from its first instruction, children included.
     // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes an integer flag and affects only us.
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
+    let gated = args.sched && !args.no_agent;
     let started = Instant::now();
-    let mut child = Command::new(&args.cmd[0])
-        .args(&args.cmd[1..])
-        .env("P5_LOGSERVER", &addr)
-        .env("P5_SESSION", &session)
-        .spawn()
+    let env = [
+        ("P5_LOGSERVER", addr.as_str()),
+        ("P5_SESSION", session.as_str()),
+    ];
+    let mut child = crate::gate::Held::spawn(&args.cmd, &env)
         .with_context(|| format!("cannot start {:?}", args.cmd[0]))?;
+    if !gated && let Some(e) = child.release() {
+        eprintln!("p5 record: cannot start {:?}: {e}", args.cmd[0]);
+    }
 
-    // 3. The host agent, watching the program.
+    // 3. The host agent, watching the program (and, with --sched, its whole process tree).
     let mut agent = if args.no_agent {
         None
     } else {
@@ -116,8 +123,22 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         }
     };
 
+    if gated {
+        if let Some(a) = agent.as_mut() {
+            match crate::agent::wait_ready(a, Duration::from_secs(10)) {
+                Some(state) => eprintln!("p5 record: os monitor: {state}"),
+                None => eprintln!(
+                    "p5 record: the OS monitor did not report ready (within 10 s); running the program anyway"
+                ),
+            }
+        }
+        if let Some(e) = child.release() {
+            eprintln!("p5 record: cannot start {:?}: {e}", args.cmd[0]);
+        }
+    }
+
     // 4. Wait for the program and every descendant it left behind.
-    let status = child.wait().context("cannot wait for the program")?;
+    let status = child.wait()?;
     let agent_pid = agent.as_ref().map(|a| a.id());
     wait_descendants(agent_pid);
     let took = started.elapsed();

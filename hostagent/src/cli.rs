@@ -75,7 +75,8 @@ pub struct AgentArgs {
     /// Start with recording stopped (until `ctl start`).
     #[arg(long)]
     pub stopped: bool,
-    /// Monitor this process (CPU, RSS, OS monitor); repeatable.
+    /// Monitor this process (CPU, RSS, OS monitor — which follows the threads and processes
+    /// it starts too); repeatable.
     #[arg(long = "pid")]
     pub pids: Vec<u32>,
     /// Monitor processes with this name (comm, glob); repeatable.
@@ -85,10 +86,16 @@ pub struct AgentArgs {
     /// records with the p5 runtime is monitored too (found by its `@p5-runtime-PID` socket).
     #[arg(long)]
     pub only_listed: bool,
-    /// Enable the OS monitor (tracefs as root, /proc sampling otherwise). It starts with the
-    /// first monitored process and stops after the last one ends.
+    /// Enable the OS monitor (tracefs as root, /proc sampling otherwise). It follows each
+    /// monitored process and every thread and process it starts (instrumented or not) from
+    /// within milliseconds of the process's announcement, and stops after the last one ends.
     #[arg(long)]
     pub sched: bool,
+    /// Print `os monitor ready: STATE` on stdout once the OS monitor records (tracing is on
+    /// for the monitored processes, or /proc sampling runs). `p5 record` waits for it before
+    /// letting the program run.
+    #[arg(long)]
+    pub print_ready: bool,
     /// OS monitor mode: `auto` (tracefs where possible, else /proc) or `proc` (always the
     /// lower-fidelity /proc sampling).
     #[arg(long, default_value = "auto", value_parser = ["auto", "proc"])]
@@ -235,10 +242,21 @@ pub fn run(a: AgentArgs) -> Result<(), CliError> {
             force_proc: a.sched_mode == "proc",
         };
         let sh = shared.clone();
+        let print_ready = a.print_ready;
         let t = std::thread::Builder::new()
             .name("p5ha-osmon".into())
             .spawn(move || {
-                let st = |s: String| *agent::lock(&sh.sched_state) = s;
+                let ready = std::sync::Once::new();
+                let st = |s: String| {
+                    if print_ready && !s.starts_with("waiting") {
+                        ready.call_once(|| {
+                            let mut out = std::io::stdout().lock();
+                            let _ = writeln!(out, "os monitor ready: {s}");
+                            let _ = out.flush();
+                        });
+                    }
+                    *agent::lock(&sh.sched_state) = s;
+                };
                 let rec = || sh.settings().recording;
                 osmon::run(cfg, tx, &sh.stop, &rec, &st);
             })?;

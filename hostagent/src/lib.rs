@@ -21,6 +21,7 @@ pub mod cli;
 pub mod clock;
 pub mod ctl;
 pub mod identity;
+pub mod kernel_trace;
 pub mod link;
 pub mod metric;
 pub mod osmon;

@@ -3,35 +3,37 @@
 //! default) were served, and when the kernel did network work in the NET_RX / NET_TX softirqs
 //! (on loopback, where no NIC interrupt fires, that is where packets are sent and received).
 //!
-//! With tracefs (root) it records `sched_switch` and `sched_wakeup` for the monitored threads,
-//! `irq_handler_entry`/`exit` (paired per CPU into one interval) for the chosen IRQs and
-//! `softirq_entry`/`exit` (paired the same way, in a slot of their own, since a hard IRQ can
-//! arrive inside a softirq) for the network softirqs, as `Irq` events numbered
-//! [`SOFTIRQ_BASE`]` + vector`, all with `trace_clock=mono`: a kernel time maps exactly to the
-//! agent's relative time (`t − start_mono_ns`, the agent's Hello carries `start_mono_ns`), and
-//! so onto every process's clock on the same host. Kernel filters limit what is traced; the
-//! same filter runs again in user space. Records are read as binary per-CPU ring-buffer pages
-//! ([`crate::ringbuf`], nanosecond timestamps, no formatting in the kernel); where an event's
-//! binary layout cannot be read the text `trace_pipe` (microsecond resolution) is used.
+//! With tracefs (root) it records `sched_switch`, `sched_wakeup`, `task_newtask` and
+//! `task_rename` of the monitored processes' threads and of every thread and process they
+//! create — the kernel follows them (`set_event_pid`, `event-fork`; see
+//! [`crate::kernel_trace`]) —, `irq_handler_entry`/`exit` (paired per CPU into one interval)
+//! for the chosen IRQs and `softirq_entry`/`exit` (paired the same way, in a slot of their
+//! own, since a hard IRQ can arrive inside a softirq) for the network softirqs, as `Irq`
+//! events numbered [`SOFTIRQ_BASE`]` + vector`, all with `trace_clock=mono`: a kernel time
+//! maps exactly to the agent's relative time (`t − start_mono_ns`, the agent's Hello carries
+//! `start_mono_ns`), and so onto every process's clock on the same host. Task records become
+//! `Task` events naming each followed thread and its process. Records are read as binary
+//! per-CPU ring-buffer pages ([`crate::ringbuf`], nanosecond timestamps, no formatting in the
+//! kernel); where an event's binary layout cannot be read the text `trace_pipe` (microsecond
+//! resolution) is used.
 //!
-//! Without tracefs it falls back to sampling each monitored thread's CPU time from
-//! `/proc/PID/task/TID/stat` every interval (`Counter` events `thread.PID.TID.cpu_ns_total`,
-//! 10 ms kernel tick granularity); the stream's name says it is lower fidelity.
+//! Without tracefs it falls back to sampling the CPU time of each thread of the monitored
+//! processes and their descendants from `/proc/PID/task/TID/stat` every interval (`Counter`
+//! events `thread.PID.TID.cpu_ns_total`, 10 ms kernel tick granularity; a descendant is found
+//! at the next sample); the stream's name says it is lower fidelity.
 //!
-//! Tracing starts when the first monitored process appears and stops (the trace instance is
-//! removed) after the last one ended.
+//! The trace session is made when the monitor starts; tracing is turned on when the first
+//! monitored process appears (within milliseconds of its announcement: [`BindWatch`]) and
+//! off again after the last one, and every process followed through it, ended. The trace
+//! instances are removed when the monitor stops.
 
 use crate::clock::AgentClock;
 use crate::metric::metric_id;
 use crate::proc_stat;
-use crate::ringbuf::{Layouts, RawEvent, decode_page};
 use crate::sample::ProcessFinder;
-use crate::tracefs::{self, Instance, TraceError};
 use p5_wire::Event;
 use p5_wire::data::Name;
 use std::collections::{HashMap, HashSet};
-use std::io::Read as _;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -49,6 +51,11 @@ pub const INSTANCE_PREFIX: &str = "p5-hostagent-";
 
 /// How softirqs are numbered in `Event::Irq` (defined with the wire format).
 pub use p5_wire::event::{NET_RX_SOFTIRQ, NET_TX_SOFTIRQ, SOFTIRQ_BASE};
+
+pub use crate::kernel_trace::{BindWatch, TraceSession};
+
+/// `clone` flag: the new task is a thread of its creator's process.
+const CLONE_THREAD: u64 = 0x0001_0000;
 
 /// The softirq vectors the OS monitor traces.
 pub const NET_SOFTIRQS: [u32; 2] = [NET_TX_SOFTIRQ, NET_RX_SOFTIRQ];
@@ -127,6 +134,58 @@ pub enum TraceLine {
         /// Softirq vector.
         vec: u32,
     },
+    /// `task_newtask`.
+    NewTask {
+        /// CLOCK_MONOTONIC ns.
+        mono: u64,
+        /// The creating thread.
+        parent: u32,
+        /// The new thread.
+        tid: u32,
+        /// Its name (NUL-padded).
+        comm: [u8; 16],
+        /// `clone` flags.
+        flags: u64,
+    },
+    /// `task_rename`.
+    Rename {
+        /// CLOCK_MONOTONIC ns.
+        mono: u64,
+        /// The thread.
+        tid: u32,
+        /// Its new name (NUL-padded).
+        comm: [u8; 16],
+    },
+}
+
+impl TraceLine {
+    /// The record's CLOCK_MONOTONIC time.
+    pub fn mono(&self) -> u64 {
+        match *self {
+            TraceLine::Switch { mono, .. }
+            | TraceLine::Wakeup { mono, .. }
+            | TraceLine::IrqEntry { mono, .. }
+            | TraceLine::IrqExit { mono, .. }
+            | TraceLine::SoftirqEntry { mono, .. }
+            | TraceLine::SoftirqExit { mono, .. }
+            | TraceLine::NewTask { mono, .. }
+            | TraceLine::Rename { mono, .. } => mono,
+        }
+    }
+}
+
+/// A kernel task name as a fixed, NUL-padded array (cut at 15 bytes, as the kernel does).
+pub fn comm_array(s: &str) -> [u8; 16] {
+    let mut c = [0u8; 16];
+    let b = s.as_bytes();
+    let n = b.len().min(15);
+    c[..n].copy_from_slice(&b[..n]);
+    c
+}
+
+fn comm_string(c: &[u8; 16]) -> String {
+    let end = c.iter().position(|&b| b == 0).unwrap_or(c.len());
+    String::from_utf8_lossy(&c[..end]).into_owned()
 }
 
 fn field<'a>(s: &'a str, key: &str) -> Option<&'a str> {
@@ -158,12 +217,16 @@ pub fn parse_line(line: &str) -> Option<TraceLine> {
     // The CPU is the first `[digits]` token; the task name before it may contain anything.
     let bytes = line.as_bytes();
     let mut i = 0;
-    let (cpu, after) = loop {
+    let (cpu, after, task) = loop {
         let open = i + line.get(i..)?.find('[')?;
         let close = open + line.get(open..)?.find(']')?;
         let inner = line.get(open + 1..close)?;
         if !inner.is_empty() && inner.bytes().all(|b| b.is_ascii_digit()) {
-            break (inner.parse::<u32>().ok()?, close + 1);
+            break (
+                inner.parse::<u32>().ok()?,
+                close + 1,
+                line.get(..open)?.trim(),
+            );
         }
         i = open + 1;
         if i >= bytes.len() {
@@ -220,17 +283,32 @@ pub fn parse_line(line: &str) -> Option<TraceLine> {
             cpu,
             vec: num(fields, " vec=")?,
         },
+        "task_newtask" => TraceLine::NewTask {
+            mono,
+            parent: task.rsplit_once('-')?.1.parse().ok()?,
+            tid: num(fields, " pid=")?,
+            comm: comm_array(field(fields, " comm=")?),
+            flags: u64::from_str_radix(field(fields, " clone_flags=")?, 16).ok()?,
+        },
+        "task_rename" => TraceLine::Rename {
+            mono,
+            tid: num(fields, " pid=")?,
+            comm: comm_array(field(fields, " newcomm=")?),
+        },
         _ => return None,
     })
 }
 
-/// Turns trace lines into wire events: user-space filtering by thread, IRQ and softirq
-/// vector, pairing of entry/exit per CPU (hard IRQs and softirqs in separate slots: a hard
-/// IRQ may interrupt a softirq), mapping of kernel times onto the agent's clock.
+/// Turns trace lines into wire events: user-space filtering by IRQ and softirq vector (the
+/// scheduling events come from an instance the kernel filters by followed thread), pairing of
+/// entry/exit per CPU (hard IRQs and softirqs in separate slots: a hard IRQ may interrupt a
+/// softirq), the followed threads' processes and names ([`Event::Task`]), mapping of kernel
+/// times onto the agent's clock.
 #[derive(Debug)]
 pub struct Converter {
     clock: AgentClock,
-    tids: HashSet<u32>,
+    /// Followed thread → its process.
+    tasks: HashMap<u32, u32>,
     irqs: HashSet<u32>,
     softirqs: HashSet<u32>,
     /// Per CPU: the open hard IRQ (entry time, line).
@@ -244,7 +322,7 @@ impl Converter {
     pub fn new(clock: AgentClock, irqs: &[u32], softirqs: &[u32]) -> Self {
         Self {
             clock,
-            tids: HashSet::new(),
+            tasks: HashMap::new(),
             irqs: irqs.iter().copied().collect(),
             softirqs: softirqs.iter().copied().collect(),
             irq_open: HashMap::new(),
@@ -252,9 +330,20 @@ impl Converter {
         }
     }
 
-    /// The monitored threads.
-    pub fn set_tids(&mut self, tids: &[u32]) {
-        self.tids = tids.iter().copied().collect();
+    /// Follows thread `tid` of process `pid`; false if it was followed already.
+    pub fn follow(&mut self, pid: u32, tid: u32) -> bool {
+        self.tasks.insert(tid, pid).is_none()
+    }
+
+    /// Forgets every followed thread (tracing paused).
+    pub fn forget_tasks(&mut self) {
+        self.tasks.clear();
+    }
+
+    /// Forgets the followed threads `alive` says are gone (memory stays bounded by the live
+    /// threads, however many a program starts over time).
+    pub fn retain_tasks(&mut self, alive: &dyn Fn(u32) -> bool) {
+        self.tasks.retain(|&tid, _| alive(tid));
     }
 
     /// Converts one line; `None` if filtered out or unpaired.
@@ -266,20 +355,45 @@ impl Converter {
                 prev_tid,
                 prev_state,
                 next_tid,
-            } if self.tids.contains(&prev_tid) || self.tids.contains(&next_tid) => {
-                Some(Event::Switch {
+            } => Some(Event::Switch {
+                t: self.clock.from_mono(mono),
+                cpu,
+                prev_tid,
+                prev_state,
+                next_tid,
+            }),
+            TraceLine::Wakeup { mono, cpu, tid } => Some(Event::Wakeup {
+                t: self.clock.from_mono(mono),
+                cpu,
+                tid,
+            }),
+            TraceLine::NewTask {
+                mono,
+                parent,
+                tid,
+                comm,
+                flags,
+            } => {
+                let pid = if flags & CLONE_THREAD != 0 {
+                    *self.tasks.entry(parent).or_insert(parent)
+                } else {
+                    tid
+                };
+                self.tasks.insert(tid, pid);
+                Some(Event::Task {
                     t: self.clock.from_mono(mono),
-                    cpu,
-                    prev_tid,
-                    prev_state,
-                    next_tid,
+                    tid,
+                    pid,
+                    comm: comm_string(&comm),
                 })
             }
-            TraceLine::Wakeup { mono, cpu, tid } if self.tids.contains(&tid) => {
-                Some(Event::Wakeup {
+            TraceLine::Rename { mono, tid, comm } => {
+                let pid = *self.tasks.get(&tid)?;
+                Some(Event::Task {
                     t: self.clock.from_mono(mono),
-                    cpu,
                     tid,
+                    pid,
+                    comm: comm_string(&comm),
                 })
             }
             TraceLine::IrqEntry { mono, cpu, irq } if self.irqs.contains(&irq) => {
@@ -320,261 +434,6 @@ impl Converter {
     }
 }
 
-/// How a session reads the kernel's buffer.
-#[derive(Debug)]
-enum Source {
-    /// Binary per-CPU pages (`per_cpu/cpuN/trace_pipe_raw`): ns resolution, cheapest.
-    Raw {
-        cpus: Vec<(u32, std::fs::File)>,
-        layouts: Box<Layouts>,
-        page: Vec<u8>,
-        scratch: Vec<(u32, RawEvent)>,
-    },
-    /// Text (`trace_pipe`): µs resolution; used where the binary layout is unknown.
-    Text {
-        pipe: std::fs::File,
-        partial: Vec<u8>,
-    },
-}
-
-/// A running tracefs session for a set of threads and IRQ lines.
-#[derive(Debug)]
-pub struct TraceSession {
-    // Field order matters: the pipes must be closed before the instance is removed.
-    source: Source,
-    inst: Instance,
-    conv: Converter,
-    softirqs: bool,
-    tids: Vec<u32>,
-    /// Records that were not decoded (other events, text lines of another shape).
-    pub unparsed: u64,
-    /// Pages the kernel flagged as preceded by lost events (buffer overrun).
-    pub lost_pages: u64,
-}
-
-fn read_nonblocking(f: &mut std::fs::File, buf: &mut [u8]) -> Result<usize, TraceError> {
-    loop {
-        return match f.read(buf) {
-            Ok(n) => Ok(n),
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => Ok(0),
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => Err(TraceError::Io {
-                path: "trace pipe".into(),
-                source: e,
-            }),
-        };
-    }
-}
-
-fn raw_source(root: &Path, inst: &Instance) -> Option<Source> {
-    let fmt = |e: &str| std::fs::read_to_string(root.join("events").join(e).join("format")).ok();
-    let (sw, wk) = (fmt("sched/sched_switch"), fmt("sched/sched_wakeup"));
-    let (ie, ix) = (fmt("irq/irq_handler_entry"), fmt("irq/irq_handler_exit"));
-    let (se, sx) = (fmt("irq/softirq_entry"), fmt("irq/softirq_exit"));
-    let layouts = Layouts::from_formats(
-        sw.as_deref(),
-        wk.as_deref(),
-        ie.as_deref(),
-        ix.as_deref(),
-        se.as_deref(),
-        sx.as_deref(),
-    );
-    if !layouts.has_switch() {
-        return None;
-    }
-    let cpus = inst.raw_pipes().ok()?;
-    // SAFETY: sysconf has no preconditions.
-    let ps = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
-    Some(Source::Raw {
-        cpus,
-        layouts: Box::new(layouts),
-        page: vec![0u8; if ps > 0 { ps as usize } else { 4096 }],
-        scratch: Vec::new(),
-    })
-}
-
-impl TraceSession {
-    /// Creates the instance, sets the mono clock, enables the IRQ events, the network softirq
-    /// events if `net_softirqs` (and the sched events once threads are set) and opens the
-    /// per-CPU binary pipes (or the text pipe). A kernel without softirq events traces the
-    /// rest.
-    pub fn start(clock: AgentClock, irqs: &[u32], net_softirqs: bool) -> Result<Self, TraceError> {
-        let root = tracefs::find_or_mount()?;
-        tracefs::remove_stale_instances(&root, INSTANCE_PREFIX);
-        let inst = Instance::create(&root, &format!("{INSTANCE_PREFIX}{}", std::process::id()))?;
-        inst.write("tracing_on", "0")?;
-        inst.set_clock("mono")?;
-        inst.write("buffer_size_kb", "4096")?;
-        inst.write("trace", "")?;
-        if !irqs.is_empty() {
-            let f = tracefs::or_filter("irq", irqs);
-            inst.event("irq/irq_handler_entry", f.as_deref(), true)?;
-            inst.event("irq/irq_handler_exit", f.as_deref(), true)?;
-        }
-        let mut softirqs: &[u32] = &[];
-        if net_softirqs {
-            let f = tracefs::or_filter("vec", &NET_SOFTIRQS);
-            let on = inst
-                .event("irq/softirq_entry", f.as_deref(), true)
-                .and_then(|()| inst.event("irq/softirq_exit", f.as_deref(), true));
-            match on {
-                Ok(()) => softirqs = &NET_SOFTIRQS,
-                Err(e) => {
-                    tracing::warn!("os monitor: network softirqs not traced: {e}");
-                    let _ = inst.event("irq/softirq_entry", None, false);
-                }
-            }
-        }
-        inst.write("tracing_on", "1")?;
-        let source = match raw_source(&root, &inst) {
-            Some(s) => s,
-            None => Source::Text {
-                pipe: inst.pipe()?,
-                partial: Vec::new(),
-            },
-        };
-        Ok(Self {
-            source,
-            inst,
-            conv: Converter::new(clock, irqs, softirqs),
-            softirqs: !softirqs.is_empty(),
-            tids: Vec::new(),
-            unparsed: 0,
-            lost_pages: 0,
-        })
-    }
-
-    /// True if reading binary pages (ns resolution), false for the text pipe (µs).
-    pub fn is_binary(&self) -> bool {
-        matches!(self.source, Source::Raw { .. })
-    }
-
-    /// True if the network softirqs are traced.
-    pub fn traces_softirqs(&self) -> bool {
-        self.softirqs
-    }
-
-    /// Sets the monitored threads (updates the kernel filters when the set changed).
-    pub fn set_tids(&mut self, tids: &[u32]) -> Result<(), TraceError> {
-        let mut t = tids.to_vec();
-        t.sort_unstable();
-        if t == self.tids {
-            return Ok(());
-        }
-        self.conv.set_tids(&t);
-        let on = !t.is_empty();
-        let sw = tracefs::or_filter("prev_pid", &t).map(|a| {
-            let b = tracefs::or_filter("next_pid", &t).unwrap_or_default();
-            format!("{a} || {b}")
-        });
-        self.inst.event("sched/sched_switch", sw.as_deref(), on)?;
-        let wk = tracefs::or_filter("pid", &t);
-        self.inst.event("sched/sched_wakeup", wk.as_deref(), on)?;
-        self.tids = t;
-        Ok(())
-    }
-
-    /// Reads what the kernel has buffered and appends the converted events (in time order).
-    pub fn drain(&mut self, out: &mut Vec<Event>) -> Result<(), TraceError> {
-        match &mut self.source {
-            Source::Raw {
-                cpus,
-                layouts,
-                page,
-                scratch,
-            } => {
-                scratch.clear();
-                let mut evs = Vec::new();
-                for (cpu, f) in cpus.iter_mut() {
-                    loop {
-                        let n = read_nonblocking(f, page)?;
-                        if n == 0 {
-                            break;
-                        }
-                        evs.clear();
-                        let st = decode_page(&page[..n], layouts, &mut evs);
-                        self.unparsed += st.other;
-                        self.lost_pages += st.missed as u64;
-                        scratch.extend(evs.iter().map(|e| (*cpu, *e)));
-                    }
-                }
-                scratch.sort_by_key(|(_, e)| raw_ts(e));
-                for (cpu, e) in scratch.iter() {
-                    out.extend(self.conv.convert(raw_to_line(*cpu, *e)));
-                }
-            }
-            Source::Text { pipe, partial } => {
-                let mut buf = [0u8; 64 * 1024];
-                loop {
-                    let n = read_nonblocking(pipe, &mut buf)?;
-                    if n == 0 {
-                        break;
-                    }
-                    partial.extend_from_slice(&buf[..n]);
-                }
-                let end = partial
-                    .iter()
-                    .rposition(|&b| b == b'\n')
-                    .map_or(0, |i| i + 1);
-                let text: Vec<u8> = partial.drain(..end).collect();
-                for line in String::from_utf8_lossy(&text).lines() {
-                    match parse_line(line) {
-                        Some(l) => out.extend(self.conv.convert(l)),
-                        None => self.unparsed += 1,
-                    }
-                }
-            }
-        }
-        Ok(())
-    }
-}
-
-fn raw_ts(e: &RawEvent) -> u64 {
-    match *e {
-        RawEvent::Switch { ts, .. }
-        | RawEvent::Wakeup { ts, .. }
-        | RawEvent::IrqEntry { ts, .. }
-        | RawEvent::IrqExit { ts, .. }
-        | RawEvent::SoftirqEntry { ts, .. }
-        | RawEvent::SoftirqExit { ts, .. } => ts,
-    }
-}
-
-fn raw_to_line(cpu: u32, e: RawEvent) -> TraceLine {
-    match e {
-        RawEvent::Switch {
-            ts,
-            prev_tid,
-            prev_state,
-            next_tid,
-        } => TraceLine::Switch {
-            mono: ts,
-            cpu,
-            prev_tid,
-            prev_state,
-            next_tid,
-        },
-        RawEvent::Wakeup {
-            ts,
-            tid,
-            target_cpu,
-        } => TraceLine::Wakeup {
-            mono: ts,
-            cpu: target_cpu,
-            tid,
-        },
-        RawEvent::IrqEntry { ts, irq } => TraceLine::IrqEntry { mono: ts, cpu, irq },
-        RawEvent::IrqExit { ts, irq, ret } => TraceLine::IrqExit {
-            mono: ts,
-            cpu,
-            irq,
-            handled: ret != 0,
-        },
-        RawEvent::SoftirqEntry { ts, vec } => TraceLine::SoftirqEntry { mono: ts, cpu, vec },
-        RawEvent::SoftirqExit { ts, vec } => TraceLine::SoftirqExit { mono: ts, cpu, vec },
-    }
-}
-
 /// What the OS monitor needs.
 #[derive(Debug)]
 pub struct OsmonConfig {
@@ -607,137 +466,324 @@ pub fn default_irqs() -> Vec<u32> {
     proc_stat::nic_irqs(&lines, &ifaces)
 }
 
-fn all_tids(pids: &[u32]) -> Vec<u32> {
-    let mut v: Vec<u32> = pids.iter().flat_map(|&p| proc_stat::threads(p)).collect();
+/// Every thread of these processes, as `(pid, tid)`.
+fn all_tasks(pids: &[u32]) -> Vec<(u32, u32)> {
+    let mut v: Vec<(u32, u32)> = pids
+        .iter()
+        .flat_map(|&p| proc_stat::threads(p).into_iter().map(move |t| (p, t)))
+        .collect();
     v.sort_unstable();
     v
 }
 
+/// How often the monitor forgets the followed threads that ended.
+const PRUNE_EVERY: Duration = Duration::from_secs(10);
+
+/// What the loop sleeps on: the bind watch's wake-ups, or plain sleeps without one.
+struct Waker {
+    rx: Option<mpsc::Receiver<()>>,
+}
+
+impl Waker {
+    /// Waits up to `d`; true if a process bound a socket meanwhile.
+    fn wait(&mut self, d: Duration) -> bool {
+        let Some(rx) = &self.rx else {
+            std::thread::sleep(d);
+            return false;
+        };
+        match rx.recv_timeout(d) {
+            Ok(()) => {
+                while rx.try_recv().is_ok() {}
+                true
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => false,
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                self.rx = None;
+                false
+            }
+        }
+    }
+}
+
+/// The OS monitor's state between rounds.
+struct Monitor<'a> {
+    cfg: OsmonConfig,
+    irqs: Vec<u32>,
+    session: Option<TraceSession>,
+    fallback: bool,
+    active: bool,
+    named: Option<&'static str>,
+    last_tasks: Instant,
+    declared: HashSet<u64>,
+    ns_per_tick: u64,
+    last_prune: Instant,
+    /// Processes followed because an ancestor was (from `Task` records, or `/proc` in the
+    /// fallback): monitoring goes on while any lives, after the monitored ones ended.
+    tree: std::collections::BTreeSet<u32>,
+    state: &'a dyn Fn(String),
+}
+
+impl<'a> Monitor<'a> {
+    /// Creates the tracefs session at once (unless told to sample), so that following a
+    /// process later takes a few control-file writes.
+    fn new(cfg: OsmonConfig, state: &'a dyn Fn(String)) -> Self {
+        let irqs = cfg.irqs.clone().unwrap_or_else(default_irqs);
+        let mut session = None;
+        if !cfg.force_proc {
+            match TraceSession::start(cfg.clock, &irqs, cfg.net_softirqs) {
+                Ok(s) => session = Some(s),
+                Err(e) => {
+                    tracing::warn!(
+                        "os monitor: {e}; falling back to /proc sampling (lower fidelity)"
+                    )
+                }
+            }
+        }
+        Self {
+            fallback: session.is_none(),
+            cfg,
+            irqs,
+            session,
+            active: false,
+            named: None,
+            last_tasks: Instant::now(),
+            declared: HashSet::new(),
+            ns_per_tick: 1_000_000_000 / proc_stat::clock_ticks(),
+            tree: std::collections::BTreeSet::new(),
+            last_prune: Instant::now(),
+            state,
+        }
+    }
+
+    fn fall_back(&mut self, e: &dyn std::fmt::Display) {
+        tracing::warn!("os monitor: {e}; falling back to /proc sampling (lower fidelity)");
+        self.session = None;
+        self.fallback = true;
+        (self.state)("proc sampling (lower fidelity)".into());
+    }
+
+    /// Follows the monitored processes' threads (new ones only; the kernel follows their
+    /// children by itself) and turns monitoring on at the first call. The state is reported
+    /// after tracing is on: `p5 record` waits for it before letting the program run.
+    fn follow(&mut self, pids: &[u32], batch: &mut OsmonBatch, now: bool) {
+        if let Some(s) = self.session.as_mut()
+            && (now || !self.active || self.last_tasks.elapsed() >= Duration::from_millis(100))
+        {
+            self.last_tasks = Instant::now();
+            match s.follow(&all_tasks(pids)) {
+                Ok(tasks) => batch.events.extend(tasks),
+                Err(e) => self.fall_back(&e),
+            }
+        }
+        if self.active {
+            return;
+        }
+        self.active = true;
+        match &self.session {
+            Some(s) => {
+                let soft = if s.traces_softirqs() {
+                    ", net softirqs"
+                } else {
+                    ""
+                };
+                let irqs = &self.irqs;
+                tracing::info!(?irqs, soft, "os monitor: tracing with tracefs");
+                (self.state)(format!("tracefs (irqs {irqs:?}{soft})"));
+            }
+            None => (self.state)("proc sampling (lower fidelity)".into()),
+        }
+    }
+
+    fn pause(&mut self) {
+        if !self.active {
+            return;
+        }
+        self.active = false;
+        if let Some(s) = self.session.as_mut()
+            && let Err(e) = s.pause()
+        {
+            tracing::warn!("os monitor: cannot pause tracing: {e}");
+        }
+        tracing::info!(
+            "os monitor: no monitored process (or recording stopped): monitoring stopped"
+        );
+        (self.state)("waiting for a monitored process".into());
+    }
+
+    fn drain(&mut self, batch: &mut OsmonBatch) {
+        let from = batch.events.len();
+        if let Some(s) = self.session.as_mut()
+            && let Err(e) = s.drain(&mut batch.events)
+        {
+            self.fall_back(&e);
+        }
+        for e in &batch.events[from..] {
+            if let Event::Task { pid, .. } = e {
+                self.tree.insert(*pid);
+            }
+        }
+    }
+
+    /// The monitored processes (none while not recording) and the live descendants followed
+    /// through them.
+    fn monitored(&mut self, recording: bool) -> Vec<u32> {
+        if !recording {
+            return Vec::new();
+        }
+        let mut pids = self.cfg.finder.pids().to_vec();
+        self.tree
+            .retain(|p| std::path::Path::new(&format!("/proc/{p}")).exists());
+        pids.extend(self.tree.iter().copied());
+        pids.sort_unstable();
+        pids.dedup();
+        pids
+    }
+
+    /// One `/proc` sample of every thread of the monitored processes and their descendants.
+    fn sample(&mut self, pids: &[u32], batch: &mut OsmonBatch) {
+        let t = self.cfg.clock.now_ns();
+        let all = proc_stat::with_descendants(pids);
+        self.tree.extend(all.iter().copied());
+        for pid in all {
+            for tid in proc_stat::threads(pid) {
+                let Some(st) = proc_stat::read_task_stat(pid, Some(tid)) else {
+                    continue;
+                };
+                let name = format!("thread.{pid}.{tid}.cpu_ns_total");
+                let id = metric_id(&name);
+                if self.declared.insert(id) {
+                    batch.names.push(Name {
+                        id,
+                        name,
+                        unit: "ns".into(),
+                        scale_exp: 0,
+                    });
+                }
+                batch.events.push(Event::Counter {
+                    t,
+                    sensor: id,
+                    value: st
+                        .cpu_ticks
+                        .saturating_mul(self.ns_per_tick)
+                        .min(i64::MAX as u64) as i64,
+                });
+            }
+        }
+    }
+
+    fn name(&mut self, batch: &mut OsmonBatch) {
+        let mode = match &self.session {
+            _ if self.fallback => PROC_STREAM_NAME,
+            Some(s) if s.is_binary() => TRACEFS_STREAM_NAME,
+            _ => TRACEFS_TEXT_STREAM_NAME,
+        };
+        if self.named != Some(mode) {
+            self.named = Some(mode);
+            batch.stream_name = Some(mode.to_owned());
+        }
+    }
+
+    /// Rounds until `stop` (or the receiver is gone).
+    fn run(
+        &mut self,
+        tx: &mpsc::Sender<OsmonBatch>,
+        stop: &AtomicBool,
+        recording: &dyn Fn() -> bool,
+        waker: &mut Waker,
+    ) {
+        (self.state)("waiting for a monitored process".into());
+        let mut woken = false;
+        while !stop.load(Ordering::Acquire) {
+            if woken {
+                self.cfg.finder.rescan_instrumented();
+            }
+            if self.last_prune.elapsed() >= PRUNE_EVERY {
+                self.last_prune = Instant::now();
+                if let Some(s) = self.session.as_mut() {
+                    s.forget_ended();
+                }
+            }
+            let pids = self.monitored(recording());
+            let mut batch = OsmonBatch::default();
+            if pids.is_empty() {
+                self.pause();
+                self.drain(&mut batch);
+                woken = waker.wait(Duration::from_millis(100));
+            } else {
+                self.follow(&pids, &mut batch, woken);
+                self.name(&mut batch);
+                if self.session.is_some() {
+                    self.drain(&mut batch);
+                    woken = waker.wait(Duration::from_millis(50));
+                } else {
+                    self.sample(&pids, &mut batch);
+                    woken = waker.wait(self.cfg.interval);
+                }
+            }
+            let any = batch.stream_name.is_some() || !batch.events.is_empty();
+            if any && tx.send(batch).is_err() {
+                return;
+            }
+        }
+        // What the kernel buffered since the last round.
+        let mut batch = OsmonBatch::default();
+        self.drain(&mut batch);
+        if !batch.events.is_empty() {
+            let _ = tx.send(batch);
+        }
+    }
+}
+
 /// Runs the OS monitor until `stop`; reports its state through `state`. While `recording()`
 /// is false (`hostagent ctl stop`) it monitors nothing, as if no process were monitored.
+/// With tracefs and instrumented-process discovery, a [`BindWatch`] thread wakes it as soon
+/// as a process binds a socket (the runtimes' announcement), so it follows a new
+/// instrumented process within milliseconds, not at its next `/proc/net/unix` scan.
 pub fn run(
-    mut cfg: OsmonConfig,
+    cfg: OsmonConfig,
     tx: mpsc::Sender<OsmonBatch>,
     stop: &AtomicBool,
     recording: &dyn Fn() -> bool,
     state: &dyn Fn(String),
 ) {
-    let irqs = cfg.irqs.clone().unwrap_or_else(default_irqs);
-    let mut session: Option<TraceSession> = None;
-    let mut fallback = cfg.force_proc;
-    let mut active = false;
-    let mut named: Option<&str> = None;
-    let mut last_tids = Instant::now() - Duration::from_secs(10);
-    let mut declared = HashSet::new();
-    let ns_per_tick = 1_000_000_000 / proc_stat::clock_ticks();
-    state("waiting for a monitored process".into());
-    while !stop.load(Ordering::Acquire) {
-        let pids = if recording() {
-            cfg.finder.pids().to_vec()
-        } else {
-            Vec::new()
-        };
-        let mut batch = OsmonBatch::default();
-        if pids.is_empty() {
-            if active {
-                session = None;
-                active = false;
-                tracing::info!(
-                    "os monitor: no monitored process (or recording stopped): monitoring stopped"
+    let mut m = Monitor::new(cfg, state);
+    let watch = if m.session.is_some() && m.cfg.finder.watches_instrumented() {
+        match BindWatch::start() {
+            Ok(w) => Some(w),
+            Err(e) => {
+                tracing::warn!(
+                    "os monitor: cannot watch for announcements ({e}); instrumented processes \
+                     are found by scanning /proc/net/unix every 100 ms"
                 );
-                state("waiting for a monitored process".into());
-            }
-            std::thread::sleep(Duration::from_millis(100));
-            continue;
-        }
-        if !active {
-            active = true;
-            if !fallback {
-                match TraceSession::start(cfg.clock, &irqs, cfg.net_softirqs) {
-                    Ok(s) => {
-                        let soft = if s.traces_softirqs() {
-                            ", net softirqs"
-                        } else {
-                            ""
-                        };
-                        tracing::info!(?irqs, soft, "os monitor: tracing with tracefs");
-                        state(format!("tracefs (irqs {irqs:?}{soft})"));
-                        session = Some(s);
-                        last_tids = Instant::now() - Duration::from_secs(10);
-                    }
-                    Err(e) => {
-                        tracing::warn!(
-                            "os monitor: {e}; falling back to /proc sampling (lower fidelity)"
-                        );
-                        fallback = true;
-                    }
-                }
-            }
-            if fallback {
-                state("proc sampling (lower fidelity)".into());
+                None
             }
         }
-        let mode_name = match &session {
-            _ if fallback => PROC_STREAM_NAME,
-            Some(s) if s.is_binary() => TRACEFS_STREAM_NAME,
-            _ => TRACEFS_TEXT_STREAM_NAME,
-        };
-        if named != Some(mode_name) {
-            named = Some(mode_name);
-            batch.stream_name = Some(mode_name.to_owned());
-        }
-        if let Some(s) = session.as_mut() {
-            if last_tids.elapsed() >= Duration::from_millis(100) {
-                last_tids = Instant::now();
-                if let Err(e) = s.set_tids(&all_tids(&pids)) {
-                    tracing::warn!("os monitor: cannot update filters: {e}");
-                }
+    } else {
+        None
+    };
+    let done = AtomicBool::new(false);
+    std::thread::scope(|s| {
+        let mut waker = Waker { rx: None };
+        if let Some(w) = &watch {
+            let (wake_tx, wake_rx) = mpsc::channel();
+            let done = &done;
+            let spawned = std::thread::Builder::new()
+                .name("p5ha-bindwatch".into())
+                .spawn_scoped(s, move || w.run(&wake_tx, done));
+            if spawned.is_ok() {
+                waker.rx = Some(wake_rx);
             }
-            if let Err(e) = s.drain(&mut batch.events) {
-                tracing::warn!("os monitor: {e}; falling back to /proc sampling (lower fidelity)");
-                session = None;
-                fallback = true;
-                state("proc sampling (lower fidelity)".into());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        } else {
-            let t = cfg.clock.now_ns();
-            for &pid in &pids {
-                for tid in proc_stat::threads(pid) {
-                    let Some(st) = proc_stat::read_task_stat(pid, Some(tid)) else {
-                        continue;
-                    };
-                    let name = format!("thread.{pid}.{tid}.cpu_ns_total");
-                    let id = metric_id(&name);
-                    if declared.insert(id) {
-                        batch.names.push(Name {
-                            id,
-                            name,
-                            unit: "ns".into(),
-                            scale_exp: 0,
-                        });
-                    }
-                    batch.events.push(Event::Counter {
-                        t,
-                        sensor: id,
-                        value: st
-                            .cpu_ticks
-                            .saturating_mul(ns_per_tick)
-                            .min(i64::MAX as u64) as i64,
-                    });
-                }
-            }
-            std::thread::sleep(cfg.interval);
         }
-        if (batch.stream_name.is_some() || !batch.events.is_empty()) && tx.send(batch).is_err() {
-            return;
-        }
-    }
+        m.run(&tx, stop, recording, &mut waker);
+        done.store(true, Ordering::Release);
+    });
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kernel_trace::raw_to_line;
+    use crate::ringbuf::{Layouts, RawEvent};
 
     #[test]
     fn parses_trace_pipe_lines() {
@@ -787,7 +833,6 @@ mod tests {
             start_wall_ns: 0,
         };
         let mut c = Converter::new(clock, &[24], &[]);
-        c.set_tids(&[5]);
         let sw = |p, n| TraceLine::Switch {
             mono: 3_000,
             cpu: 0,
@@ -795,7 +840,7 @@ mod tests {
             prev_state: b'S',
             next_tid: n,
         };
-        assert!(c.convert(sw(1, 2)).is_none());
+        // The kernel filters scheduling events by followed thread (set_event_pid).
         assert_eq!(c.convert(sw(1, 5)).map(|e| e.time()), Some(2_000));
         assert!(
             c.convert(TraceLine::IrqEntry {
@@ -1067,6 +1112,77 @@ mod tests {
                 (1, SOFTIRQ_BASE + NET_TX_SOFTIRQ, 150, 110),
                 (0, SOFTIRQ_BASE + NET_RX_SOFTIRQ, 100, 300),
             ]
+        );
+    }
+
+    #[test]
+    fn new_tasks_and_renames_name_threads_and_processes() {
+        let clock = AgentClock {
+            start_mono_ns: 0,
+            start_wall_ns: 0,
+        };
+        let mut c = Converter::new(clock, &[], &[]);
+        assert!(c.follow(100, 100));
+        assert!(!c.follow(100, 100));
+        let task = |e: Option<Event>| match e {
+            Some(Event::Task { tid, pid, comm, .. }) => (tid, pid, comm),
+            e => panic!("{e:?}"),
+        };
+        // A thread of 100, a child process of that thread, its exec.
+        let thread = TraceLine::NewTask {
+            mono: 10,
+            parent: 100,
+            tid: 101,
+            comm: comm_array("app"),
+            flags: CLONE_THREAD | 0x0f00,
+        };
+        assert_eq!(task(c.convert(thread)), (101, 100, "app".into()));
+        let child = TraceLine::NewTask {
+            mono: 20,
+            parent: 101,
+            tid: 200,
+            comm: comm_array("app"),
+            flags: 0x11,
+        };
+        assert_eq!(task(c.convert(child)), (200, 200, "app".into()));
+        let exec = TraceLine::Rename {
+            mono: 30,
+            tid: 200,
+            comm: comm_array("a-very-long-program-name"),
+        };
+        assert_eq!(
+            task(c.convert(exec.clone())),
+            (200, 200, "a-very-long-pro".into())
+        );
+        // A rename of a thread nobody follows says nothing.
+        let other = TraceLine::Rename {
+            mono: 40,
+            tid: 999,
+            comm: comm_array("x"),
+        };
+        assert!(c.convert(other).is_none());
+        // Ended threads are forgotten: nothing more is said of them.
+        c.retain_tasks(&|tid| tid != 200);
+        assert!(c.convert(exec).is_none());
+        let l = "  bash-4242 [001] ..... 77.000001: task_newtask: pid=4300 comm=bash clone_flags=1200011 oom_score_adj=0";
+        assert_eq!(
+            parse_line(l),
+            Some(TraceLine::NewTask {
+                mono: 77_000_001_000,
+                parent: 4242,
+                tid: 4300,
+                comm: comm_array("bash"),
+                flags: 0x1200011
+            })
+        );
+        let r = "  sh-4300 [000] ..... 77.5: task_rename: pid=4300 oldcomm=bash newcomm=sleep oom_score_adj=0";
+        assert_eq!(
+            parse_line(r),
+            Some(TraceLine::Rename {
+                mono: 77_500_000_000,
+                tid: 4300,
+                comm: comm_array("sleep")
+            })
         );
     }
 }

@@ -356,6 +356,35 @@ pub fn threads(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// The process (thread group) of thread `tid`, from `/proc/TID/status`.
+pub fn tgid(tid: u32) -> Option<u32> {
+    let s = std::fs::read_to_string(format!("/proc/{tid}/status")).ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix("Tgid:"))?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// These processes and all their descendants (`/proc/PID/task/TID/children`), sorted.
+pub fn with_descendants(pids: &[u32]) -> Vec<u32> {
+    let mut seen: std::collections::BTreeSet<u32> = pids.iter().copied().collect();
+    let mut todo: Vec<u32> = pids.to_vec();
+    while let Some(p) = todo.pop() {
+        for t in threads(p) {
+            let Ok(c) = std::fs::read_to_string(format!("/proc/{p}/task/{t}/children")) else {
+                continue;
+            };
+            for child in c.split_whitespace().filter_map(|x| x.parse::<u32>().ok()) {
+                if seen.insert(child) {
+                    todo.push(child);
+                }
+            }
+        }
+    }
+    seen.into_iter().collect()
+}
+
 /// Every pid whose `comm` matches `wanted`.
 pub fn pids_by_comm(wanted: &dyn Fn(&str) -> bool) -> Vec<u32> {
     let Ok(dir) = std::fs::read_dir("/proc") else {
@@ -542,5 +571,41 @@ mod tests {
         let me = std::process::id();
         assert!(read_task_stat(me, None).is_some());
         assert!(threads(me).contains(&me));
+    }
+
+    #[test]
+    fn threads_belong_to_their_process_and_descendants_are_found() {
+        let me = std::process::id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (stop_tx, stop_rx) = std::sync::mpsc::channel::<()>();
+        let t = std::thread::spawn(move || {
+            // SAFETY: gettid has no preconditions.
+            tx.send(unsafe { libc::gettid() } as u32).unwrap();
+            let _ = stop_rx.recv();
+        });
+        let tid = rx.recv().unwrap();
+        assert_ne!(tid, me);
+        assert_eq!(tgid(tid), Some(me));
+        assert_eq!(tgid(me), Some(me));
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 1 & wait"])
+            .spawn()
+            .unwrap();
+        let sh = child.id();
+        let mut found = Vec::new();
+        for _ in 0..100 {
+            found = with_descendants(&[me]);
+            if found.len() >= 3 {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        drop(stop_tx);
+        t.join().unwrap();
+        // Us, the shell (a child of the test thread's process) and its `sleep`.
+        assert!(found.contains(&me) && found.contains(&sh), "{found:?}");
+        assert!(found.len() >= 3, "{found:?}");
     }
 }

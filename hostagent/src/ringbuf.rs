@@ -65,6 +65,44 @@ pub enum RawEvent {
         /// Softirq vector.
         vec: u32,
     },
+    /// `task_newtask`: `parent` (the creating thread) made thread or process `tid`.
+    NewTask {
+        /// Trace clock ns.
+        ts: u64,
+        /// The creating thread (`common_pid`).
+        parent: u32,
+        /// The new thread.
+        tid: u32,
+        /// Its name (NUL-padded).
+        comm: [u8; 16],
+        /// `clone` flags (`CLONE_THREAD`: a thread of the parent's process).
+        flags: u64,
+    },
+    /// `task_rename`: thread `tid` is now called `comm` (exec, `PR_SET_NAME`).
+    Rename {
+        /// Trace clock ns.
+        ts: u64,
+        /// The thread.
+        tid: u32,
+        /// Its new name (NUL-padded).
+        comm: [u8; 16],
+    },
+}
+
+impl RawEvent {
+    /// The record's time.
+    pub fn ts(&self) -> u64 {
+        match *self {
+            RawEvent::Switch { ts, .. }
+            | RawEvent::Wakeup { ts, .. }
+            | RawEvent::IrqEntry { ts, .. }
+            | RawEvent::IrqExit { ts, .. }
+            | RawEvent::SoftirqEntry { ts, .. }
+            | RawEvent::SoftirqExit { ts, .. }
+            | RawEvent::NewTask { ts, .. }
+            | RawEvent::Rename { ts, .. } => ts,
+        }
+    }
 }
 
 /// Offset and size of one field of an event's record.
@@ -114,6 +152,8 @@ pub struct Layouts {
     irq_exit: Option<(u16, [Field; 2])>,
     softirq_entry: Option<(u16, Field)>,
     softirq_exit: Option<(u16, Field)>,
+    new_task: Option<(u16, [Field; 4])>,
+    rename: Option<(u16, [Field; 2])>,
 }
 
 fn take<const N: usize>(f: &HashMap<String, Field>, names: [&str; N]) -> Option<[Field; N]> {
@@ -143,7 +183,19 @@ impl Layouts {
             irq_exit: p(irq_exit).and_then(|(id, f)| Some((id, take(&f, ["irq", "ret"])?))),
             softirq_entry: p(softirq_entry).and_then(|(id, f)| Some((id, take(&f, ["vec"])?[0]))),
             softirq_exit: p(softirq_exit).and_then(|(id, f)| Some((id, take(&f, ["vec"])?[0]))),
+            new_task: None,
+            rename: None,
         }
+    }
+
+    /// Adds the `task_newtask` and `task_rename` formats.
+    pub fn with_tasks(mut self, new_task: Option<&str>, rename: Option<&str>) -> Self {
+        let p = |t: Option<&str>| t.and_then(parse_format);
+        self.new_task = p(new_task).and_then(|(id, f)| {
+            Some((id, take(&f, ["common_pid", "pid", "comm", "clone_flags"])?))
+        });
+        self.rename = p(rename).and_then(|(id, f)| Some((id, take(&f, ["pid", "newcomm"])?)));
+        self
     }
 
     /// True if sched_switch can be decoded.
@@ -213,6 +265,32 @@ impl Layouts {
             return Some(RawEvent::SoftirqExit {
                 ts,
                 vec: rd(v)? as u32,
+            });
+        }
+        let comm = |f: Field| -> Option<[u8; 16]> {
+            let b = rec.get(f.offset..f.offset + f.size.min(16))?;
+            let mut c = [0u8; 16];
+            c[..b.len()].copy_from_slice(b);
+            Some(c)
+        };
+        if let Some((id, [parent, pid, name, flags])) = self.new_task
+            && id == ty
+        {
+            return Some(RawEvent::NewTask {
+                ts,
+                parent: rd(parent)? as u32,
+                tid: rd(pid)? as u32,
+                comm: comm(name)?,
+                flags: rd(flags)?,
+            });
+        }
+        if let Some((id, [pid, name])) = self.rename
+            && id == ty
+        {
+            return Some(RawEvent::Rename {
+                ts,
+                tid: rd(pid)? as u32,
+                comm: comm(name)?,
             });
         }
         None

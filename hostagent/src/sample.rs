@@ -90,6 +90,17 @@ impl ProcessFinder {
         self
     }
 
+    /// Makes the next [`ProcessFinder::pids`] look for instrumented processes at once (a
+    /// process just bound a socket: perhaps the runtime's announcement).
+    pub fn rescan_instrumented(&mut self) {
+        self.last_instrumented = None;
+    }
+
+    /// True if processes announcing the p5 runtime are monitored.
+    pub fn watches_instrumented(&self) -> bool {
+        self.filter.instrumented
+    }
+
     /// The monitored pids now: explicit pids and `comm` names are looked up at most once a
     /// second (walking `/proc` costs), instrumented processes as set with
     /// [`ProcessFinder::scan_instrumented_every`].

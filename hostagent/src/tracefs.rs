@@ -92,8 +92,10 @@ pub fn remove_stale_instances(root: &Path, prefix: &str) {
     };
     for e in dir.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
+        // `<prefix><pid>` or `<prefix><pid>-<role>` (the OS monitor's IRQ and watch instances).
         let Some(pid) = name
             .strip_prefix(prefix)
+            .and_then(|p| p.split('-').next())
             .and_then(|p| p.parse::<u32>().ok())
         else {
             continue;
@@ -133,6 +135,17 @@ impl Instance {
         let mut f = OpenOptions::new()
             .write(true)
             .truncate(true)
+            .open(&p)
+            .map_err(|e| io_err(&p, e))?;
+        f.write_all(value.as_bytes()).map_err(|e| io_err(&p, e))
+    }
+
+    /// Appends to a control file without truncating it: for `set_event_pid`, adds pids to the
+    /// list (opening with `O_TRUNC` would clear it, children the kernel added included).
+    pub fn append(&self, rel: &str, value: &str) -> Result<(), TraceError> {
+        let p = self.dir.join(rel);
+        let mut f = OpenOptions::new()
+            .append(true)
             .open(&p)
             .map_err(|e| io_err(&p, e))?;
         f.write_all(value.as_bytes()).map_err(|e| io_err(&p, e))

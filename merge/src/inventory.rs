@@ -46,6 +46,7 @@ pub async fn write(
     }
     let spans = threads(w, sid, plan, &mut inv, diags).await?;
     processes(w, sid, plan, &spans, &mut inv).await?;
+    followed(w, sid, plan, &mut inv).await?;
     sources(w, sid, plan, manifests, diags).await?;
     metrics(w, sid, plan, manifests, &mut inv).await?;
     Ok(inv)
@@ -170,6 +171,76 @@ async fn processes(
             fit: *f,
             tighten_ns: sync.tighten_ns[p],
         });
+    }
+    Ok(())
+}
+
+/// Threads an OS monitor followed that no recorded stream stands for (children the program
+/// started, uninstrumented processes, threads that recorded nothing): each gets a `thread`
+/// row of kind `os-thread` named by its `comm`, under its recorded process when one has its
+/// pid on that host, else under a `process` row of runtime `uninstrumented` (named by its
+/// main thread), so its scheduling rows have a Gantt lane.
+async fn followed(w: &mut Writer, sid: i64, plan: &Plan, inv: &mut Inventory) -> Result<(), Error> {
+    let scan = &plan.scan;
+    let mut by_pid: HashMap<(usize, u32), i64> = HashMap::new();
+    for (p, pi) in scan.processes.iter().enumerate() {
+        let runtime = Runtime::from(RuntimeKind::from_u8(pi.identity.runtime));
+        if runtime.is_program() {
+            by_pid.insert((plan.proc_host[p], pi.identity.pid), p as i64 + 1);
+        }
+    }
+    let mut next_thread = scan.streams.len() as i64 + 1;
+    let mut next_process = scan.processes.len() as i64 + 1;
+    for (&(monitor, tid), task) in &scan.tasks {
+        let host = plan.proc_host[monitor];
+        if inv.thread_by_tid.contains_key(&(host, u64::from(tid))) {
+            continue;
+        }
+        let t = plan.fit(monitor).map(task.t_first as i64);
+        let process_id = match by_pid.get(&(host, task.pid)) {
+            Some(&id) => id,
+            None => {
+                let id = next_process;
+                next_process += 1;
+                by_pid.insert((host, task.pid), id);
+                let leader = scan.tasks.get(&(monitor, task.pid)).unwrap_or(task);
+                let row = schema::Process {
+                    session_id: sid,
+                    id,
+                    host_id: host as i64 + 1,
+                    uid: 0,
+                    pid: i64::from(task.pid),
+                    ppid: 0,
+                    program: leader.comm.clone(),
+                    argv: "[]".to_owned(),
+                    runtime: Runtime::Uninstrumented,
+                    clock: ClockSource::Monotonic,
+                    start_wall_ns: 0,
+                    start_mono_ns: 0,
+                    t_start: plan.fit(monitor).map(leader.t_first as i64),
+                    t_end: None,
+                };
+                w.row(row).await?;
+                id
+            }
+        };
+        let id = next_thread;
+        next_thread += 1;
+        inv.thread_by_tid.insert((host, u64::from(tid)), id);
+        let row = schema::Thread {
+            session_id: sid,
+            id,
+            process_id,
+            stream: -1,
+            kind: "os-thread",
+            tid: i64::from(tid),
+            name: task.comm.clone(),
+            t_start: Some(t),
+            t_end: None,
+            events: 0,
+            dropped: 0,
+        };
+        w.row(row).await?;
     }
     Ok(())
 }

@@ -20,7 +20,7 @@ use p5_wire::frame::FrameType;
 use p5_wire::hello::Identity;
 use p5_wire::store::{SampleSource, SegmentHeader, StoreRecord};
 use p5_wire::{CommOp, Event, StreamKind};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// A process (one `Hello`), or a placeholder for data whose handshake was lost.
 #[derive(Debug, Clone, Default)]
@@ -110,6 +110,17 @@ impl StreamInfo {
     }
 }
 
+/// A thread an OS monitor followed (`Task` events).
+#[derive(Debug, Clone)]
+pub struct TaskInfo {
+    /// Its process.
+    pub pid: u32,
+    /// Its latest name (after `exec`, a rename).
+    pub comm: String,
+    /// When the monitor first saw it (the monitor's relative time).
+    pub t_first: u64,
+}
+
 /// `ClockSamples` from an agent about a peer.
 #[derive(Debug, Clone)]
 pub struct TreeSamples {
@@ -146,6 +157,8 @@ pub struct Scan {
     pub sensors: BTreeSet<u64>,
     /// (process, key, host metric?) of counter events.
     pub counters: BTreeSet<(usize, u64, bool)>,
+    /// Threads an OS monitor followed: (monitoring process, tid) → what it said of them.
+    pub tasks: BTreeMap<(usize, u32), TaskInfo>,
     /// Events decoded.
     pub events: u64,
     /// Event batches that failed to decode part-way (events before the error are kept).
@@ -420,6 +433,21 @@ impl Scan {
                             sensor,
                         });
                     }
+                }
+                Event::Task {
+                    t: tt,
+                    tid,
+                    pid,
+                    comm,
+                } => {
+                    let e = self.tasks.entry((p, tid)).or_insert(TaskInfo {
+                        pid,
+                        comm: String::new(),
+                        t_first: tt,
+                    });
+                    e.pid = pid;
+                    e.comm = comm;
+                    e.t_first = e.t_first.min(tt);
                 }
                 Event::Socket {
                     sensor,

@@ -1162,6 +1162,118 @@ fn agent_tree_samples_compose_offsets() {
     });
 }
 
+/// Issue 14 item 2: an OS monitor that followed a process tree says which threads it met
+/// (`Task` events); threads no recorded stream stands for get `os-thread` rows — under the
+/// recorded process with their pid, else under an `uninstrumented` process named by its main
+/// thread — and their scheduling rows point at them.
+#[test]
+fn followed_threads_that_recorded_nothing_get_rows_and_their_scheduling() {
+    let task = |t: i64, tid: u32, pid: u32, comm: &str| Event::Task {
+        t: t as u64,
+        tid,
+        pid,
+        comm: comm.into(),
+    };
+    let switch = |t: i64, cpu: u32, prev_tid: u32, next_tid: u32| Event::Switch {
+        t: t as u64,
+        cpu,
+        prev_tid,
+        prev_state: b'S',
+        next_tid,
+    };
+    // The agent started at mono 1 s, the program at 1.1 s: on one boot, exactly mapped.
+    let os = vec![
+        task(10 * MS, 400, 400, "app"),
+        task(20 * MS, 401, 400, "p5-flusher"),
+        task(30 * MS, 500, 500, "app"),
+        task(31 * MS, 500, 500, "busy"),
+        task(40 * MS, 501, 500, "busy-helper"),
+        switch(100 * MS, 0, 0, 400),
+        switch(101 * MS, 0, 400, 401),
+        switch(102 * MS, 0, 401, 500),
+        switch(110 * MS, 0, 500, 501),
+        switch(115 * MS, 0, 501, 0),
+        switch(120 * MS, 1, 0, 777),
+        switch(121 * MS, 1, 777, 0),
+    ];
+    let app = vec![
+        Event::Enter {
+            t: 0,
+            sensor: S_MAIN,
+        },
+        Event::Exit {
+            t: 50 * MS as u64,
+            sensor: S_MAIN,
+        },
+    ];
+    let exact = Clock {
+        offset: 0,
+        drift: 0.0,
+    };
+    let procs = vec![
+        SimProcess {
+            identity: identity(0xAA, 300, "boot-1", "h", "hostagent", 1_000_000_000, 5),
+            clock: exact,
+            streams: vec![(2, 3, 0, "os monitor: tracefs".into(), os)],
+            names: vec![],
+            tree: vec![],
+            pings: true,
+            timed: true,
+        },
+        SimProcess {
+            identity: identity(0xBB, 400, "boot-1", "h", "app", 1_100_000_000, 1),
+            clock: exact,
+            streams: vec![(1, 1, 400, "main".into(), app)],
+            names: vec![],
+            tree: vec![],
+            pings: true,
+            timed: true,
+        },
+    ];
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let mut b = StoreBuilder::new(&store, "tree", 1, 1_000_000_000);
+    write_sim(&mut b, &procs, 4, 5);
+    b.finish();
+    rt().block_on(async {
+        let url = format!("sqlite:{}", tmp.path().join("t.sqlite").display());
+        merge(&store, &url, vec![]).await;
+        let processes = query_csv(
+            &url,
+            "SELECT id, pid, program, runtime FROM process ORDER BY id",
+        )
+        .await;
+        assert_eq!(
+            processes,
+            "id,pid,program,runtime\n1,300,hostagent,host-agent\n2,400,app,rust\n\
+             3,500,busy,uninstrumented\n"
+        );
+        let threads = query_csv(
+            &url,
+            "SELECT process_id, kind, tid, name FROM thread WHERE kind <> 'os-monitor' ORDER BY id",
+        )
+        .await;
+        assert_eq!(
+            threads,
+            "process_id,kind,tid,name\n2,thread,400,main\n2,os-thread,401,p5-flusher\n\
+             3,os-thread,500,busy\n3,os-thread,501,busy-helper\n"
+        );
+        // On-CPU rows: the agent's monitor time + 1 s is the program's + 1.1 s.
+        let sched = query_csv(
+            &url,
+            "SELECT s.tid, t.name, s.t_end - s.t_start AS ns FROM sched s \
+             LEFT JOIN thread t ON t.id = s.thread_id AND t.session_id = s.session_id \
+             ORDER BY s.t_start",
+        )
+        .await;
+        assert_eq!(
+            sched,
+            "tid,name,ns\n400,main,1000000\n401,p5-flusher,1000000\n500,busy,8000000\n\
+             501,busy-helper,5000000\n777,,1000000\n"
+        );
+    });
+}
+
 // ---------------------------------------------------------------------------------------
 // The trace database: old files, connections, analysis rows, errors.
 

@@ -102,6 +102,9 @@ names! {
         HostAgent = "host-agent",
         /// An OS monitor.
         OsMonitor = "os-monitor",
+        /// A process of the program that recorded nothing itself (no runtime, or it never
+        /// announced itself): known from an OS monitor that followed it (`Task` events).
+        Uninstrumented = "uninstrumented",
         /// Not said.
         Unknown = "unknown",
     }

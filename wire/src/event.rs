@@ -15,16 +15,17 @@
 //!   6 Switch:   varint cpu | varint prev_tid | u8 prev_state | varint next_tid   (sensor 0)
 //!   7 Wakeup:   varint cpu | varint tid                                          (sensor 0)
 //!   8 Irq:      varint cpu | varint irq | varint duration_ns | u8 handled        (sensor 0)
+//!   9 Task:     varint tid | varint pid | string comm                            (sensor 0)
 //! ```
 //!
-//! Kinds 6–8 come from OS monitors (kernel scheduling and interrupt events, stamped relative
+//! Kinds 6–9 come from OS monitors (kernel scheduling and interrupt events, stamped relative
 //! to the monitor's start like every other time) and need the `SCHED` capability. Host
 //! metrics use `Counter` events whose sensor is a metric id declared in a `Names` frame.
 //!
 //! Enter/exit pairs of a realistic trace take 2–3 bytes per event. Sensor ids are 64-bit and
 //! stable (the instrumenter derives them); the frame carries each id once in its table.
 
-use crate::codec::{Reader, put_ivarint, put_varint};
+use crate::codec::{Reader, put_ivarint, put_str, put_varint};
 use crate::endpoint::Endpoint;
 use crate::error::{DecodeError, Result};
 use std::collections::HashMap;
@@ -278,6 +279,20 @@ pub enum Event {
         /// 1 if the handler reported it handled the interrupt.
         handled: u8,
     },
+    /// An OS monitor met a thread it follows (a process it was told about, a child or thread
+    /// created under one, `task_newtask`) or the thread's name changed (`exec`,
+    /// `prctl(PR_SET_NAME)`, `task_rename`): thread `tid` belongs to process `pid` and is
+    /// called `comm` from `t` on. Merge names processes that never announced themselves by it.
+    Task {
+        /// Time.
+        t: u64,
+        /// The thread.
+        tid: u32,
+        /// Its process (thread group id).
+        pid: u32,
+        /// The kernel's name of the thread (at most 15 bytes there).
+        comm: String,
+    },
 }
 
 impl Event {
@@ -292,7 +307,8 @@ impl Event {
             | Event::Socket { t, .. }
             | Event::Switch { t, .. }
             | Event::Wakeup { t, .. }
-            | Event::Irq { t, .. } => *t,
+            | Event::Irq { t, .. }
+            | Event::Task { t, .. } => *t,
         }
     }
 
@@ -305,7 +321,10 @@ impl Event {
             | Event::Counter { sensor, .. }
             | Event::Comm { sensor, .. }
             | Event::Socket { sensor, .. } => *sensor,
-            Event::Switch { .. } | Event::Wakeup { .. } | Event::Irq { .. } => 0,
+            Event::Switch { .. }
+            | Event::Wakeup { .. }
+            | Event::Irq { .. }
+            | Event::Task { .. } => 0,
         }
     }
 
@@ -320,6 +339,7 @@ impl Event {
             Event::Switch { .. } => 6,
             Event::Wakeup { .. } => 7,
             Event::Irq { .. } => 8,
+            Event::Task { .. } => 9,
         }
     }
 }
@@ -480,6 +500,11 @@ impl EventEncoder {
                 put_varint(&mut self.bytes, *duration);
                 self.bytes.push(*handled);
             }
+            Event::Task { tid, pid, comm, .. } => {
+                put_varint(&mut self.bytes, *tid as u64);
+                put_varint(&mut self.bytes, *pid as u64);
+                put_str(&mut self.bytes, comm);
+            }
         }
     }
 
@@ -623,6 +648,12 @@ impl<'a> EventDecoder<'a> {
                 irq: self.r.varint_u32("irq")?,
                 duration: self.r.varint()?,
                 handled: self.r.u8()?,
+            },
+            9 => Event::Task {
+                t,
+                tid: self.r.varint_u32("tid")?,
+                pid: self.r.varint_u32("pid")?,
+                comm: self.r.str("comm")?,
             },
             k => {
                 return Err(DecodeError::Invalid {

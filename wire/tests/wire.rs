@@ -59,6 +59,8 @@ fn event() -> impl Strategy<Value = Event> {
             }
         }),
         (t, any::<(u32, u32)>()).prop_map(|(t, (cpu, tid))| Event::Wakeup { t, cpu, tid }),
+        (t, any::<(u32, u32)>(), "[a-z/:. -]{0,15}")
+            .prop_map(|(t, (tid, pid), comm)| Event::Task { t, tid, pid, comm }),
         (t, any::<(u32, u32, u64, u8)>()).prop_map(|(t, (cpu, irq, duration, handled))| {
             Event::Irq {
                 t,

@@ -565,6 +565,21 @@ class _Shipper:
     hello = None
     dropped = 0
 
+    announcement = None
+
+    @classmethod
+    def announce(cls):
+        """Binds the abstract unix socket @p5-runtime-PID, as the Rust and C runtime does: a
+        host agent finds recording processes by it (its OS monitor follows this process within
+        milliseconds). The socket lives as long as the process; failing to make it changes
+        nothing else."""
+        try:
+            s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+            s.bind("\0p5-runtime-%d" % os.getpid())
+            cls.announcement = s
+        except (OSError, AttributeError):
+            pass
+
     @classmethod
     def start(cls):
         if cls.thread is not None:
@@ -572,6 +587,7 @@ class _Shipper:
         with _lock:
             if cls.thread is not None:
                 return
+            cls.announce()
             cls.thread = threading.Thread(target=cls.run, name="p5-flusher", daemon=True)
             cls.thread.start()
             atexit.register(shutdown)
