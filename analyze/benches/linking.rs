@@ -1,7 +1,7 @@
 //! Linking throughput and memory (issue 18's budget: WAP5's CoDeeN trace, 4,702,865 messages
 //! in an hour — 730 s and 1,354 MB in the paper — in ≤ 10 s and ≤ 1 GiB here).
 //!
-//! The trace is ours, shaped like a content-distribution network: 20 proxies, each with 18
+//! The trace is ours, shaped like a content-distribution network: 20 proxies, each with 20
 //! clients opening a connection per request (an ephemeral port each, aggregated into
 //! `CLIENT`); a request is a hit (the proxy answers), a miss (the proxy asks the next proxy,
 //! which fetches from one of 5 origins) or a miss with a DNS lookup; wide-area network delays
@@ -30,7 +30,7 @@ fn cdn() -> String {
         let origin = i % 5;
         let _ = write!(
             s,
-            "\n[[tracelet]]\nname = \"proxy{i}\"\nparallel = 18\nthink = [\"0ms\", \"2s\"]\n\
+            "\n[[tracelet]]\nname = \"proxy{i}\"\nparallel = 20\nthink = [\"0ms\", \"2s\"]\n\
              call_delay = [\"2ms\", \"0.5ms\"]\nret_delay = [\"1ms\", \"0.3ms\"]\n\
              nodes.ORIGIN{origin} = {{ ret_delay = [\"30ms\", \"10ms\"] }}\n\
              [[tracelet.variant]]\nweight = 6\ntree = \"CLIENT>P{i}\"\n\

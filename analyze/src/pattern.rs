@@ -344,28 +344,104 @@ pub struct Visit<'a> {
     pub net_offset: Time,
 }
 
-/// Samples of one duration, with the probability of the instance each came from when the
-/// collector weighs them (empty otherwise).
+/// Weighted samples kept per duration before the reservoir samples them down.
+const RESERVOIR: usize = 4096;
+
+/// Samples of one duration. Unweighted (nesting, truth): every sample. Weighted (linking,
+/// each sample carrying its instance's probability): count, weighted mean, minimum and
+/// maximum exactly, and for the percentiles every sample with its weight until there are
+/// [`RESERVOIR`], then a weighted reservoir of that many (Efraimidis–Spirakis: key
+/// `ln(u) / w`, the largest kept; u from a fixed-seed generator, so the same input gives the
+/// same statistics) — memory per duration is bounded whatever the number of instances.
 #[derive(Debug, Default, Clone)]
 struct Samples {
     v: Vec<i64>,
     w: Vec<f32>,
+    keys: Vec<f32>,
+    weighted: Option<Running>,
+}
+
+/// The exact part of weighted samples.
+#[derive(Debug, Default, Clone, Copy)]
+struct Running {
+    n: u64,
+    sum_w: f64,
+    sum_wx: f64,
+    min: i64,
+    max: i64,
+    rng: u64,
+    sampled: bool,
 }
 
 impl Samples {
     fn push(&mut self, x: i64, weight: Option<f32>) {
+        let Some(w) = weight else {
+            self.v.push(x);
+            return;
+        };
+        let r = self.weighted.get_or_insert(Running {
+            min: x,
+            max: x,
+            rng: 0x9e37_79b9_7f4a_7c15,
+            ..Running::default()
+        });
+        r.n += 1;
+        r.sum_w += f64::from(w);
+        r.sum_wx += f64::from(w) * x as f64;
+        r.min = r.min.min(x);
+        r.max = r.max.max(x);
+        // splitmix64
+        r.rng = r.rng.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = r.rng;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^= z >> 31;
+        let u = ((z >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
         self.v.push(x);
-        if let Some(w) = weight {
-            self.w.push(w);
+        self.w.push(w);
+        self.keys
+            .push((u.ln() / f64::from(w.max(f32::MIN_POSITIVE))) as f32);
+        if self.v.len() >= 2 * RESERVOIR {
+            r.sampled = true;
+            self.trim();
         }
     }
 
+    /// Keeps the [`RESERVOIR`] samples with the largest keys.
+    fn trim(&mut self) {
+        let mut idx: Vec<usize> = (0..self.v.len()).collect();
+        idx.select_nth_unstable_by(RESERVOIR - 1, |&a, &b| {
+            self.keys[b].total_cmp(&self.keys[a])
+        });
+        idx.truncate(RESERVOIR);
+        idx.sort_unstable();
+        self.v = idx.iter().map(|&i| self.v[i]).collect();
+        self.w = idx.iter().map(|&i| self.w[i]).collect();
+        self.keys = idx.iter().map(|&i| self.keys[i]).collect();
+    }
+
     fn stats(&mut self) -> Option<Stats> {
-        if self.w.len() == self.v.len() && !self.w.is_empty() {
-            Stats::of_weighted(&self.v, &self.w)
+        let Some(r) = self.weighted else {
+            return Stats::of(&mut self.v);
+        };
+        // A reservoir already represents the weights: its percentiles are unweighted (once
+        // the samples pushed since the last trim have been through it too).
+        let mut s = if r.sampled {
+            if self.v.len() > RESERVOIR {
+                self.trim();
+            }
+            Stats::of(&mut self.v)?
         } else {
-            Stats::of(&mut self.v)
-        }
+            Stats::of_weighted(&self.v, &self.w)?
+        };
+        s.n = r.n;
+        s.mean_ns = if r.sum_w > 0.0 {
+            r.sum_wx / r.sum_w
+        } else {
+            s.mean_ns
+        };
+        (s.min_ns, s.max_ns) = (r.min, r.max);
+        Some(s)
     }
 }
 
@@ -727,6 +803,37 @@ mod tests {
             t_call_recv: NO_TIME,
             net_offset: 0,
         }
+    }
+
+    /// Weighted samples beyond the reservoir: exact count, mean, minimum and maximum;
+    /// percentiles close to the weighted ones; bounded memory.
+    #[test]
+    fn weighted_samples_keep_exact_moments_and_a_bounded_reservoir() {
+        let mut s = Samples::default();
+        // 0..100_000 with weight 1 below 50_000 and 0.25 above: 62,500 in all.
+        let (mut sw, mut swx) = (0.0f64, 0.0f64);
+        for x in 0..100_000i64 {
+            let w = if x < 50_000 { 1.0f32 } else { 0.25 };
+            sw += f64::from(w);
+            swx += f64::from(w) * x as f64;
+            s.push(x, Some(w));
+        }
+        assert!(s.v.len() < 2 * RESERVOIR);
+        let st = s.stats().unwrap();
+        assert_eq!((st.n, st.min_ns, st.max_ns), (100_000, 0, 99_999));
+        assert!((st.mean_ns - swx / sw).abs() < 1e-6);
+        // Cumulative weight reaches half (31,250) at x = 31,250.
+        assert!((st.p50_ns - 31_250).abs() < 2_500, "{}", st.p50_ns);
+        let mut small = Samples::default();
+        for x in [10, 20, 30] {
+            small.push(x, Some(if x == 30 { 3.0 } else { 1.0 }));
+        }
+        let st = small.stats().unwrap();
+        assert_eq!(
+            (st.p50_ns, st.n),
+            (30, 3),
+            "weighted exactly below the reservoir"
+        );
     }
 
     #[test]
