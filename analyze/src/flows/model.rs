@@ -131,8 +131,7 @@ pub enum Start {
     /// Each mark of this sensor (`mark:NAME`).
     Mark(String),
     /// Each message this program sends that no message it received caused
-    /// (`messages-from:PROGRAM`): sent while its thread is in no flow, or after its thread
-    /// last switched on a *return* (a reply ends the request that caused it).
+    /// (`messages-from:PROGRAM`; [`super::rules`] says when a send is caused).
     MessagesFrom(String),
 }
 

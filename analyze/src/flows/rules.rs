@@ -11,9 +11,12 @@
 //!   and the thread switches to that predecessor's flow. A receive from a sender that was
 //!   not recorded leaves the thread in no flow.
 //! * *Start events* open a new flow on their thread: the enters of `sensor:NAME`, the marks
-//!   of `mark:NAME`, and the sends of `messages-from:PROGRAM` that no message caused (sent
-//!   in no flow, or after the thread's last switch was on a reply). With no start given,
-//!   every program's uncaused sends start flows.
+//!   of `mark:NAME`, and the sends of `messages-from:PROGRAM` that no message caused: the
+//!   thread is in no flow, or it entered its flow by a send of its own (a second uncaused
+//!   send is a second request) or by receiving a reply (a reply ends the request that caused
+//!   it); a thread that entered its flow by receiving a call or a free-form message, by a
+//!   directive or by a start event is caused. With no start given, every program's uncaused
+//!   sends start flows.
 //! * *Directives* (`--join A=B`, §3.2) are inserted first and act as inter-process edges: a
 //!   counter sample of `B` switches its thread to the flow of the earliest unconsumed sample
 //!   of `A` with the same value in the same process.
@@ -123,7 +126,7 @@ struct ThreadState {
     root: PathId,
     starts_messages: bool,
     flow: u32,
-    after_return: bool,
+    caused: bool,
     last_t: i64,
     seg_start: i64,
     seg_last: i64,
@@ -239,7 +242,7 @@ fn thread_state(id: i64, process: i64, root: PathId, starts_messages: bool) -> T
         root,
         starts_messages,
         flow: NO_FLOW,
-        after_return: false,
+        caused: false,
         last_t: i64::MIN,
         seg_start: 0,
         seg_last: 0,
@@ -443,7 +446,7 @@ impl<'a> Builder<'a> {
             bytes: 0,
         });
         self.switch(th, id, t);
-        self.threads[th].after_return = false;
+        self.threads[th].caused = true;
     }
 
     fn enter(&mut self, th: usize, t: i64, i: usize) {
@@ -473,8 +476,9 @@ impl<'a> Builder<'a> {
         let m = self.ev.messages[i];
         self.account(th, t);
         let s = &self.threads[th];
-        if s.starts_messages && (s.flow == NO_FLOW || s.after_return) {
+        if s.starts_messages && !(s.flow != NO_FLOW && s.caused) {
             self.start(th, t, format!("message:{}", m.id));
+            self.threads[th].caused = false;
         }
         let s = &self.threads[th];
         self.msg_flow[i] = s.flow;
@@ -502,7 +506,7 @@ impl<'a> Builder<'a> {
             s.last_t = s.last_t.max(t);
         }
         self.switch(th, flow, t);
-        self.threads[th].after_return = self.ev.messages[i].direction == Some(Direction::Return);
+        self.threads[th].caused = self.ev.messages[i].direction != Some(Direction::Return);
         self.event(th, t);
     }
 
@@ -525,7 +529,7 @@ impl<'a> Builder<'a> {
                 match q.and_then(VecDeque::pop_front) {
                     Some(f) => {
                         self.switch(th, f, t);
-                        self.threads[th].after_return = false;
+                        self.threads[th].caused = true;
                     }
                     None => self.unjoined += 1,
                 }
