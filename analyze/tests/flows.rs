@@ -246,8 +246,20 @@ fn fig3() -> Sim {
 #[test]
 fn fig3_a_queue_server_needs_the_join_directive() {
     let tmp = tempfile::tempdir().unwrap();
-    let url = sqlite(tmp.path());
-    fig3().merge(tmp.path(), "fig3", &url);
+    fig3_on(tmp.path(), &sqlite(tmp.path()));
+}
+
+/// The same on PostgreSQL (`P5_TEST_PG_URL`, a fresh schema).
+#[test]
+fn fig3_on_postgres() {
+    let tmp = tempfile::tempdir().unwrap();
+    let pg = rt().block_on(p5_tracedb::testing::PgSchema::new("p5flows"));
+    fig3_on(tmp.path(), &pg.url());
+}
+
+fn fig3_on(dir: &std::path::Path, url: &str) {
+    let url = url.to_owned();
+    fig3().merge(dir, "fig3", &url);
     let ev = events(&url, "fig3");
     assert_eq!(ev.counters.len(), 4);
     // Without the directive: the reply to client 1 goes with request 2.
