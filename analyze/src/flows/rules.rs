@@ -11,12 +11,14 @@
 //!   and the thread switches to that predecessor's flow. A receive from a sender that was
 //!   not recorded leaves the thread in no flow.
 //! * *Start events* open a new flow on their thread: the enters of `sensor:NAME`, the marks
-//!   of `mark:NAME`, and the sends of `messages-from:PROGRAM` that no message caused: the
-//!   thread is in no flow, or it entered its flow by a send of its own (a second uncaused
-//!   send is a second request) or by receiving a reply (a reply ends the request that caused
-//!   it); a thread that entered its flow by receiving a call or a free-form message, by a
-//!   directive or by a start event is caused. With no start given, every program's uncaused
-//!   sends start flows.
+//!   of `mark:NAME`, and the sends of `messages-from:PROGRAM` that no message caused. A
+//!   thread is *caused* in a flow it entered by receiving a call or a free-form message, by
+//!   a directive or by a start event; it is not in a flow it started by a send of its own (a
+//!   second send is a second request, and the reply to its own request does not change
+//!   that: a client's next request is a new flow), nor in no flow. A reply keeps a thread
+//!   as caused as it was when it entered the reply's flow (a front server that called a back
+//!   end still answers its own caller in the same flow). With no start given, every
+//!   program's uncaused sends start flows.
 //! * *Directives* (`--join A=B`, §3.2) are inserted first and act as inter-process edges: a
 //!   counter sample of `B` switches its thread to the flow of the earliest unconsumed sample
 //!   of `A` with the same value in the same process.
@@ -230,6 +232,8 @@ struct Builder<'a> {
     stats: Vec<PathStat>,
     stat_index: FxHashMap<u64, u32>,
     msg_flow: Vec<u32>,
+    /// Whether each thread was caused when it entered each flow, by `thread << 32 | flow`.
+    entered: FxHashMap<u64, bool>,
     pending: FxHashMap<(u32, i64, i64), VecDeque<u32>>,
     outside: u64,
     unjoined: u64,
@@ -282,6 +286,7 @@ impl<'a> Builder<'a> {
             stats: Vec::new(),
             stat_index: FxHashMap::default(),
             msg_flow: vec![NO_FLOW; ev.messages.len()],
+            entered: FxHashMap::default(),
             pending: FxHashMap::default(),
             outside: 0,
             unjoined: 0,
@@ -433,6 +438,17 @@ impl<'a> Builder<'a> {
         self.threads[th].stack = stack;
     }
 
+    /// Whether the thread's sends are caused from now on (and when it comes back to this
+    /// flow on a reply).
+    fn set_caused(&mut self, th: usize, caused: bool) {
+        let s = &mut self.threads[th];
+        s.caused = caused;
+        if s.flow != NO_FLOW {
+            self.entered
+                .insert(((th as u64) << 32) | u64::from(s.flow), caused);
+        }
+    }
+
     fn start(&mut self, th: usize, t: i64, start: String) {
         let id = self.flows.len() as u32;
         self.flows.push(Flow {
@@ -446,7 +462,7 @@ impl<'a> Builder<'a> {
             bytes: 0,
         });
         self.switch(th, id, t);
-        self.threads[th].caused = true;
+        self.set_caused(th, true);
     }
 
     fn enter(&mut self, th: usize, t: i64, i: usize) {
@@ -478,7 +494,7 @@ impl<'a> Builder<'a> {
         let s = &self.threads[th];
         if s.starts_messages && !(s.flow != NO_FLOW && s.caused) {
             self.start(th, t, format!("message:{}", m.id));
-            self.threads[th].caused = false;
+            self.set_caused(th, false);
         }
         let s = &self.threads[th];
         self.msg_flow[i] = s.flow;
@@ -505,8 +521,15 @@ impl<'a> Builder<'a> {
             let s = &mut self.threads[th];
             s.last_t = s.last_t.max(t);
         }
+        let before = self.threads[th].flow;
         self.switch(th, flow, t);
-        self.threads[th].caused = self.ev.messages[i].direction != Some(Direction::Return);
+        if self.ev.messages[i].direction != Some(Direction::Return) {
+            self.set_caused(th, true);
+        } else if flow != before {
+            // Back to a flow on a reply: as caused as the thread was when it entered it.
+            let key = ((th as u64) << 32) | u64::from(flow);
+            self.threads[th].caused = self.entered.get(&key).copied().unwrap_or(false);
+        }
         self.event(th, t);
     }
 
@@ -529,7 +552,7 @@ impl<'a> Builder<'a> {
                 match q.and_then(VecDeque::pop_front) {
                     Some(f) => {
                         self.switch(th, f, t);
-                        self.threads[th].caused = true;
+                        self.set_caused(th, true);
                     }
                     None => self.unjoined += 1,
                 }
@@ -636,4 +659,82 @@ pub fn flow_coverage(flows: &Flows, f: u32) -> super::rootcause::Coverage {
         .iter()
         .map(|p| (p.path, p.first_t))
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flows::model::{Msg, SensorInfo, ThreadInfo};
+
+    /// client → front → back, three requests, no start given: three flows, whatever the
+    /// front's reply from the back end.
+    #[test]
+    fn a_cascade_is_one_flow_per_request_under_the_default_start() {
+        let mut ev = Events::default();
+        for (id, p) in [(1, "client"), (2, "front"), (3, "back")] {
+            ev.threads.push(ThreadInfo {
+                id,
+                process: id,
+                program: p.into(),
+            });
+        }
+        ev.sensors.push(SensorInfo {
+            id: 9,
+            name: "handle".into(),
+            function: None,
+            hex: "0x9".into(),
+        });
+        let mut id = 0;
+        for r in 0..3i64 {
+            let t = r * 100;
+            for (from, to, s, e, d) in [
+                (1, 2, t, t + 5, Direction::Call),
+                (2, 3, t + 10, t + 15, Direction::Call),
+                (3, 2, t + 20, t + 25, Direction::Return),
+                (2, 1, t + 30, t + 35, Direction::Return),
+            ] {
+                id += 1;
+                ev.messages.push(Msg {
+                    id,
+                    bytes: 10,
+                    send: Some((from, s)),
+                    recv: Some((to, e)),
+                    direction: Some(d),
+                });
+            }
+            ev.intervals.push(Interval {
+                thread: 2,
+                sensor: 9,
+                t_start: t + 6,
+                t_end: t + 31,
+                depth: 0,
+            });
+        }
+        let mut paths = PathTable::default();
+        let f = build(&ev, &Rules::default(), &mut paths).unwrap();
+        assert_eq!(f.flows.len(), 3, "{:?}", f.flows);
+        assert!(f.flows.iter().all(|x| x.messages == 4 && x.bytes == 40));
+        assert_eq!(f.segments.len(), 9);
+        // Each flow's front segment has `handle` on it, with its time.
+        for k in 0..3 {
+            let p = f.paths_of(k);
+            assert_eq!(p.len(), 1);
+            assert_eq!(paths.render(p[0].path), "front: handle");
+            // 6..10 and 25..30 (the wait for the back end's reply is in the flow).
+            assert_eq!(p[0].time_ns, 25);
+        }
+        // A sensor start: each enter of `handle` starts a flow on the front.
+        let rules = Rules {
+            starts: vec![Start::Sensor("handle".into())],
+            joins: vec![],
+        };
+        let f = build(&ev, &rules, &mut paths).unwrap();
+        assert_eq!(f.flows.len(), 3);
+        assert!(f.flows.iter().all(|x| x.start == "sensor:handle"));
+        // The first request was sent before any start; each later one is sent in the flow
+        // the client's last reply came back in (message switch), until `handle` starts the
+        // next.
+        let msgs: Vec<u64> = f.flows.iter().map(|x| x.messages).collect();
+        assert_eq!(msgs, [4, 4, 3]);
+    }
 }
