@@ -59,10 +59,7 @@ pub fn suspects(profiles: &[Profile], reference: Reference<'_>) -> Vec<Suspect> 
             (0..distinct.len())
                 .map(|a| {
                     // Distances to the other flows: a twin is at 0.
-                    let mut ds: Vec<f64> = Vec::new();
-                    for _ in 1..weight[a] {
-                        ds.push(0.0);
-                    }
+                    let mut ds: Vec<f64> = vec![0.0; weight[a] - 1];
                     for b in 0..distinct.len() {
                         if a != b {
                             let d = profiles[distinct[a]].l1(&profiles[distinct[b]]);

@@ -103,6 +103,7 @@ impl Sim {
         );
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn comm(&mut self, th: Th, t: i64, op: CommOp, fd: i64, dur: i64, result: i64, peer: Endpoint) {
         let name = match op {
             CommOp::Send => "send",
