@@ -190,6 +190,23 @@ fn fig2_a_server_interleaving_two_clients_gives_exactly_two_flows() {
     let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
     assert_eq!(v["flows"].as_array().unwrap().len(), 2);
     assert_eq!(v["flows"][0]["messages"], 2);
+    // Merging the session again clears its flow rows with everything else.
+    rt().block_on(async {
+        let db = Reader::open(&DbUrl::parse(&url).unwrap()).await.unwrap();
+        let s = read::sessions(&db).await.unwrap();
+        let sid = s.iter().find(|s| s.name == "fig2").unwrap().id;
+        assert_eq!(read::flows(&db, sid, run.id).await.unwrap().len(), 2);
+        db.close().await;
+    });
+    fig2().merge(tmp.path(), "fig2", &url);
+    rt().block_on(async {
+        let db = Reader::open(&DbUrl::parse(&url).unwrap()).await.unwrap();
+        let s = read::sessions(&db).await.unwrap();
+        let sid = s.iter().find(|s| s.name == "fig2").unwrap().id;
+        assert!(read::flows(&db, sid, run.id).await.unwrap().is_empty());
+        assert!(read::analysis_runs(&db, sid).await.unwrap().is_empty());
+        db.close().await;
+    });
     assert!(
         p5(&[
             "flows",
@@ -476,6 +493,9 @@ fn five_jobs_references_find_the_faulty_one_and_its_cause() {
         assert_eq!(rank(&rows)[0], 3, "{profile}");
         assert_eq!(rows[0].label.as_deref(), Some("normal"));
     }
+    let mut bad = vec!["flows", "--db", &url, "--session", "jobs", "--normal", "9"];
+    bad.extend(["--start", start[0]]);
+    assert!(p5(&bad).is_err(), "no flow 9");
     // Root cause: flow 3 against the normal run's flow 3.
     p5(&[
         "diff",

@@ -161,10 +161,10 @@ impl Db {
         self.begin().await?;
         let r = async {
             self.insert([run]).await?;
-            self.insert(results.flows).await?;
-            self.insert(results.segments).await?;
-            self.insert(results.paths).await?;
-            self.insert(results.diffs).await
+            self.insert_chunked(results.flows).await?;
+            self.insert_chunked(results.segments).await?;
+            self.insert_chunked(results.paths).await?;
+            self.insert_chunked(results.diffs).await
         }
         .await;
         match r {
@@ -173,6 +173,19 @@ impl Db {
                 let _ = self.rollback().await;
                 Err(e)
             }
+        }
+    }
+
+    /// Writes rows in chunks of 50,000: a run of a large session has millions of path rows,
+    /// whose values [`Db::insert`] would otherwise hold all at once.
+    async fn insert_chunked<R: schema::Row>(&mut self, rows: Vec<R>) -> Result<(), Error> {
+        let mut it = rows.into_iter();
+        loop {
+            let chunk: Vec<R> = it.by_ref().take(50_000).collect();
+            if chunk.is_empty() {
+                return Ok(());
+            }
+            self.insert(chunk).await?;
         }
     }
 

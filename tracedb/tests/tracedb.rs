@@ -265,6 +265,28 @@ fn flow_rows_round_trip_on_both_backends() {
             assert_eq!(read::flow_paths(&r, 3, run.id).await.unwrap(), want.paths);
             assert_eq!(read::flow_diffs(&r, 3, run.id).await.unwrap(), want.diffs);
             r.close().await;
+            // A large run goes in several chunks, all of it.
+            let mut db = Db::open(&url).await.unwrap();
+            let mut big = rows(run.id + 1);
+            let p = big.paths[0].clone();
+            big.paths = (0..100_001)
+                .map(|i| FlowPath {
+                    first_t: i,
+                    ..p.clone()
+                })
+                .collect();
+            let run2 = AnalysisRun {
+                id: run.id + 1,
+                ..run.clone()
+            };
+            db.write_flows(run2, big).await.unwrap();
+            db.close().await.unwrap();
+            let r = Reader::open(&url).await.unwrap();
+            assert_eq!(
+                read::flow_paths(&r, 3, run.id + 1).await.unwrap().len(),
+                100_001
+            );
+            r.close().await;
             let mut db = Db::open(&url).await.unwrap();
             db.delete_analysis(3, run.id).await.unwrap();
             db.close().await.unwrap();

@@ -156,3 +156,92 @@ pub fn write_diff<W: Write>(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::flows::rootcause::{Coverage, diff};
+    use crate::flows::rules::{Flow, PathStat, Segment};
+
+    #[test]
+    fn tables_and_json() {
+        let mut p = PathTable::default();
+        let main = p.path("srv", &["main"]);
+        let flows = Flows {
+            flows: (1..=2)
+                .map(|id| Flow {
+                    id,
+                    start: format!("message:{id}"),
+                    thread: 7,
+                    t_start: 1_000_000 * i64::from(id),
+                    t_end: 1_500_000 * i64::from(id),
+                    events: 4,
+                    messages: 2,
+                    bytes: 300,
+                })
+                .collect(),
+            segments: vec![Segment {
+                flow: 1,
+                thread: 7,
+                t_start: 2_000_000,
+                t_end: 3_000_000,
+            }],
+            paths: vec![PathStat {
+                flow: 1,
+                path: main,
+                first_t: 2_000_000,
+                time_ns: 10,
+                bytes: 300,
+            }],
+            ..Flows::default()
+        };
+        let scores = [
+            Suspect {
+                score: 0.0,
+                rank: 2,
+            },
+            Suspect {
+                score: 1.0,
+                rank: 1,
+            },
+        ];
+        let mut out = Vec::new();
+        write_flows(&flows, &scores, &p, FlowFormat::Table, None, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 3);
+        assert!(
+            lines[1].contains("message:2") && lines[1].contains("1.0000"),
+            "{text}"
+        );
+        let mut out = Vec::new();
+        write_flows(&flows, &scores, &p, FlowFormat::Json, Some(1), &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["flows"].as_array().unwrap().len(), 1);
+        let mut out = Vec::new();
+        write_flows(&flows, &scores, &p, FlowFormat::Json, None, &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["flows"][1]["paths"][0]["path"], "srv: main");
+        assert_eq!(v["flows"][1]["segments"][0]["thread"], 7);
+        assert_eq!(v["flows"][1]["suspect_rank"], 1);
+        // A diff, both formats and both orders.
+        let a: Coverage = [
+            (p.path("srv", &["main", "B", "C", "D"]), 5),
+            (p.path("srv", &["main", "Q"]), 9),
+        ]
+        .into_iter()
+        .collect();
+        let d = diff(&a, &Coverage::default(), &p);
+        for (rank, first) in [(Rank::Time, "main→B→C→D"), (Rank::Length, "main→Q")] {
+            let mut out = Vec::new();
+            write_diff(&d, &p, rank, FlowFormat::Table, None, &mut out).unwrap();
+            let text = String::from_utf8(out).unwrap();
+            assert!(text.lines().nth(1).unwrap().ends_with(first), "{text}");
+        }
+        let mut out = Vec::new();
+        write_diff(&d, &p, Rank::Time, FlowFormat::Json, None, &mut out).unwrap();
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["raw_anomalous"], 2);
+        assert_eq!(v["differences"][0]["side"], "anomalous");
+    }
+}
