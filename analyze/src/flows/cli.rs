@@ -146,7 +146,7 @@ fn run_flows(a: &FlowsArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
         )));
     }
     let normal: Vec<usize> = normal.into_iter().map(|id| id - 1).collect();
-    progress(Progress::Phase("scoring", Some(n as u64)));
+    progress(Progress::Phase("scoring", None));
     let ps = profiles(&flows, a.profile);
     let scores = if let Some((_, ref_events)) = loaded.get(1) {
         let ref_flows = rules::build(ref_events, &rules, &mut paths)?;
