@@ -6,7 +6,8 @@
 //! into the trace database, optionally with its ground truth as an analysis run), `show` (a
 //! result from JSON or from the database as a table, JSON or DOT; `--save-db` stores it).
 //! `nesting` and `convolution` (Project 5's algorithms, [`crate::nesting`],
-//! [`crate::convolution`]), `linking` (WAP5's, [`crate::linking`]). Still to come: `flows`.
+//! [`crate::convolution`]), `linking` (WAP5's, [`crate::linking`]), `flows` and `diff`
+//! (self-propelled instrumentation's, [`crate::flows`]).
 
 use crate::clients::{FIXED_PORT_PEERS, aggregate_clients};
 use crate::input::InputArgs;
@@ -61,6 +62,10 @@ pub enum AnalyzeCmd {
     /// Probabilistic causal trees of free-form messages, calls and returns alike (WAP5
     /// message linking, its paper §5).
     Linking(crate::linking::cli::LinkingArgs),
+    /// Flows, suspect scores and root-cause differences (self-propelled instrumentation):
+    /// `flows` and `diff`.
+    #[command(flatten)]
+    Flows(crate::flows::cli::FlowsCmd),
 }
 
 /// `p5 analyze import`.
@@ -215,6 +220,7 @@ pub fn run(args: &AnalyzeArgs, progress: &mut dyn FnMut(Progress)) -> Result<()>
         AnalyzeCmd::Nesting(a) => crate::nesting::cli::run(a, progress),
         AnalyzeCmd::Convolution(a) => crate::convolution::cli::run(a, progress),
         AnalyzeCmd::Linking(a) => crate::linking::cli::run(a, progress),
+        AnalyzeCmd::Flows(a) => crate::flows::cli::run(a, progress),
     };
     progress(Progress::Done);
     r

@@ -13,7 +13,7 @@ use p5_tracedb::read::{self, Reader, Session};
 use p5_tracedb::{Db, DbUrl};
 
 /// Runs `fut` to completion on a fresh current-thread runtime.
-fn block_on<T>(fut: impl Future<Output = Result<T>>) -> Result<T> {
+pub(crate) fn block_on<T>(fut: impl Future<Output = Result<T>>) -> Result<T> {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -27,7 +27,7 @@ pub fn parse_url(url: &str) -> Result<DbUrl> {
 }
 
 /// The session called `name`, or an error listing the sessions there are.
-async fn find_session(db: &Reader, url: &DbUrl, name: &str) -> Result<Session> {
+pub(crate) async fn find_session(db: &Reader, url: &DbUrl, name: &str) -> Result<Session> {
     let all = read::sessions(db).await?;
     if let Some(s) = all.iter().find(|s| s.name == name) {
         return Ok(s.clone());

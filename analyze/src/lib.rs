@@ -16,6 +16,7 @@ pub mod convolution;
 pub mod db;
 pub mod error;
 pub mod fat;
+pub mod flows;
 pub mod hash;
 pub mod import;
 pub mod input;

@@ -106,7 +106,7 @@ fn stats_of_hist(bins: &[(i64, f64)], n: u64, mean: f64) -> Option<Stats> {
     })
 }
 
-fn now_wall_ns() -> i64 {
+pub(crate) fn now_wall_ns() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))

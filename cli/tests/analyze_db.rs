@@ -162,3 +162,171 @@ fn a_merged_session_reads_with_every_node_key() {
     }
     assert!(text.contains("CALL_SENT") && text.contains("RET_SENT"));
 }
+
+/// Runs `p5 analyze ARGS` and parses its JSON output.
+fn analyze_json(args: &[&str]) -> serde_json::Value {
+    let out = Command::new(env!("CARGO_BIN_EXE_p5"))
+        .arg("analyze")
+        .args(args)
+        .args(["--format", "json"])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "p5 analyze {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("JSON output")
+}
+
+/// `p5 analyze flows` on the cascade case study recorded by `p5 demo` at its full size
+/// (client → shop → db, 2,000 requests): each client request is one flow, through the
+/// three processes, with its four messages.
+#[test]
+fn the_cascade_demos_2000_requests_are_2000_flows() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("demo");
+    let o = Command::new(env!("CARGO_BIN_EXE_p5"))
+        .args([
+            "demo",
+            "--no-serve",
+            "--only",
+            "cascade",
+            "--no-agent",
+            "--out",
+        ])
+        .arg(&out)
+        .output()
+        .expect("run p5 demo");
+    assert!(
+        o.status.success(),
+        "p5 demo failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let url = format!("sqlite:{}", out.join("store").join("p5.sqlite").display());
+    let v = analyze_json(&[
+        "flows",
+        "--db",
+        &url,
+        "--session",
+        "cascade",
+        "--start",
+        "messages-from:client",
+    ]);
+    let flows = v["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 2000);
+    let u = DbUrl::parse(&url).unwrap();
+    let (s, ev) = p5_analyze::flows::load::load(&u, &["cascade"])
+        .unwrap()
+        .remove(0);
+    let sent = ev.messages.iter().filter(|m| m.send.is_some()).count() as u64;
+    let in_flows: u64 = flows.iter().map(|f| f["messages"].as_u64().unwrap()).sum();
+    assert_eq!(in_flows, sent, "every message is in a flow");
+    assert_eq!(s.matched, s.messages);
+    for f in flows {
+        let threads: HashSet<i64> = f["segments"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|g| g["thread"].as_i64().unwrap())
+            .collect();
+        assert_eq!(threads.len(), 3, "client, shop and db: {f}");
+        assert!(f["messages"].as_u64().unwrap() >= 4, "{f}");
+    }
+    // The default start (every uncaused send) gives the same flows.
+    let v = analyze_json(&["flows", "--db", &url, "--session", "cascade", "--no-save"]);
+    assert_eq!(v["flows"].as_array().unwrap().len(), 2000);
+}
+
+/// A C program of our own, instrumented by p5-instrument and recorded with `p5 record`
+/// twice: without its injected fault, and with it (requests 17 and 37 take `slow_path`).
+/// Against the normal run as reference the slow requests are the top suspects, and the
+/// root-cause list of the top suspect ranks the injected path in its top 3 — against the
+/// normal run's same request and against the nearest flow of its own run.
+#[test]
+fn a_recorded_c_programs_injected_slow_path_is_a_top_root_cause() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("src");
+    std::fs::create_dir_all(&src).unwrap();
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/flows");
+    std::fs::copy(here.join("jobsrv.c"), src.join("jobsrv.c")).unwrap();
+    let instr = dir.path().join("out");
+    let report = p5_instrument::run(&p5_instrument::Options {
+        paths: vec![src],
+        out: Some(instr.clone()),
+        ..p5_instrument::Options::default()
+    })
+    .unwrap();
+    assert!(report.problems.is_empty(), "{:?}", report.problems);
+    let exe = dir.path().join("jobsrv");
+    let lib = p5_instrument::runtime::static_lib().expect("libp5_runtime.a");
+    p5_instrument::runtime::compile_c(
+        &[&instr.join("jobsrv.c")],
+        &instr.join(p5_instrument::runtime::INCLUDE_DIR),
+        &exe,
+        &lib,
+    )
+    .expect("build jobsrv");
+    let store = dir.path().join("store");
+    for (session, fault) in [("normal", "0"), ("faulty", "20")] {
+        let o = Command::new(env!("CARGO_BIN_EXE_p5"))
+            .args(["record", "--no-agent", "--session", session, "--store"])
+            .arg(&store)
+            .arg("--manifest")
+            .arg(&instr)
+            .arg("--")
+            .arg(&exe)
+            .args(["40", fault])
+            .output()
+            .unwrap();
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let url = format!("sqlite:{}", store.join("p5.sqlite").display());
+    let start = ["--start", "sensor:request_page"];
+    let mut args = vec!["flows", "--db", &url, "--session", "faulty"];
+    args.extend(start);
+    args.extend(["--reference-session", "normal"]);
+    let v = analyze_json(&args);
+    let flows = v["flows"].as_array().unwrap();
+    assert_eq!(flows.len(), 40);
+    let by_rank = |r: u64| {
+        flows
+            .iter()
+            .find(|f| f["suspect_rank"] == r)
+            .map(|f| f["id"].as_u64().unwrap())
+            .unwrap()
+    };
+    let top = by_rank(1);
+    assert!(
+        [18, 38].contains(&top) && [18, 38].contains(&by_rank(2)),
+        "{v}"
+    );
+    let slow_rank = |v: &serde_json::Value| {
+        v["differences"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|d| d["side"] == "anomalous" && d["path"].as_str().unwrap().contains("slow_path"))
+            .map(|d| {
+                (
+                    d["rank_time"].as_u64().unwrap(),
+                    d["rank_len"].as_u64().unwrap(),
+                )
+            })
+    };
+    let (a, b) = (format!("faulty:{top}"), format!("normal:{top}"));
+    let mut args = vec!["diff", "--db", &url];
+    args.extend(start);
+    args.extend([a.as_str(), b.as_str()]);
+    let d = analyze_json(&args);
+    let (t, l) = slow_rank(&d).unwrap_or_else(|| panic!("no slow_path difference: {d}"));
+    assert!(t <= 3 && l <= 3, "{d}");
+    // Against the previous request of the same run (a normal variation may differ too).
+    let (a, b) = (top.to_string(), (top - 1).to_string());
+    let mut args = vec!["diff", "--db", &url, "--session", "faulty"];
+    args.extend(start);
+    args.extend([a.as_str(), b.as_str()]);
+    let d = analyze_json(&args);
+    let (t, l) = slow_rank(&d).unwrap_or_else(|| panic!("no slow_path difference: {d}"));
+    assert!(t <= 3 && l <= 3, "{d}");
+}

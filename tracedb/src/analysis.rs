@@ -1,10 +1,11 @@
-//! Typed writes of the analysis tables (migration 0004, `docs/schema.md`): one
-//! [`schema::AnalysisRun`] and its results, written in one transaction. `p5 analyze`
+//! Typed writes of the analysis tables (migrations 0004 and 0009, `docs/schema.md`): one
+//! [`schema::AnalysisRun`] and its results ([`RunResults`], or [`FlowResults`] for flows),
+//! written in one transaction. `p5 analyze`
 //! writes through this; re-merging a session clears its runs with everything else.
 
 use crate::error::Error;
 use crate::schema::{self, AnalysisRun, PathInstance, PathInstanceMessage, PathNode};
-use crate::schema::{PathNodeHist, PathPattern};
+use crate::schema::{Flow, FlowDiff, FlowPath, FlowSegment, PathNodeHist, PathPattern};
 use crate::write::Db;
 
 /// The results of one analysis run.
@@ -20,6 +21,50 @@ pub struct RunResults {
     pub instances: Vec<PathInstance>,
     /// The messages of each instance.
     pub instance_messages: Vec<PathInstanceMessage>,
+}
+
+/// The results of a `flows` or `diff` run (migration 0009).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct FlowResults {
+    /// Flows.
+    pub flows: Vec<Flow>,
+    /// Their segments.
+    pub segments: Vec<FlowSegment>,
+    /// Their call paths.
+    pub paths: Vec<FlowPath>,
+    /// Root-cause candidates.
+    pub diffs: Vec<FlowDiff>,
+}
+
+impl FlowResults {
+    /// Checks that every row belongs to `run` (same session and run id).
+    fn check(&self, run: &AnalysisRun) -> Result<(), Error> {
+        let keys = (self.flows.iter().map(|r| ("flow", r.session_id, r.run_id)))
+            .chain(
+                self.segments
+                    .iter()
+                    .map(|r| ("flow_segment", r.session_id, r.run_id)),
+            )
+            .chain(
+                self.paths
+                    .iter()
+                    .map(|r| ("flow_path", r.session_id, r.run_id)),
+            )
+            .chain(
+                self.diffs
+                    .iter()
+                    .map(|r| ("flow_diff", r.session_id, r.run_id)),
+            );
+        for (table, sid, rid) in keys {
+            if sid != run.session_id {
+                return Err(mismatch(table, "session"));
+            }
+            if rid != run.id {
+                return Err(mismatch(table, "run"));
+            }
+        }
+        Ok(())
+    }
 }
 
 /// A row whose keys disagree with its run.
@@ -106,9 +151,47 @@ impl Db {
         }
     }
 
+    /// Writes a `flows` or `diff` run and its rows in one transaction.
+    pub async fn write_flows(
+        &mut self,
+        run: AnalysisRun,
+        results: FlowResults,
+    ) -> Result<(), Error> {
+        results.check(&run)?;
+        self.begin().await?;
+        let r = async {
+            self.insert([run]).await?;
+            self.insert_chunked(results.flows).await?;
+            self.insert_chunked(results.segments).await?;
+            self.insert_chunked(results.paths).await?;
+            self.insert_chunked(results.diffs).await
+        }
+        .await;
+        match r {
+            Ok(()) => self.commit().await,
+            Err(e) => {
+                let _ = self.rollback().await;
+                Err(e)
+            }
+        }
+    }
+
+    /// Writes rows in chunks of 50,000: a run of a large session has millions of path rows,
+    /// whose values [`Db::insert`] would otherwise hold all at once.
+    async fn insert_chunked<R: schema::Row>(&mut self, rows: Vec<R>) -> Result<(), Error> {
+        let mut it = rows.into_iter();
+        loop {
+            let chunk: Vec<R> = it.by_ref().take(50_000).collect();
+            if chunk.is_empty() {
+                return Ok(());
+            }
+            self.insert(chunk).await?;
+        }
+    }
+
     /// Deletes one run and its results.
     pub async fn delete_analysis(&mut self, session_id: i64, run_id: i64) -> Result<(), Error> {
-        for t in schema::ANALYSIS {
+        for t in schema::ANALYSIS.iter().chain(schema::FLOWS) {
             let key = if t.name == "analysis_run" {
                 "id"
             } else {

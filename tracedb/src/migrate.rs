@@ -46,6 +46,11 @@ pub const SQLITE: &[(i64, &str, &str)] = &[
         "drop_range",
         include_str!("../migrations/sqlite/0008_drop_range.sql"),
     ),
+    (
+        9,
+        "flows",
+        include_str!("../migrations/sqlite/0009_flows.sql"),
+    ),
 ];
 
 /// `(version, description, SQL)` of every PostgreSQL migration.
@@ -74,6 +79,11 @@ pub const POSTGRES: &[(i64, &str, &str)] = &[
         8,
         "drop_range",
         include_str!("../migrations/postgres/0008_drop_range.sql"),
+    ),
+    (
+        9,
+        "flows",
+        include_str!("../migrations/postgres/0009_flows.sql"),
     ),
 ];
 
@@ -135,7 +145,7 @@ mod tests {
             assert_eq!((a.0, a.1), (b.0, b.1));
         }
         let (s, p) = (indexes(Backend::Sqlite), indexes(Backend::Postgres));
-        assert_eq!(s.len(), 18, "{s:?}");
+        assert_eq!(s.len(), 20, "{s:?}");
         assert_eq!(
             s.iter().map(|x| x.0).collect::<Vec<_>>(),
             p.iter().map(|x| x.0).collect::<Vec<_>>()

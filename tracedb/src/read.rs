@@ -990,6 +990,125 @@ pub async fn metric_samples(db: &Reader, sid: i64, metric: i64) -> Result<Vec<(i
     Ok(fetch!(db, Q, [sid, metric], |r| (r.i(0)?, r.i(1)?)))
 }
 
+/// An instant of a sensor (`mark`) as the flow analysis reads it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct MarkRow {
+    /// Thread.
+    pub thread: i64,
+    /// Sensor id.
+    pub sensor: i64,
+    /// Time.
+    pub t: i64,
+}
+
+/// Every mark of a session (table order).
+pub async fn marks(db: &Reader, sid: i64) -> Result<Vec<MarkRow>, Error> {
+    const Q: &str = "SELECT thread_id, sensor_id, t FROM mark WHERE session_id = $1";
+    Ok(fetch!(db, Q, [sid], |r| MarkRow {
+        thread: r.i(0)?,
+        sensor: r.i(1)?,
+        t: r.i(2)?,
+    }))
+}
+
+/// A sample of an application counter (`metric.kind = 'counter'`), with the counter's
+/// name and sensor id (`metric.key`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CounterSample {
+    /// The thread that recorded it.
+    pub thread: i64,
+    /// The counter's sensor id.
+    pub sensor: i64,
+    /// Time.
+    pub t: i64,
+    /// Value.
+    pub value: i64,
+}
+
+/// Every sample of the session's application counters (table order).
+pub async fn counter_samples(db: &Reader, sid: i64) -> Result<Vec<CounterSample>, Error> {
+    const Q: &str = "SELECT s.thread_id, m.key, s.t, s.value FROM metric_sample s          JOIN metric m ON m.session_id = s.session_id AND m.id = s.metric_id          WHERE s.session_id = $1 AND m.kind = 'counter'";
+    Ok(fetch!(db, Q, [sid], |r| CounterSample {
+        thread: r.i(0)?,
+        sensor: r.i(1)?,
+        t: r.i(2)?,
+        value: r.i(3)?,
+    }))
+}
+
+/// The flows of a `flows` run, by id.
+pub async fn flows(db: &Reader, sid: i64, run: i64) -> Result<Vec<schema::Flow>, Error> {
+    const Q: &str = "SELECT session_id, run_id, id, start_ref, thread_id, t_start, t_end, \
+         events, messages, bytes, suspect_score, suspect_rank, label FROM flow \
+         WHERE session_id = $1 AND run_id = $2 ORDER BY id";
+    Ok(fetch!(db, Q, [sid, run], |r| schema::Flow {
+        session_id: r.i(0)?,
+        run_id: r.i(1)?,
+        id: r.i(2)?,
+        start_ref: r.s(3)?,
+        thread_id: r.i(4)?,
+        t_start: r.i(5)?,
+        t_end: r.i(6)?,
+        events: r.i(7)?,
+        messages: r.i(8)?,
+        bytes: r.i(9)?,
+        suspect_score: r.of(10)?,
+        suspect_rank: r.oi(11)?,
+        label: r.os(12)?,
+    }))
+}
+
+/// The segments of a `flows` run, by flow and start.
+pub async fn flow_segments(
+    db: &Reader,
+    sid: i64,
+    run: i64,
+) -> Result<Vec<schema::FlowSegment>, Error> {
+    const Q: &str = "SELECT session_id, run_id, flow_id, thread_id, t_start, t_end \
+         FROM flow_segment WHERE session_id = $1 AND run_id = $2 ORDER BY flow_id, t_start";
+    Ok(fetch!(db, Q, [sid, run], |r| schema::FlowSegment {
+        session_id: r.i(0)?,
+        run_id: r.i(1)?,
+        flow_id: r.i(2)?,
+        thread_id: r.i(3)?,
+        t_start: r.i(4)?,
+        t_end: r.i(5)?,
+    }))
+}
+
+/// The call paths of a `flows` run, by flow and path.
+pub async fn flow_paths(db: &Reader, sid: i64, run: i64) -> Result<Vec<schema::FlowPath>, Error> {
+    const Q: &str = "SELECT session_id, run_id, flow_id, path, first_t, time_ns, bytes \
+         FROM flow_path WHERE session_id = $1 AND run_id = $2 ORDER BY flow_id, path";
+    Ok(fetch!(db, Q, [sid, run], |r| schema::FlowPath {
+        session_id: r.i(0)?,
+        run_id: r.i(1)?,
+        flow_id: r.i(2)?,
+        path: r.s(3)?,
+        first_t: r.i(4)?,
+        time_ns: r.i(5)?,
+        bytes: r.i(6)?,
+    }))
+}
+
+/// The root-cause candidates of a `diff` run, by id.
+pub async fn flow_diffs(db: &Reader, sid: i64, run: i64) -> Result<Vec<schema::FlowDiff>, Error> {
+    const Q: &str = "SELECT session_id, run_id, id, side, path, merged_leaves, first_t, len, \
+         rank_time, rank_len FROM flow_diff WHERE session_id = $1 AND run_id = $2 ORDER BY id";
+    Ok(fetch!(db, Q, [sid, run], |r| schema::FlowDiff {
+        session_id: r.i(0)?,
+        run_id: r.i(1)?,
+        id: r.i(2)?,
+        side: r.s(3)?,
+        path: r.s(4)?,
+        merged_leaves: r.os(5)?,
+        first_t: r.i(6)?,
+        len: r.i(7)?,
+        rank_time: r.i(8)?,
+        rank_len: r.i(9)?,
+    }))
+}
+
 /// Typed column access shared by both backends' rows.
 trait RowExt {
     fn i(&self, i: usize) -> Result<i64, sqlx::Error>;

@@ -739,6 +739,95 @@ tables! {
         /// Events lost in the range.
         events: i64,
     }
+
+    /// One flow: the events reachable from one start event (`flow`, migration 0009).
+    FLOW Flow = "flow" {
+        /// Session.
+        session_id: i64,
+        /// → `analysis_run.id`.
+        run_id: i64,
+        /// Flow id (per run), 1-based in start order.
+        id: i64,
+        /// What started it (`sensor:NAME`, `mark:NAME`, `message:ID`).
+        start_ref: String,
+        /// The thread of the start event.
+        thread_id: i64,
+        /// Start event.
+        t_start: i64,
+        /// Last event.
+        t_end: i64,
+        /// Events in the flow.
+        events: i64,
+        /// Messages sent in the flow.
+        messages: i64,
+        /// Their bytes.
+        bytes: i64,
+        /// Distance to common or known-normal behaviour (NULL: not scored).
+        suspect_score: Option<f64>,
+        /// Rank by suspect score, 1 = most suspect.
+        suspect_rank: Option<i64>,
+        /// `normal` for a known-normal flow given by the user.
+        label: Option<String>,
+    }
+
+    /// A stretch of one thread inside one flow (`flow_segment`).
+    FLOW_SEGMENT FlowSegment = "flow_segment" {
+        /// Session.
+        session_id: i64,
+        /// → `analysis_run.id`.
+        run_id: i64,
+        /// → `flow.id`.
+        flow_id: i64,
+        /// → `thread.id`.
+        thread_id: i64,
+        /// From.
+        t_start: i64,
+        /// To.
+        t_end: i64,
+    }
+
+    /// A call path a flow covered (`flow_path`): one row per path present in the flow.
+    FLOW_PATH FlowPath = "flow_path" {
+        /// Session.
+        session_id: i64,
+        /// → `analysis_run.id`.
+        run_id: i64,
+        /// → `flow.id`.
+        flow_id: i64,
+        /// Function names from the thread's outermost call, joined by `→`.
+        path: String,
+        /// First time the flow entered it.
+        first_t: i64,
+        /// Time the flow spent with this path innermost, ns.
+        time_ns: i64,
+        /// Bytes sent with this path innermost.
+        bytes: i64,
+    }
+
+    /// A root-cause candidate (`flow_diff`): a path present on one side only, after prefix
+    /// pruning and leaf merging.
+    FLOW_DIFF FlowDiff = "flow_diff" {
+        /// Session (of the anomalous side).
+        session_id: i64,
+        /// → `analysis_run.id`.
+        run_id: i64,
+        /// Difference id (per run).
+        id: i64,
+        /// `anomalous` (only in the anomalous flows, Δa) or `normal` (Δn).
+        side: String,
+        /// The path (the common parent when leaves were merged).
+        path: String,
+        /// The merged last calls, comma-separated (`main→[A,D]` is path `main`, leaves `A,D`).
+        merged_leaves: Option<String>,
+        /// First occurrence on its side.
+        first_t: i64,
+        /// Calls in the path (a merged path counts its leaf level).
+        len: i64,
+        /// Rank by first occurrence, 1 = earliest.
+        rank_time: i64,
+        /// Rank by length, 1 = shortest.
+        rank_len: i64,
+    }
 }
 
 /// Every table keyed by session (everything but `session`), in deletion order: re-merging a
@@ -768,6 +857,10 @@ pub const PER_SESSION: &[Table] = &[
     PATH_INSTANCE,
     PATH_INSTANCE_MESSAGE,
     DROP_RANGE,
+    FLOW,
+    FLOW_SEGMENT,
+    FLOW_PATH,
+    FLOW_DIFF,
 ];
 
 /// The analysis tables (migration 0004): what `p5 analyze` writes.
@@ -779,6 +872,10 @@ pub const ANALYSIS: &[Table] = &[
     PATH_INSTANCE,
     PATH_INSTANCE_MESSAGE,
 ];
+
+/// The flow tables (migration 0009): what `p5 analyze flows` and `diff` write, keyed by run
+/// like [`ANALYSIS`].
+pub const FLOWS: &[Table] = &[FLOW, FLOW_SEGMENT, FLOW_PATH, FLOW_DIFF];
 
 /// Every table.
 pub fn all() -> impl Iterator<Item = Table> {

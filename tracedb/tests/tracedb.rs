@@ -89,7 +89,7 @@ fn the_migrations_create_exactly_the_defined_tables() {
             );
             tables += 1;
         }
-        assert_eq!(tables, 25);
+        assert_eq!(tables, 29);
         // Nothing in the databases that `schema` does not define (sqlx's own table aside).
         let names: Vec<(String,)> = sqlx::query_as(
             "SELECT name FROM sqlite_master WHERE type = 'table' AND name <> '_sqlx_migrations' \
@@ -180,6 +180,121 @@ fn analysis_rows_round_trip_and_mismatched_rows_are_refused() {
         let mut v = Vec::new();
         inst(1).push_values(&mut v);
         assert_eq!(v.len(), schema::PATH_INSTANCE.columns.len());
+    });
+}
+
+/// Flow rows (migration 0009) are written in one transaction with their run, read back
+/// equal on SQLite and PostgreSQL, refused when they name another run, and deleted with it.
+#[test]
+fn flow_rows_round_trip_on_both_backends() {
+    use schema::{AnalysisRun, Flow, FlowDiff, FlowPath, FlowSegment};
+    let tmp = tempfile::tempdir().unwrap();
+    rt().block_on(async {
+        let pg = PgSchema::new("p5tracedbflows").await;
+        for url in [
+            DbUrl::sqlite_file(&tmp.path().join("f.sqlite")),
+            DbUrl::parse(&pg.url()).unwrap(),
+        ] {
+            let mut db = Db::open(&url).await.unwrap();
+            let run = AnalysisRun {
+                session_id: 3,
+                id: db.next_run_id(3).await.unwrap(),
+                algorithm: "flows".into(),
+                params_json: "{}".into(),
+                source: "sql".into(),
+                session_merged_at_wall_ns: 1,
+                created_at_wall_ns: 2,
+                messages: 4,
+            };
+            let rows = |run_id| p5_tracedb::analysis::FlowResults {
+                flows: vec![Flow {
+                    session_id: 3,
+                    run_id,
+                    id: 1,
+                    start_ref: "sensor:handle".into(),
+                    thread_id: 9,
+                    t_start: 10,
+                    t_end: 20,
+                    events: 5,
+                    messages: 2,
+                    bytes: 300,
+                    suspect_score: Some(1.5),
+                    suspect_rank: Some(1),
+                    label: None,
+                }],
+                segments: vec![FlowSegment {
+                    session_id: 3,
+                    run_id,
+                    flow_id: 1,
+                    thread_id: 9,
+                    t_start: 10,
+                    t_end: 20,
+                }],
+                paths: vec![FlowPath {
+                    session_id: 3,
+                    run_id,
+                    flow_id: 1,
+                    path: "main→handle".into(),
+                    first_t: 11,
+                    time_ns: 9,
+                    bytes: 300,
+                }],
+                diffs: vec![FlowDiff {
+                    session_id: 3,
+                    run_id,
+                    id: 1,
+                    side: "anomalous".into(),
+                    path: "main".into(),
+                    merged_leaves: Some("A,D".into()),
+                    first_t: 12,
+                    len: 2,
+                    rank_time: 1,
+                    rank_len: 1,
+                }],
+            };
+            assert!(db.write_flows(run.clone(), rows(run.id + 1)).await.is_err());
+            db.write_flows(run.clone(), rows(run.id)).await.unwrap();
+            db.close().await.unwrap();
+            let r = Reader::open(&url).await.unwrap();
+            let want = rows(run.id);
+            assert_eq!(read::flows(&r, 3, run.id).await.unwrap(), want.flows);
+            assert_eq!(
+                read::flow_segments(&r, 3, run.id).await.unwrap(),
+                want.segments
+            );
+            assert_eq!(read::flow_paths(&r, 3, run.id).await.unwrap(), want.paths);
+            assert_eq!(read::flow_diffs(&r, 3, run.id).await.unwrap(), want.diffs);
+            r.close().await;
+            // A large run goes in several chunks, all of it.
+            let mut db = Db::open(&url).await.unwrap();
+            let mut big = rows(run.id + 1);
+            let p = big.paths[0].clone();
+            big.paths = (0..100_001)
+                .map(|i| FlowPath {
+                    first_t: i,
+                    ..p.clone()
+                })
+                .collect();
+            let run2 = AnalysisRun {
+                id: run.id + 1,
+                ..run.clone()
+            };
+            db.write_flows(run2, big).await.unwrap();
+            db.close().await.unwrap();
+            let r = Reader::open(&url).await.unwrap();
+            assert_eq!(
+                read::flow_paths(&r, 3, run.id + 1).await.unwrap().len(),
+                100_001
+            );
+            r.close().await;
+            let mut db = Db::open(&url).await.unwrap();
+            db.delete_analysis(3, run.id).await.unwrap();
+            db.close().await.unwrap();
+            let r = Reader::open(&url).await.unwrap();
+            assert!(read::flows(&r, 3, run.id).await.unwrap().is_empty());
+            assert!(read::flow_diffs(&r, 3, run.id).await.unwrap().is_empty());
+            r.close().await;
+        }
     });
 }
 
