@@ -356,14 +356,17 @@ const RESERVOIR: usize = 4096;
 #[derive(Debug, Default, Clone)]
 struct Samples {
     v: Vec<i64>,
-    w: Vec<f32>,
-    keys: Vec<f32>,
-    weighted: Option<Running>,
+    /// Present for weighted samples (boxed: most patterns of a linking run are rare, and
+    /// their many nodes each hold three of these).
+    weighted: Option<Box<Weighted>>,
 }
 
-/// The exact part of weighted samples.
-#[derive(Debug, Default, Clone, Copy)]
-struct Running {
+/// The weighted part of [`Samples`]: weights and reservoir keys beside `v`, and the exact
+/// moments.
+#[derive(Debug, Clone)]
+struct Weighted {
+    w: Vec<f32>,
+    keys: Vec<f32>,
     n: u64,
     sum_w: f64,
     sum_wx: f64,
@@ -379,11 +382,18 @@ impl Samples {
             self.v.push(x);
             return;
         };
-        let r = self.weighted.get_or_insert(Running {
-            min: x,
-            max: x,
-            rng: 0x9e37_79b9_7f4a_7c15,
-            ..Running::default()
+        let r = self.weighted.get_or_insert_with(|| {
+            Box::new(Weighted {
+                w: Vec::new(),
+                keys: Vec::new(),
+                n: 0,
+                sum_w: 0.0,
+                sum_wx: 0.0,
+                min: x,
+                max: x,
+                rng: 0x9e37_79b9_7f4a_7c15,
+                sampled: false,
+            })
         });
         r.n += 1;
         r.sum_w += f64::from(w);
@@ -398,41 +408,39 @@ impl Samples {
         z ^= z >> 31;
         let u = ((z >> 11) as f64 + 0.5) / (1u64 << 53) as f64;
         self.v.push(x);
-        self.w.push(w);
-        self.keys
+        r.w.push(w);
+        r.keys
             .push((u.ln() / f64::from(w.max(f32::MIN_POSITIVE))) as f32);
         if self.v.len() >= 2 * RESERVOIR {
             r.sampled = true;
-            self.trim();
+            Self::trim(&mut self.v, r);
         }
     }
 
     /// Keeps the [`RESERVOIR`] samples with the largest keys.
-    fn trim(&mut self) {
-        let mut idx: Vec<usize> = (0..self.v.len()).collect();
-        idx.select_nth_unstable_by(RESERVOIR - 1, |&a, &b| {
-            self.keys[b].total_cmp(&self.keys[a])
-        });
+    fn trim(v: &mut Vec<i64>, r: &mut Weighted) {
+        let mut idx: Vec<usize> = (0..v.len()).collect();
+        idx.select_nth_unstable_by(RESERVOIR - 1, |&a, &b| r.keys[b].total_cmp(&r.keys[a]));
         idx.truncate(RESERVOIR);
         idx.sort_unstable();
-        self.v = idx.iter().map(|&i| self.v[i]).collect();
-        self.w = idx.iter().map(|&i| self.w[i]).collect();
-        self.keys = idx.iter().map(|&i| self.keys[i]).collect();
+        *v = idx.iter().map(|&i| v[i]).collect();
+        r.w = idx.iter().map(|&i| r.w[i]).collect();
+        r.keys = idx.iter().map(|&i| r.keys[i]).collect();
     }
 
     fn stats(&mut self) -> Option<Stats> {
-        let Some(r) = self.weighted else {
+        let Some(r) = self.weighted.as_deref_mut() else {
             return Stats::of(&mut self.v);
         };
         // A reservoir already represents the weights: its percentiles are unweighted (once
         // the samples pushed since the last trim have been through it too).
         let mut s = if r.sampled {
             if self.v.len() > RESERVOIR {
-                self.trim();
+                Self::trim(&mut self.v, r);
             }
             Stats::of(&mut self.v)?
         } else {
-            Stats::of_weighted(&self.v, &self.w)?
+            Stats::of_weighted(&self.v, &r.w)?
         };
         s.n = r.n;
         s.mean_ns = if r.sum_w > 0.0 {
