@@ -250,20 +250,22 @@ impl<'a> Builder<'a> {
         k: u32,
     ) -> Option<(f64, u32)> {
         let kids = self.links.kids(self.inc[pos].0);
-        let mut opts: Vec<(Option<u32>, f64)> = kids[j..end]
+        // (child or none, its probability, the factor it puts on the instance: its
+        // probability times its own omitted links').
+        let mut opts: Vec<(Option<u32>, f64, f64)> = kids[j..end]
             .iter()
             .filter(|x| !self.in_inst[x.child as usize])
             .map(|x| {
-                let with = f64::from(x.p) * f64::from(self.links.omitted[x.child as usize]);
-                (Some(x.child), f64::from(x.p), with)
+                let p = f64::from(x.p);
+                let factor = p * f64::from(self.links.omitted[x.child as usize]);
+                (Some(x.child), p, factor)
             })
-            .map(|(c, p, with)| (c, p.min(with).max(with)))
             .collect();
-        let none = 1.0 - kids[j..end].iter().map(|x| f64::from(x.p)).sum::<f64>();
-        opts.push((None, none.max(0.0)));
+        let none = (1.0 - kids[j..end].iter().map(|x| f64::from(x.p)).sum::<f64>()).max(0.0);
+        opts.push((None, none, none));
         let best = opts.iter().map(|o| o.1).fold(0.0, f64::max);
         let full = self.inc.len() >= self.max_messages;
-        opts.retain(|o| (o.0.is_none() || !full) && (o.1 >= self.lo || o.1 >= best) && o.1 > 0.0);
+        opts.retain(|o| (o.0.is_none() || !full) && (o.1 >= self.lo || o.1 >= best) && o.2 > 0.0);
         opts.sort_by(|a, b| b.1.total_cmp(&a.1));
         if opts.len() > 1 && k >= self.max_try_both {
             self.capped_now = true;
@@ -271,18 +273,18 @@ impl<'a> Builder<'a> {
         }
         let k = k + u32::from(opts.len() > 1);
         let (last, rest) = opts.split_last()?;
-        for &(c, p) in rest {
+        for &(c, _, factor) in rest {
             let len = self.inc.len();
             if let Some(c) = c {
                 self.include(c, pos);
             }
-            self.explore(pos, end, prob * p, k);
+            self.explore(pos, end, prob * factor, k);
             self.truncate(len);
         }
         if let Some(c) = last.0 {
             self.include(c, pos);
         }
-        Some((prob * last.1, k))
+        Some((prob * last.2, k))
     }
 
     /// The current instance as visits, into the collector.
