@@ -1,4 +1,4 @@
-//! Per-node clock skew on an existing trace: [P5] §7.5.6's "skewer". A node's offset is
+//! Per-node clock skew on an existing trace: \[P5\] §7.5.6's "skewer". A node's offset is
 //! added to the times it stamps — the send times of the messages it sends and the receive
 //! times of those it receives — as if its clock ran that much fast (or slow, if negative).
 //! Applying the opposite offsets de-skews a trace.

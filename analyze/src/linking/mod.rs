@@ -14,7 +14,10 @@
 //! Ours, where the paper is silent (analysis.md §1.3): try-both when 0.3 ≤ p ≤ 0.7 or p is
 //! the child's most likely cause; at most 10 try-both links per root, after which only the
 //! most likely cause is followed; candidates within the window `x`; a root's instances carry
-//! the probability that it was spontaneous.
+//! the probability that it was spontaneous; instances below `min_prob` are not built.
+//! [`offsets`] takes the pairwise clock offsets off network delays (\[WAP5\] §5.2).
+//! Beside the paper's weights, off by default: [`kernel`] (a delay distribution learned from
+//! the trace, refitted by EM) and [`exclusive`] (one child per receiver).
 
 pub mod cli;
 pub mod exclusive;
@@ -68,10 +71,10 @@ pub struct Params {
     pub rank: Rank,
     /// How candidates are weighed.
     pub kernel: KernelKind,
-    /// A message causes at most one message per receiver (ours; off is the paper's way):
-    /// candidates are balanced ([`exclusive::balance`]) and a parent's possible children
-    /// towards one receiver are alternatives in step 3, unless their probabilities sum to
-    /// more than 1.5 (parallel calls).
+    /// A message causes at most one message per receiver, a return one next step (ours; off
+    /// is the paper's way): candidates are balanced ([`exclusive::Balancer`]) and a parent's
+    /// possible children towards one receiver are alternatives in step 3, unless their
+    /// probabilities sum to more than 1.5 (parallel calls).
     pub exclusive: bool,
     /// EM rounds refitting the empirical kernel to the links it gave.
     pub refits: u32,
