@@ -196,3 +196,33 @@ pub fn load_result(url: &DbUrl, name: &str, run: Option<i64>) -> Result<Analysis
         store::result_of_rows(&r, rows)
     })
 }
+
+/// Stores an analysis run where the command line asks: with `--db` into the session it read
+/// (message ids as they are), and with `--save-db URL --save-session NAME` (also) there, its
+/// messages mapped to the ids an import of the same input gave them (unless the input was
+/// a session already). Prints the run number of each.
+pub fn save_runs(
+    input_args: &crate::input::InputArgs,
+    input: &crate::input::Input,
+    save: (Option<&String>, Option<&String>),
+    result: &AnalysisResult,
+) -> Result<()> {
+    let mut targets = Vec::new();
+    if let (Some(url), Some(session)) = (&input_args.db, &input_args.session) {
+        targets.push((url, session, MessageIds::default(), "sql".to_owned()));
+    }
+    if let (Some(url), Some(session)) = save {
+        let ids = if input_args.db.is_some() {
+            MessageIds::default()
+        } else {
+            MessageIds::of_import(&input.trace)
+        };
+        targets.push((url, session, ids, input.name.clone()));
+    }
+    for (url, session, ids, source) in targets {
+        let url = parse_url(url)?;
+        let run = save_result(&url, session, result, &source, &ids)?;
+        eprintln!("stored as analysis run {run} of session {session}");
+    }
+    Ok(())
+}

@@ -7,7 +7,6 @@ use crate::input::InputArgs;
 use crate::maketrace::config::parse_duration;
 use crate::output::Format;
 use crate::pattern::Rank;
-use crate::store::MessageIds;
 use crate::{Error, Result};
 
 /// `p5 analyze linking`.
@@ -176,23 +175,8 @@ pub fn run(a: &LinkingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
             );
         }
     }
-    let mut targets = Vec::new();
-    if let (Some(url), Some(session)) = (&a.input.db, &a.input.session) {
-        targets.push((url, session, MessageIds::default(), "sql".to_owned()));
-    }
-    if let (Some(url), Some(session)) = (&a.save_db, &a.save_session) {
-        let ids = if a.input.db.is_some() {
-            MessageIds::default()
-        } else {
-            MessageIds::of_import(&input.trace)
-        };
-        targets.push((url, session, ids, input.name.clone()));
-    }
-    for (url, session, ids, source) in targets {
-        let url = crate::db::parse_url(url)?;
-        let run = crate::db::save_result(&url, session, &result, &source, &ids)?;
-        eprintln!("stored as analysis run {run} of session {session}");
-    }
+    let save = (a.save_db.as_ref(), a.save_session.as_ref());
+    crate::db::save_runs(&a.input, &input, save, &result)?;
     crate::output::write(&result, a.format, a.top, std::io::stdout().lock())?;
     Ok(())
 }

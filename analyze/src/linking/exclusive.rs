@@ -55,16 +55,9 @@ impl Balancer {
 
     /// Balances `w` for `rounds` rounds.
     pub fn balance(&self, w: &mut Weighed, rounds: u32) {
-        let n = w.spont.len();
         let mut p = vec![0f64; w.parent.len()];
         for _ in 0..rounds {
-            for i in 0..n {
-                let r = w.off[i] as usize..w.off[i + 1] as usize;
-                let total = w.spont[i] + w.w[r.clone()].iter().sum::<f64>();
-                for l in r {
-                    p[l] = w.w[l] / total;
-                }
-            }
+            w.posteriors(&mut p);
             for g in self.groups.windows(2) {
                 let run = &self.links[g[0] as usize..g[1] as usize];
                 let sum: f64 = run.iter().map(|&l| p[l as usize]).sum();

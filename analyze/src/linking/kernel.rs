@@ -20,7 +20,7 @@
 //! 0.01). Exactly one candidate is the cause, or none.
 
 use crate::hash::FxHashMap;
-use crate::nesting::bins::Bins;
+use crate::nesting::bins::{Bins, gaussian, smooth_into};
 use crate::trace::{NodeId, Time};
 
 /// The largest probability a pair gets.
@@ -80,25 +80,10 @@ pub struct Learner {
 /// Smooths each key's histogram (`bins` values each) with a Gaussian of `sigma` bins, cut
 /// at 3 sigma.
 fn smooth(h: &mut [f64], bins: usize, sigma: f64) {
-    let r = (3.0 * sigma).ceil() as usize;
-    let kernel: Vec<f64> = (0..=2 * r)
-        .map(|i| {
-            let x = i as f64 - r as f64;
-            (-x * x / (2.0 * sigma * sigma)).exp()
-        })
-        .collect();
-    let sum: f64 = kernel.iter().sum();
+    let kernel = gaussian(sigma);
     let mut out = vec![0.0; bins];
     for row in h.chunks_mut(bins) {
-        out.iter_mut().for_each(|o| *o = 0.0);
-        for (i, &v) in row.iter().enumerate().filter(|(_, v)| **v != 0.0) {
-            for (j, &k) in kernel.iter().enumerate() {
-                let at = (i + j).wrapping_sub(r);
-                if let Some(o) = out.get_mut(at) {
-                    *o += v * k / sum;
-                }
-            }
-        }
+        smooth_into(row, &kernel, &mut out);
         row.copy_from_slice(&out);
     }
 }

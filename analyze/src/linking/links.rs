@@ -214,6 +214,21 @@ impl Weighed {
         self.spont.push(spont);
     }
 
+    /// Every link's probability (its weight over its child's total, spontaneity included)
+    /// into `post`; returns every child's probability of being spontaneous.
+    pub fn posteriors(&self, post: &mut [f64]) -> Vec<f64> {
+        (0..self.spont.len())
+            .map(|i| {
+                let r = self.off[i] as usize..self.off[i + 1] as usize;
+                let total = self.spont[i] + self.w[r.clone()].iter().sum::<f64>();
+                for l in r {
+                    post[l] = self.w[l] / total;
+                }
+                self.spont[i] / total
+            })
+            .collect()
+    }
+
     /// Child `i`'s candidates, their weights and its spontaneous weight.
     pub fn of(&self, i: usize) -> (&[u32], &[f64], f64) {
         let r = self.off[i] as usize..self.off[i + 1] as usize;
@@ -322,18 +337,9 @@ fn learn(
 /// One EM round of the empirical kernel: posteriors from the weights, the kernel refitted
 /// to them, the weights recomputed.
 fn refit(trace: &Trace, group: &[NodeId], w: &mut Weighed, k: &mut Kernel, window: Time) {
-    let n = w.spont.len();
     let g = |n: NodeId| group.get(n as usize).copied().unwrap_or(n);
     let mut post = vec![0f64; w.w.len()];
-    let mut spont = vec![0f64; n];
-    for (i, s) in spont.iter_mut().enumerate() {
-        let r = w.off[i] as usize..w.off[i + 1] as usize;
-        let total = w.spont[i] + w.w[r.clone()].iter().sum::<f64>();
-        *s = w.spont[i] / total;
-        for l in r {
-            post[l] = w.w[l] / total;
-        }
-    }
+    let spont = w.posteriors(&mut post);
     k.refit(
         window,
         (0..post.len()).map(|l| (w.key[l], w.gap[l], post[l])),

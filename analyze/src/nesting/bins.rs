@@ -71,28 +71,38 @@ impl Scoreboard {
         if sigma <= 0.0 {
             return;
         }
-        let r = (3.0 * sigma).ceil() as usize;
-        let kernel: Vec<f64> = (0..=2 * r)
-            .map(|i| {
-                let x = i as f64 - r as f64;
-                (-x * x / (2.0 * sigma * sigma)).exp()
-            })
-            .collect();
-        let sum: f64 = kernel.iter().sum();
+        let kernel = gaussian(sigma);
         for h in self.slots.values_mut() {
             let mut out = vec![0.0; h.len()];
-            for (i, &v) in h.iter().enumerate() {
-                if v == 0.0 {
-                    continue;
-                }
-                for (j, &k) in kernel.iter().enumerate() {
-                    let at = i as i64 + j as i64 - r as i64;
-                    if let Some(o) = usize::try_from(at).ok().and_then(|a| out.get_mut(a)) {
-                        *o += v * k / sum;
-                    }
-                }
-            }
+            smooth_into(h, &kernel, &mut out);
             *h = out;
+        }
+    }
+}
+
+/// A Gaussian of `sigma` bins cut at 3 sigma, normalised to sum 1 (`2r + 1` weights).
+pub fn gaussian(sigma: f64) -> Vec<f64> {
+    let r = (3.0 * sigma).ceil() as usize;
+    let k: Vec<f64> = (0..=2 * r)
+        .map(|i| {
+            let x = i as f64 - r as f64;
+            (-x * x / (2.0 * sigma * sigma)).exp()
+        })
+        .collect();
+    let sum: f64 = k.iter().sum();
+    k.into_iter().map(|w| w / sum).collect()
+}
+
+/// `row` convolved with `kernel` (from [`gaussian`]) into `out` (same length, zeroed here);
+/// mass beyond either end is dropped.
+pub fn smooth_into(row: &[f64], kernel: &[f64], out: &mut [f64]) {
+    let r = kernel.len() / 2;
+    out.iter_mut().for_each(|o| *o = 0.0);
+    for (i, &v) in row.iter().enumerate().filter(|(_, v)| **v != 0.0) {
+        for (j, &k) in kernel.iter().enumerate() {
+            if let Some(o) = (i + j).checked_sub(r).and_then(|a| out.get_mut(a)) {
+                *o += v * k;
+            }
         }
     }
 }

@@ -5,7 +5,6 @@ use super::{Params, assign::Penalties, nesting};
 use crate::cli::Progress;
 use crate::input::InputArgs;
 use crate::output::Format;
-use crate::store::MessageIds;
 use crate::{Error, Result};
 
 /// `p5 analyze nesting`.
@@ -98,25 +97,8 @@ pub fn run(a: &NestingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
         counts.unmatched_rets,
         result.patterns.len()
     );
-    // With --db the run goes into that session; --save-db stores it (also) elsewhere, its
-    // messages mapped to the ids an import of the same input gave them.
-    let mut targets = Vec::new();
-    if let (Some(url), Some(session)) = (&a.input.db, &a.input.session) {
-        targets.push((url, session, MessageIds::default(), "sql".to_owned()));
-    }
-    if let (Some(url), Some(session)) = (&a.save_db, &a.save_session) {
-        let ids = if a.input.db.is_some() {
-            MessageIds::default()
-        } else {
-            MessageIds::of_import(&input.trace)
-        };
-        targets.push((url, session, ids, input.name.clone()));
-    }
-    for (url, session, ids, source) in targets {
-        let url = crate::db::parse_url(url)?;
-        let run = crate::db::save_result(&url, session, &result, &source, &ids)?;
-        eprintln!("stored as analysis run {run} of session {session}");
-    }
+    let save = (a.save_db.as_ref(), a.save_session.as_ref());
+    crate::db::save_runs(&a.input, &input, save, &result)?;
     crate::output::write(&result, a.format, a.top, std::io::stdout().lock())?;
     Ok(())
 }
