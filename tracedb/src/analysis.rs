@@ -55,16 +55,24 @@ impl FlowResults {
                     .iter()
                     .map(|r| ("flow_diff", r.session_id, r.run_id)),
             );
-        for (table, sid, rid) in keys {
-            if sid != run.session_id {
-                return Err(mismatch(table, "session"));
-            }
-            if rid != run.id {
-                return Err(mismatch(table, "run"));
-            }
-        }
-        Ok(())
+        check_keys(keys, run)
     }
+}
+
+/// Checks that every (table, session id, run id) of a run's rows is `run`'s.
+fn check_keys<'a>(
+    keys: impl Iterator<Item = (&'a str, i64, i64)>,
+    run: &AnalysisRun,
+) -> Result<(), Error> {
+    for (table, sid, rid) in keys {
+        if sid != run.session_id {
+            return Err(mismatch(table, "session"));
+        }
+        if rid != run.id {
+            return Err(mismatch(table, "run"));
+        }
+    }
+    Ok(())
 }
 
 /// A row whose keys disagree with its run.
@@ -101,15 +109,7 @@ impl RunResults {
                     .iter()
                     .map(|r| ("path_instance_message", r.session_id, r.run_id)),
             );
-        for (table, sid, rid) in keys {
-            if sid != run.session_id {
-                return Err(mismatch(table, "session"));
-            }
-            if rid != run.id {
-                return Err(mismatch(table, "run"));
-            }
-        }
-        Ok(())
+        check_keys(keys, run)
     }
 }
 
