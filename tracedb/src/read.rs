@@ -904,6 +904,79 @@ pub async fn path_instance_messages(
     }))
 }
 
+/// The histogram bins of one pattern's nodes, by node and bin.
+pub async fn pattern_hist(
+    db: &Reader,
+    sid: i64,
+    run: i64,
+    pattern: i64,
+) -> Result<Vec<schema::PathNodeHist>, Error> {
+    const Q: &str = "SELECT h.session_id, h.run_id, h.node_id, h.bin, h.weight \
+         FROM path_node_hist h JOIN path_node n ON n.session_id = h.session_id \
+         AND n.run_id = h.run_id AND n.id = h.node_id \
+         WHERE h.session_id = $1 AND h.run_id = $2 AND n.pattern_id = $3 ORDER BY h.node_id, h.bin";
+    Ok(fetch!(db, Q, [sid, run, pattern], |r| {
+        schema::PathNodeHist {
+            session_id: r.i(0)?,
+            run_id: r.i(1)?,
+            node_id: r.i(2)?,
+            bin: r.i(3)?,
+            weight: r.of(4)?.unwrap_or(0.0),
+        }
+    }))
+}
+
+/// Up to `limit` instances of one pattern, by start, from `offset`.
+pub async fn pattern_instances(
+    db: &Reader,
+    sid: i64,
+    run: i64,
+    pattern: i64,
+    (offset, limit): (i64, i64),
+) -> Result<Vec<schema::PathInstance>, Error> {
+    const Q: &str = "SELECT session_id, run_id, id, pattern_id, prob, t_start, t_end \
+         FROM path_instance WHERE session_id = $1 AND run_id = $2 AND pattern_id = $3 \
+         ORDER BY t_start, id LIMIT $4 OFFSET $5";
+    Ok(fetch!(db, Q, [sid, run, pattern, limit, offset], |r| {
+        schema::PathInstance {
+            session_id: r.i(0)?,
+            run_id: r.i(1)?,
+            id: r.i(2)?,
+            pattern_id: r.i(3)?,
+            prob: r.of(4)?.unwrap_or(0.0),
+            t_start: r.i(5)?,
+            t_end: r.i(6)?,
+        }
+    }))
+}
+
+/// One instance of a run with its messages (message id, node id), or `None`.
+pub async fn instance(
+    db: &Reader,
+    sid: i64,
+    run: i64,
+    id: i64,
+) -> Result<Option<(schema::PathInstance, Vec<(i64, i64)>)>, Error> {
+    const I: &str = "SELECT session_id, run_id, id, pattern_id, prob, t_start, t_end \
+         FROM path_instance WHERE session_id = $1 AND run_id = $2 AND id = $3";
+    const M: &str = "SELECT message_id, node_id FROM path_instance_message \
+         WHERE session_id = $1 AND run_id = $2 AND instance_id = $3 ORDER BY message_id";
+    let found = fetch!(db, I, [sid, run, id], |r| schema::PathInstance {
+        session_id: r.i(0)?,
+        run_id: r.i(1)?,
+        id: r.i(2)?,
+        pattern_id: r.i(3)?,
+        prob: r.of(4)?.unwrap_or(0.0),
+        t_start: r.i(5)?,
+        t_end: r.i(6)?,
+    });
+    let Some(inst) = found.into_iter().next() else {
+        return Ok(None);
+    };
+    let msgs = fetch!(db, M, [sid, run, id], |r| (r.i(0)?, r.i(1)?));
+    Ok(Some((inst, msgs)))
+}
+
 /// A bucket of the session overview (merge's `overview` table): a group of spans of one lane.
 #[derive(Debug, Clone, Copy)]
 pub struct OverviewRow {

@@ -3,35 +3,58 @@
 import { Timeline } from './gantt.js';
 import { StatsView } from './stats.js';
 import { SourcePanel } from './source.js';
+import { PathsView } from './paths.js';
+import { InstancePanel } from './instance.js';
+import { FlowsView } from './flows.js';
+import { CompareView } from './compare.js';
 import { api, esc } from './util.js';
 
 const ctx = {
   sid: null, rows: null, sensors: [], config: null,
   /** Opens the source panel for a sensor index (click-back). */
   openSource: (sensor) => source.open(sensor),
+  /** Shows a path instance on the timeline. */
+  showInstance: (run, id) => { showTab('timeline'); return instance.show(run, id); },
+  /** Shows a flow's segments on the timeline. */
+  showFlow: (d) => {
+    showTab('timeline');
+    timeline.highlight({ t0: d.flow.t_start, t1: d.flow.t_end, threads: d.segments.map((s) => s.thread) });
+  },
 };
 const timeline = new Timeline(ctx);
 const stats = new StatsView(ctx);
 const source = new SourcePanel(ctx);
-window.p5 = { ctx, timeline, stats, source };
+const paths = new PathsView(ctx);
+const instance = new InstancePanel(ctx, timeline);
+const flows = new FlowsView(ctx);
+const compare = new CompareView(ctx);
+window.p5 = { ctx, timeline, stats, source, paths, instance, flows, compare };
 
 async function loadSession(sid) {
   ctx.sid = sid;
-  location.hash = `session=${sid}`;
+  if (!location.hash.includes('compare=')) location.hash = `session=${sid}`;
   const [rows, sensors] = await Promise.all([
     api(`/sessions/${sid}/rows`), api(`/sessions/${sid}/sensors`)]);
   ctx.rows = rows;
   ctx.sensors = sensors;
   source.reset();
+  instance.close();
   timeline.setSession(rows);
   stats.invalidate();
-  if (document.querySelector('#stats').classList.contains('on')) stats.load();
+  paths.invalidate();
+  flows.invalidate();
+  const on = document.querySelector('.tab.on');
+  if (on && on.id !== 'timeline') showTab(on.id);
 }
 
 function showTab(name) {
   for (const b of document.querySelectorAll('nav button')) b.classList.toggle('on', b.dataset.tab === name);
   for (const s of document.querySelectorAll('.tab')) s.classList.toggle('on', s.id === name);
+  const fail = (e) => { document.querySelector('#legend').textContent = `error: ${e.message}`; console.error(e); };
   if (name === 'stats') stats.load();
+  else if (name === 'paths') paths.load().catch(fail);
+  else if (name === 'flows') flows.load().catch(fail);
+  else if (name === 'compare') compare.load().catch(fail);
   else timeline.resize();
 }
 
@@ -52,6 +75,12 @@ async function main() {
   }
   sel.value = first.id;
   await loadSession(first.id);
+  // #compare=SID:RUN,SID:RUN opens on a comparison (p5 demo's black-box case study).
+  const cmp = (location.hash.match(/compare=(\d+:\d+),(\d+:\d+)/) || []).slice(1);
+  if (cmp.length === 2) {
+    compare.want = cmp;
+    showTab('compare');
+  }
 }
 
 main().catch((e) => {

@@ -290,6 +290,7 @@ export class Timeline {
     for (const lane of this.lanes) this.drawLane(c, lane);
     for (const lane of this.lanes) if (lane.kind === 'drops') this.drawDrops(c, lane);
     this.drawMessages(c);
+    this.drawHighlight(c);
     c.restore();
     // labels
     c.fillStyle = '#222';
@@ -549,6 +550,43 @@ export class Timeline {
     note.textContent = dense || total > n
       ? `${count} messages in view${total > n ? ` (${n.toLocaleString()} drawn)` : ''}: zoom in for arrows`
       : '';
+  }
+
+  /**
+   * Highlights a path instance (or a flow): `h` = { t0, t1, messages: [{send_thread, send_t,
+   * recv_thread, recv_t}], threads: [ids] }, or null to clear; zooms to it.
+   */
+  highlight(h) {
+    this.marked = h;
+    if (!h) { this.draw(); return; }
+    const pad = Math.max((h.t1 - h.t0) * 0.2, 2000);
+    this.setView(h.t0 - pad, h.t1 + pad);
+  }
+
+  drawHighlight(c) {
+    const h = this.marked;
+    if (!h) return;
+    c.fillStyle = 'rgba(255,150,0,.10)';
+    for (const th of h.threads || []) {
+      const y = this.threadY.get(th);
+      if (y !== undefined) c.fillRect(this.X(h.t0), y - STATE_H / 2, this.X(h.t1) - this.X(h.t0), STATE_H);
+    }
+    c.strokeStyle = '#ff8c00';
+    c.fillStyle = '#ff8c00';
+    c.lineWidth = 3;
+    for (const m of h.messages || []) {
+      const ya = this.threadY.get(m.send_thread);
+      const yb = this.threadY.get(m.recv_thread);
+      if (ya === undefined || yb === undefined) continue;
+      c.beginPath();
+      c.moveTo(this.X(m.send_t), ya);
+      c.lineTo(this.X(m.recv_t), yb);
+      c.stroke();
+      c.beginPath();
+      c.arc(this.X(m.recv_t), yb, 3.5, 0, Math.PI * 2);
+      c.fill();
+    }
+    c.lineWidth = 1;
   }
 
   // ---- hit testing, hover, click-back -----------------------------------------------------

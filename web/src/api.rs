@@ -10,6 +10,15 @@
 //! | `GET /sessions/{id}/metrics?t0=&t1=&px=` | host CPU, memory, load and network series (with the interfaces that carried traffic) |
 //! | `GET /sessions/{id}/stats` | per-sensor statistics, nesting tree, state totals, Kiviat |
 //! | `GET /sessions/{id}/sensors/{hex}/source` | the sensor's source text (from the database) and the file's other sensors |
+//! | `GET /sessions/{id}/runs` | the analysis runs (`p5 analyze … --db`) and the pattern sorts |
+//! | `GET /sessions/{id}/runs/{run}/paths?sort=&offset=&limit=&q=` | path patterns, sorted (`paths`) |
+//! | `GET /sessions/{id}/runs/{run}/paths/{pattern}` | a pattern's call tree, timeline, histograms, critical path, instances |
+//! | `GET /sessions/{id}/runs/{run}/graph` | the patterns' edges merged (convolution graph) |
+//! | `GET /sessions/{id}/runs/{run}/instances/{instance}` | an instance's messages and each node's time split into on-CPU, waiting for a CPU, blocked, and top functions (`instance`) |
+//! | `GET /sessions/{id}/runs/{run}/flows` | a flows run's flows by suspect score, or a diff run's root-cause lists (`flows`) |
+//! | `GET /sessions/{id}/runs/{run}/flows/{flow}` | a flow's segments and call paths with their sensors |
+//! | `GET /compare/paths?a=SID:RUN&b=SID:RUN` | two runs' patterns matched by signature, per-node deltas (`compare`) |
+//! | `GET /compare/stats?a=SID&b=SID` | two sessions' statistics diffed |
 //! | `POST /selection/toml` | a selection rendered as `p5.select.toml` |
 //! | `POST /selection` | the same, written into the server's `--select-dir` |
 //! | `GET /config` | what this server allows |
@@ -44,9 +53,9 @@ pub struct AppState {
     pub select_dir: Option<PathBuf>,
 }
 
-type St = State<Arc<AppState>>;
-type Params = Query<HashMap<String, String>>;
-type ApiResult = Result<Json<Value>, ApiError>;
+pub(crate) type St = State<Arc<AppState>>;
+pub(crate) type Params = Query<HashMap<String, String>>;
+pub(crate) type ApiResult = Result<Json<Value>, ApiError>;
 
 /// The `/api/v1` router.
 pub fn router(state: Arc<AppState>) -> Router {
@@ -60,6 +69,27 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/sessions/{sid}/metrics", get(metrics))
         .route("/sessions/{sid}/stats", get(stats))
         .route("/sessions/{sid}/sensors/{sensor}/source", get(source))
+        .route("/sessions/{sid}/runs", get(crate::paths::runs))
+        .route("/sessions/{sid}/runs/{run}/paths", get(crate::paths::paths))
+        .route(
+            "/sessions/{sid}/runs/{run}/paths/{pattern}",
+            get(crate::paths::pattern),
+        )
+        .route(
+            "/sessions/{sid}/runs/{run}/graph",
+            get(crate::paths::run_graph),
+        )
+        .route(
+            "/sessions/{sid}/runs/{run}/instances/{instance}",
+            get(crate::instance::instance),
+        )
+        .route("/sessions/{sid}/runs/{run}/flows", get(crate::flows::flows))
+        .route(
+            "/sessions/{sid}/runs/{run}/flows/{flow}",
+            get(crate::flows::flow),
+        )
+        .route("/compare/paths", get(crate::compare::paths))
+        .route("/compare/stats", get(crate::compare::stats))
         .route("/selection/toml", post(selection_toml))
         .route("/selection", post(selection_save))
         .fallback(|| async { ApiError::NotFound("no such api route".into()) })
@@ -80,7 +110,7 @@ async fn sessions(State(st): St) -> ApiResult {
 }
 
 /// Parses a session id from the path.
-fn sid(s: &str) -> Result<i64, ApiError> {
+pub(crate) fn sid(s: &str) -> Result<i64, ApiError> {
     s.parse()
         .map_err(|_| ApiError::BadRequest(format!("bad session id {s:?}")))
 }
@@ -92,7 +122,7 @@ async fn index(st: &AppState, s: &str) -> Result<Arc<SessionIndex>, ApiError> {
 }
 
 /// An optional integer parameter.
-fn int(p: &HashMap<String, String>, key: &str) -> Result<Option<i64>, ApiError> {
+pub(crate) fn int(p: &HashMap<String, String>, key: &str) -> Result<Option<i64>, ApiError> {
     p.get(key)
         .map(|v| {
             v.parse::<i64>()

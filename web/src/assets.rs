@@ -37,6 +37,31 @@ const FILES: &[(&str, &str, &[u8])] = &[
         include_bytes!("../assets/source.js"),
     ),
     (
+        "paths.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../assets/paths.js"),
+    ),
+    (
+        "pathdraw.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../assets/pathdraw.js"),
+    ),
+    (
+        "instance.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../assets/instance.js"),
+    ),
+    (
+        "flows.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../assets/flows.js"),
+    ),
+    (
+        "compare.js",
+        "text/javascript; charset=utf-8",
+        include_bytes!("../assets/compare.js"),
+    ),
+    (
         "util.js",
         "text/javascript; charset=utf-8",
         include_bytes!("../assets/util.js"),

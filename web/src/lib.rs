@@ -10,9 +10,13 @@
 
 pub mod api;
 pub mod assets;
+pub mod compare;
 pub mod error;
+pub mod flows;
 pub mod index;
+pub mod instance;
 pub mod lod;
+pub mod paths;
 pub mod selection;
 pub mod serve;
 pub mod server;

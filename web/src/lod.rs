@@ -146,6 +146,29 @@ impl Lane {
         (i < self.len() && self.start[i] <= t).then(|| (self.start[i], self.end[i], self.cat[i]))
     }
 
+    /// The spans overlapping `[t0, t1)`, clipped to it: `(start, end, category)`.
+    pub fn clipped(&self, t0: i64, t1: i64) -> impl Iterator<Item = (i64, i64, u32)> + '_ {
+        let i = self.end.partition_point(|&e| e <= t0);
+        let j = self.start.partition_point(|&s| s < t1).max(i);
+        (i..j).map(move |k| (self.start[k].max(t0), self.end[k].min(t1), self.cat[k]))
+    }
+
+    /// The time spans cover within `[t0, t1)` (prefix sums: O(log n)).
+    pub fn covered_within(&self, t0: i64, t1: i64) -> i64 {
+        if t1 <= t0 || self.is_empty() || !self.counts.is_empty() {
+            return self.clipped(t0, t1).map(|(s, e, _)| e - s).sum();
+        }
+        let i = self.end.partition_point(|&e| e <= t0);
+        let j = self.start.partition_point(|&s| s < t1).max(i);
+        if i == j {
+            return 0;
+        }
+        let mut sum = self.covered[j] - self.covered[i];
+        sum -= (t0 - self.start[i]).max(0);
+        sum -= (self.end[j - 1] - t1).max(0);
+        sum.max(0)
+    }
+
     /// The level-of-detail answer for `[t0, t1)` drawn `px` columns wide.
     pub fn query(&self, t0: i64, t1: i64, px: u32) -> Vec<Item> {
         let mut out: Vec<Item> = Vec::new();
@@ -239,6 +262,21 @@ pub fn gallop(v: &[i64], from: usize, x: i64) -> usize {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn clipped_spans_and_covered_time_of_a_window() {
+        let mut l = Lane::default();
+        for (s, e) in [(0, 10), (20, 30), (40, 50)] {
+            assert!(l.push(s, e, 1));
+        }
+        let c: Vec<_> = l.clipped(5, 45).collect();
+        assert_eq!(c, [(5, 10, 1), (20, 30, 1), (40, 45, 1)]);
+        assert_eq!(l.covered_within(5, 45), 20);
+        assert_eq!(l.covered_within(10, 20), 0);
+        assert_eq!(l.covered_within(22, 25), 3);
+        assert_eq!(l.covered_within(-100, 100), 30);
+        assert_eq!(l.clipped(50, 60).count(), 0);
+    }
 
     fn lane(spans: &[(i64, i64, u32)]) -> Lane {
         let mut l = Lane::default();

@@ -23,6 +23,7 @@ async fn fixture() -> Fixture {
     let db = dir.path().join("trace.db");
     let pool = fixture::create(&db).await;
     fixture::small(&pool).await;
+    fixture::analyses(&pool).await;
     pool.close().await;
     let select = dir.path().join("select");
     std::fs::create_dir(&select).unwrap();
@@ -152,6 +153,127 @@ const ROUTES: &[(&str, &str)] = &[
     ),
 ];
 
+/// The analysis routes whose answers are snapshotted (the fixture's `analyses`).
+const ANALYSIS_ROUTES: &[(&str, &str)] = &[
+    ("runs", "/api/v1/sessions/1/runs"),
+    ("paths_linking", "/api/v1/sessions/1/runs/2/paths"),
+    (
+        "paths_by_total",
+        "/api/v1/sessions/1/runs/2/paths?sort=total",
+    ),
+    (
+        "paths_filtered",
+        "/api/v1/sessions/1/runs/2/paths?q=cow%2C&limit=1",
+    ),
+    ("pattern", "/api/v1/sessions/1/runs/2/paths/2?limit=3"),
+    ("graph", "/api/v1/sessions/1/runs/2/graph"),
+    ("instance", "/api/v1/sessions/1/runs/1/instances/2"),
+    ("flows", "/api/v1/sessions/1/runs/3/flows"),
+    ("flow", "/api/v1/sessions/1/runs/3/flows/2"),
+    ("diff", "/api/v1/sessions/1/runs/4/flows"),
+    ("compare_paths", "/api/v1/compare/paths?a=1:1&b=1:2"),
+    ("compare_stats", "/api/v1/compare/stats?a=1&b=1"),
+];
+
+#[tokio::test]
+async fn analysis_api_snapshots() {
+    let f = fixture().await;
+    let (app, _) = server::app(&config(&f, None)).await.unwrap();
+    for (name, uri) in ANALYSIS_ROUTES {
+        let (s, v) = get_json(&app, uri).await;
+        assert_eq!(s, StatusCode::OK, "{uri}: {v}");
+        snapshot(name, &v);
+    }
+}
+
+/// What the analysis views must say, checked on the fixture's numbers.
+#[tokio::test]
+async fn analysis_answers_say_what_the_runs_hold() {
+    let f = fixture().await;
+    let (app, _) = server::app(&config(&f, None)).await.unwrap();
+    let sigs = |v: &Value| -> Vec<String> {
+        v["patterns"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["signature"].as_str().unwrap().to_owned())
+            .collect()
+    };
+    // Every sort orders differently: expectation 9.5, 2.4, 1.2; count 12, 3, 20; total.
+    let base = "/api/v1/sessions/1/runs/2/paths?sort=";
+    let (_, v) = get_json(&app, &format!("{base}expectation")).await;
+    assert_eq!(sigs(&v), ["cpw>cow", "cpw>cow,cow", "cow>cpw"]);
+    let (_, v) = get_json(&app, &format!("{base}count")).await;
+    assert_eq!(sigs(&v), ["cow>cpw", "cpw>cow", "cpw>cow,cow"]);
+    let (_, v) = get_json(&app, &format!("{base}expectation_per_count")).await;
+    assert_eq!(sigs(&v), ["cpw>cow,cow", "cpw>cow", "cow>cpw"]);
+    let (_, v) = get_json(&app, &format!("{base}total")).await;
+    assert_eq!(v["patterns"][0]["signature"], "cpw>cow");
+    assert_eq!(v["total"], 3);
+    // The tree of cpw>cow,cow: the second cow enters 3.2 ms after cpw and ends last: critical.
+    let (_, v) = get_json(&app, "/api/v1/sessions/1/runs/2/paths/2").await;
+    let nodes = v["nodes"].as_array().unwrap();
+    let crit: Vec<bool> = nodes
+        .iter()
+        .map(|n| n["critical"].as_bool().unwrap())
+        .collect();
+    assert_eq!(crit, [true, false, true]);
+    assert_eq!(nodes[2]["start_ns"], 3_200_000);
+    assert_eq!(nodes[0]["end_ns"], 8_300_000);
+    // An instance: job 0 of worker 2 (thread 3): its window and the split add up; the worker
+    // spent it mostly in try_word.
+    let (_, v) = get_json(&app, "/api/v1/sessions/1/runs/1/instances/2").await;
+    assert_eq!(v["messages"].as_array().unwrap().len(), 2);
+    let w = v["threads"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["thread"] == 3)
+        .expect("the worker's thread");
+    let span = w["t1"].as_i64().unwrap() - w["t0"].as_i64().unwrap();
+    let parts: i64 = ["on_cpu_ns", "runnable_ns", "blocked_ns", "unknown_ns"]
+        .iter()
+        .map(|k| w[*k].as_i64().unwrap_or(0))
+        .sum();
+    assert_eq!(parts, span, "{w}");
+    assert!(w["top"][0]["name"].as_str().is_some(), "{w}");
+    // Flows: the most suspect first; diff: both sides with both ranks and sensors to click.
+    let (_, v) = get_json(&app, "/api/v1/sessions/1/runs/3/flows").await;
+    assert_eq!(v["flows"][0]["id"], 2);
+    let (_, v) = get_json(&app, "/api/v1/sessions/1/runs/4/flows").await;
+    assert_eq!(v["anomalous"].as_array().unwrap().len(), 2);
+    let calls = &v["anomalous"][0]["calls"]["functions"];
+    assert_eq!(calls[1]["name"], "try_word");
+    assert!(calls[1]["sensor"].is_u64(), "{calls}");
+    // Compare: cow's own delay grew by 200 µs.
+    let (_, v) = get_json(&app, "/api/v1/compare/paths?a=1:1&b=1:2").await;
+    assert_eq!(v["largest"]["node"], "cow");
+    assert_eq!(v["largest"]["own_delta_ns"], 200_000);
+    assert_eq!(v["only_b"].as_array().unwrap().len(), 2);
+    // Bad requests are JSON errors.
+    for (uri, code) in [
+        (
+            "/api/v1/sessions/1/runs/2/paths?sort=sideways",
+            StatusCode::BAD_REQUEST,
+        ),
+        ("/api/v1/sessions/1/runs/9/paths", StatusCode::NOT_FOUND),
+        ("/api/v1/sessions/1/runs/x/paths", StatusCode::BAD_REQUEST),
+        ("/api/v1/sessions/1/runs/2/paths/99", StatusCode::NOT_FOUND),
+        (
+            "/api/v1/sessions/1/runs/1/instances/999",
+            StatusCode::NOT_FOUND,
+        ),
+        ("/api/v1/sessions/1/runs/1/flows", StatusCode::BAD_REQUEST),
+        ("/api/v1/compare/paths?a=1:1", StatusCode::BAD_REQUEST),
+        ("/api/v1/compare/paths?a=1&b=1:2", StatusCode::BAD_REQUEST),
+        ("/api/v1/compare/stats?a=1&b=77", StatusCode::NOT_FOUND),
+    ] {
+        let (s, v) = get_json(&app, uri).await;
+        assert_eq!(s, code, "{uri}: {v}");
+        assert!(v["error"].is_string(), "{uri}: {v}");
+    }
+}
+
 /// PostgreSQL answers exactly as SQLite does. Like the merge tests: `P5_TEST_PG_URL`, else
 /// `postgres://postgres@127.0.0.1:5432/test` (`scripts/pg-test-server.sh` starts one), with a
 /// throwaway schema.
@@ -180,6 +302,7 @@ async fn postgres_gives_the_same_answers() {
     fixture::migrate(&url).await;
     let pool = sqlx::PgPool::connect(&url).await.unwrap();
     fixture::small(&pool).await;
+    fixture::analyses(&pool).await;
     pool.close().await;
 
     let f = fixture().await;
@@ -187,7 +310,7 @@ async fn postgres_gives_the_same_answers() {
     let mut cfg = config(&f, None);
     cfg.db = url;
     let (pg, _) = server::app(&cfg).await.unwrap();
-    for (_, uri) in ROUTES {
+    for (_, uri) in ROUTES.iter().chain(ANALYSIS_ROUTES) {
         let a = get_json(&lite, uri).await;
         let b = get_json(&pg, uri).await;
         assert_eq!(a, b, "{uri}: SQLite and PostgreSQL differ");

@@ -319,6 +319,80 @@ try {
   await page.screenshot({ path: shot });
   check(fs.statSync(shot).size > 10000, `screenshot saved to ${shot}`);
 
+  // 8. Paths: the runs' patterns sort, a pattern draws as tree, timeline, histograms, graph.
+  await page.click('nav button[data-tab=paths]');
+  await page.waitForSelector('body[data-path-open]');
+  const sigs = () => page.$$eval('#path-table tbody td.sig', (t) => t.map((x) => x.textContent));
+  check((await sigs()).join(' ') === 'cpw>cow cpw>cow,cow cow>cpw',
+    `the linking run's patterns are listed by expectation (${(await sigs()).join(', ')})`);
+  await page.selectOption('#path-sort', 'count');
+  await page.waitForFunction(() => document.querySelector('#path-table tbody td.sig').textContent === 'cow>cpw');
+  check(true, 'sorting by count reorders the list');
+  const listMs = await page.$eval('#paths', (e) => Number(e.dataset.listMs));
+  console.log(`  pattern list fetched and drawn in ${listMs.toFixed(1)} ms`);
+  await page.click('#path-table tbody tr:has-text("cpw>cow,cow")');
+  await page.waitForFunction(() => document.querySelector('#path-title').textContent === 'cpw>cow,cow');
+  const detail = await page.evaluate(() => {
+    const c = document.querySelector('#path-timeline');
+    const d = c.getContext('2d').getImageData(0, 0, c.width, c.height).data;
+    let ink = 0;
+    for (let i = 0; i < d.length; i += 4) if (d[i + 3] > 0) ink += 1;
+    return {
+      tree: document.querySelectorAll('#path-tree span').length,
+      crit: document.querySelectorAll('#path-tree span.crit').length,
+      ink,
+      hists: document.querySelectorAll('#path-hists canvas').length,
+      edges: document.querySelectorAll('#path-graph svg path[marker-end]').length,
+    };
+  });
+  check(detail.tree === 3 && detail.crit === 2 && detail.ink > 500,
+    `a pattern draws as a call tree with its critical path and a timeline (${JSON.stringify(detail)})`);
+  check(detail.edges === 2, `the run's graph has its two edges (${detail.edges})`);
+  await page.screenshot({ path: path.join(os.tmpdir(), 'p5-web-paths.png'), fullPage: true });
+
+  // 9. An instance on the Gantt: its messages highlighted, its threads' time split.
+  await page.click('#path-table tbody tr:has-text("cpw>cow"):not(:has-text(","))');
+  await page.waitForFunction(() => document.querySelector('#path-title').textContent === 'cpw>cow'
+    && document.querySelectorAll('#path-instances tbody tr').length === 12);
+  check(await page.$$eval('#path-hists canvas', (c) => c.length) === 1, "the pattern's node latency histogram is drawn");
+  await page.click('#path-instances tbody tr:first-child');
+  await page.waitForSelector('body[data-instance]');
+  const inst = await page.evaluate(() => ({
+    tab: document.querySelector('#timeline').classList.contains('on'),
+    rows: document.querySelectorAll('#inst-table tbody tr').length,
+    marked: window.p5.timeline.marked && window.p5.timeline.marked.messages.length,
+    span: window.p5.timeline.view.t1 - window.p5.timeline.view.t0,
+  }));
+  check(inst.tab && inst.rows === 2 && inst.marked === 2 && inst.span < 20e6,
+    `choosing an instance zooms the timeline onto it and splits its threads' time (${JSON.stringify(inst)})`);
+  await sleep(300);
+  await page.screenshot({ path: path.join(os.tmpdir(), 'p5-web-instance.png') });
+  await page.click('#inst-close');
+
+  // 10. Flows: suspect bars and paths whose functions open their source; a diff's two lists.
+  await page.click('nav button[data-tab=flows]');
+  await page.waitForSelector('#diff-a tbody tr');
+  check(await page.$$eval('#diff-a tbody tr', (t) => t.length) === 2, 'a diff run shows its anomalous paths');
+  await page.selectOption('#flow-run', '3');
+  await page.waitForSelector('#flow-table tbody tr');
+  const bars = await page.$$eval('#flow-table span.score i', (b) => b.map((x) => x.style.width));
+  check(parseFloat(bars[0]) === 100 && Math.abs(parseFloat(bars[1]) - 16.7) < 0.1, `suspect scores are drawn as bars (${bars.join(', ')})`);
+  await page.click('#flow-table tbody tr:first-child');
+  await page.waitForSelector('#flow-detail a[data-sensor]');
+  await page.click('#flow-detail a:has-text("try_word")');
+  await page.waitForFunction((l) => document.querySelector('.ln.hl.main')
+    && document.querySelector('.ln.hl.main').dataset.line === String(l), wantLine);
+  check(true, 'a function of a flow\'s path opens its source');
+  await page.screenshot({ path: path.join(os.tmpdir(), 'p5-web-flows.png') });
+
+  // 11. Compare, opened from the URL: the node whose own delay grew is named.
+  await page.goto(`${url}#compare=1:1,1:2`);
+  await page.reload();
+  await page.waitForSelector('body[data-compared]');
+  const note = await page.$eval('#cmp-note', (e) => e.textContent);
+  check(/cow \+200\.0 µs/.test(note), `the comparison names the node whose delay grew (${note})`);
+  await page.screenshot({ path: path.join(os.tmpdir(), 'p5-web-compare.png'), fullPage: true });
+
   check(errors.length === 0, `no page errors${errors.length ? `: ${errors.join('; ')}` : ''}`);
   console.log('browser test: ok');
 } catch (e) {
