@@ -904,6 +904,33 @@ pub async fn path_instance_messages(
     }))
 }
 
+/// One pattern of a run, if it exists.
+pub async fn path_pattern(
+    db: &Reader,
+    sid: i64,
+    run: i64,
+    id: i64,
+) -> Result<Option<schema::PathPattern>, Error> {
+    const Q: &str = "SELECT session_id, run_id, id, signature, root_node, instances, expected, \
+         max_prob, mean_total_ns, p50_total_ns, p90_total_ns, rank FROM path_pattern \
+         WHERE session_id = $1 AND run_id = $2 AND id = $3";
+    let found = fetch!(db, Q, [sid, run, id], |r| schema::PathPattern {
+        session_id: r.i(0)?,
+        run_id: r.i(1)?,
+        id: r.i(2)?,
+        signature: r.s(3)?,
+        root_node: r.s(4)?,
+        instances: r.i(5)?,
+        expected: r.of(6)?,
+        max_prob: r.of(7)?,
+        mean_total_ns: r.i(8)?,
+        p50_total_ns: r.i(9)?,
+        p90_total_ns: r.i(10)?,
+        rank: r.i(11)?,
+    });
+    Ok(found.into_iter().next())
+}
+
 /// The histogram bins of one pattern's nodes, by node and bin.
 pub async fn pattern_hist(
     db: &Reader,
@@ -911,10 +938,11 @@ pub async fn pattern_hist(
     run: i64,
     pattern: i64,
 ) -> Result<Vec<schema::PathNodeHist>, Error> {
-    const Q: &str = "SELECT h.session_id, h.run_id, h.node_id, h.bin, h.weight \
-         FROM path_node_hist h JOIN path_node n ON n.session_id = h.session_id \
-         AND n.run_id = h.run_id AND n.id = h.node_id \
-         WHERE h.session_id = $1 AND h.run_id = $2 AND n.pattern_id = $3 ORDER BY h.node_id, h.bin";
+    // The pattern's node ids first, then their bins by the (session, run, node) index: a join
+    // lets SQLite walk every bin of the run (77 ms at 10 k patterns, 0.1 ms this way).
+    const Q: &str = "SELECT session_id, run_id, node_id, bin, weight FROM path_node_hist \
+         WHERE session_id = $1 AND run_id = $2 AND node_id IN (SELECT id FROM path_node \
+         WHERE session_id = $1 AND run_id = $2 AND pattern_id = $3) ORDER BY node_id, bin";
     Ok(fetch!(db, Q, [sid, run, pattern], |r| {
         schema::PathNodeHist {
             session_id: r.i(0)?,
@@ -959,8 +987,9 @@ pub async fn instance(
 ) -> Result<Option<(schema::PathInstance, Vec<(i64, i64)>)>, Error> {
     const I: &str = "SELECT session_id, run_id, id, pattern_id, prob, t_start, t_end \
          FROM path_instance WHERE session_id = $1 AND run_id = $2 AND id = $3";
+    // No ORDER BY: with one, SQLite walks the (session, message) index over every run.
     const M: &str = "SELECT message_id, node_id FROM path_instance_message \
-         WHERE session_id = $1 AND run_id = $2 AND instance_id = $3 ORDER BY message_id";
+         WHERE session_id = $1 AND run_id = $2 AND instance_id = $3";
     let found = fetch!(db, I, [sid, run, id], |r| schema::PathInstance {
         session_id: r.i(0)?,
         run_id: r.i(1)?,
@@ -973,7 +1002,8 @@ pub async fn instance(
     let Some(inst) = found.into_iter().next() else {
         return Ok(None);
     };
-    let msgs = fetch!(db, M, [sid, run, id], |r| (r.i(0)?, r.i(1)?));
+    let mut msgs = fetch!(db, M, [sid, run, id], |r| (r.i(0)?, r.i(1)?));
+    msgs.sort_unstable();
     Ok(Some((inst, msgs)))
 }
 

@@ -60,16 +60,13 @@ export class PathsView {
     const q = encodeURIComponent(this.filter.value.trim());
     const t = performance.now();
     const r = await api(`/sessions/${this.ctx.sid}/runs/${run}/paths?sort=${this.sortSel.value}&limit=10000&q=${q}`);
-    const rows = r.patterns.map((p) => `<tr data-id="${p.id}"><td>${p.rank}</td><td class="sig">${esc(p.signature)}</td>
-      <td>${p.count.toLocaleString()}</td><td>${p.expectation.toFixed(2)}</td>
-      <td>${p.expectation_per_count.toFixed(3)}</td><td>${p.expectation_per_sqrt_count.toFixed(2)}</td>
-      <td>${fmtDur(p.mean_total_ns)}</td><td>${fmtDur(p.p90_total_ns)}</td><td>${fmtDur(p.total_ns)}</td></tr>`);
     this.table.querySelector('thead').innerHTML = `<tr><th>rank</th><th>signature</th><th>count</th>
       <th>expectation</th><th>E/count</th><th>E/√count</th><th>mean</th><th>p90</th><th>total time</th></tr>`;
+    this.patterns = r.patterns;
+    this.renderRows();
     const body = this.table.querySelector('tbody');
-    body.innerHTML = rows.join('');
     body.onclick = (ev) => {
-      const tr = ev.target.closest('tr');
+      const tr = ev.target.closest('tr[data-id]');
       if (tr) this.open(Number(tr.dataset.id));
     };
     const ms = performance.now() - t;
@@ -80,11 +77,32 @@ export class PathsView {
     else this.detail.hidden = true;
   }
 
+  /**
+   * Draws only the rows in view (plus a margin) between two spacers, so a list of ten
+   * thousand patterns costs what forty rows cost; scrolling draws the next ones.
+   */
+  renderRows() {
+    const wrap = this.table.parentNode;
+    const rowH = 21;
+    const list = this.patterns || [];
+    const first = Math.max(0, Math.floor(wrap.scrollTop / rowH) - 20);
+    const last = Math.min(list.length, first + Math.ceil((wrap.clientHeight || 400) / rowH) + 40);
+    const row = (p) => `<tr data-id="${p.id}"${p.id === this.openId ? ' class="on"' : ''}><td>${p.rank}</td>
+      <td class="sig">${esc(p.signature)}</td><td>${p.count.toLocaleString()}</td><td>${p.expectation.toFixed(2)}</td>
+      <td>${p.expectation_per_count.toFixed(3)}</td><td>${p.expectation_per_sqrt_count.toFixed(2)}</td>
+      <td>${fmtDur(p.mean_total_ns)}</td><td>${fmtDur(p.p90_total_ns)}</td><td>${fmtDur(p.total_ns)}</td></tr>`;
+    const pad = (n) => (n > 0 ? `<tr class="spacer" style="height:${n * rowH}px"><td colspan="9"></td></tr>` : '');
+    this.table.querySelector('tbody').innerHTML =
+      pad(first) + list.slice(first, last).map(row).join('') + pad(list.length - last);
+    if (!wrap.onscroll) wrap.onscroll = () => requestAnimationFrame(() => this.renderRows());
+  }
+
   /** Shows one pattern: tree, timeline, histograms, graph, instances. */
   async open(id) {
     const sid = this.ctx.sid;
     const run = Number(this.runSel.value);
-    for (const tr of this.table.querySelectorAll('tbody tr')) tr.classList.toggle('on', Number(tr.dataset.id) === id);
+    this.openId = id;
+    for (const tr of this.table.querySelectorAll('tbody tr[data-id]')) tr.classList.toggle('on', Number(tr.dataset.id) === id);
     const [d, g] = await Promise.all([
       api(`/sessions/${sid}/runs/${run}/paths/${id}?limit=200`),
       this.graphOf(run),

@@ -298,10 +298,8 @@ pub async fn pattern_detail(
     pid: i64,
     page: (i64, i64),
 ) -> Result<Value, ApiError> {
-    let pattern = query::path_patterns(&st.db, sid, run)
+    let pattern = query::path_pattern(&st.db, sid, run, pid)
         .await?
-        .into_iter()
-        .find(|p| p.id == pid)
         .ok_or_else(|| ApiError::NotFound(format!("no pattern {pid} in run {run}")))?;
     let nodes = query::path_nodes(&st.db, sid, run, pid).await?;
     let hist = query::pattern_hist(&st.db, sid, run, pid).await?;
