@@ -6,6 +6,10 @@
 //! descendants* (this process becomes a child subreaper, so daemonized children are waited
 //! for too), stops the agent and the server (both drain and sync), merges the session into
 //! SQLite by default, and prints the summary and the next commands. The exit status is CMD's.
+//!
+//! `--preload` records programs p5 never saw the source of: CMD runs with `libp5_preload.so`
+//! in `LD_PRELOAD` (inherited by every process it starts), whose socket calls are recorded and
+//! named after the call ([`crate::preload`]).
 
 use anyhow::Context as _;
 use p5_logserver::LocalServer;
@@ -47,6 +51,11 @@ pub struct RecordArgs {
     /// Record only; do not merge.
     #[arg(long)]
     pub no_merge: bool,
+    /// Record unmodified programs: preload `libp5_preload.so`, which records the socket calls,
+    /// waits and descriptors of CMD and every process it starts (dynamically linked programs
+    /// that call libc; not static binaries, not Go).
+    #[arg(long)]
+    pub preload: bool,
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
     pub cmd: Vec<OsString>,
@@ -91,10 +100,18 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     let gated = args.sched && !args.no_agent;
     let started = Instant::now();
-    let env = [
+    let preload = if args.preload {
+        Some(crate::preload::Setup::prepare(&args.store, &args.cmd)?)
+    } else {
+        None
+    };
+    let mut env = vec![
         ("P5_LOGSERVER", addr.as_str()),
         ("P5_SESSION", session.as_str()),
     ];
+    if let Some(p) = &preload {
+        env.push(("LD_PRELOAD", p.ld_preload.as_str()));
+    }
     let mut child = crate::gate::Held::spawn(&args.cmd, &env)
         .with_context(|| format!("cannot start {:?}", args.cmd[0]))?;
     if !gated && let Some(e) = child.release() {
@@ -138,6 +155,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     }
 
     // 4. Wait for the program and every descendant it left behind.
+    let child_pid = child.id();
     let status = child.wait()?;
     let agent_pid = agent.as_ref().map(|a| a.id());
     wait_descendants(agent_pid);
@@ -160,19 +178,30 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
 
     // 6. Merge.
     if args.logserver.is_none() && !args.no_merge {
+        let mut manifests = args.manifests.clone();
+        manifests.extend(preload.as_ref().map(|p| p.manifest.clone()));
         let merge = p5_merge::MergeArgs {
             db: args.db.clone(),
             session: Some(session.clone()),
-            manifests: args.manifests.clone(),
+            manifests,
             quiet: true,
             ..p5_merge::MergeArgs::new(&args.store)
         };
         let db = merge.db_url();
         for s in rt.block_on(p5_merge::merge_store(&merge))? {
             print!("{}", p5_merge::render(&s));
+            if let Some(p) = &preload {
+                p.report(child_pid, &s);
+            }
         }
         println!("database: {db}");
         println!("view it:  p5 web --db {db}");
+        if let Some(p) = &preload {
+            println!(
+                "call names: merge again with --manifest {}",
+                p.manifest.display()
+            );
+        }
     } else if args.logserver.is_some() {
         println!(
             "recorded into the running log server's store; merge there with `p5 merge STORE --session {session}`"
