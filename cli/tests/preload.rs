@@ -1,6 +1,6 @@
 //! `p5 record --preload` on programs built without p5 (issue 16): an unmodified C client →
 //! server → backend chain (started by a shell: fork and exec; the backend forks per
-//! connection) and an unmodified Python `http.server` asked by `http.client`. Every message
+//! connection; the client is exec'd by `env -i`, with an empty environment) and an unmodified Python `http.server` asked by `http.client`. Every message
 //! is matched, no message is received before it was sent, the calls are named after the libc
 //! function, the processes after their programs, and the server's polls are waiting states.
 
@@ -129,7 +129,7 @@ fn an_unmodified_c_chain_is_recorded_with_every_message_matched() {
     let dir = tempfile::tempdir().unwrap();
     let bin = build_chain(dir.path());
     let script = format!(
-        "{b}/backend pb & {b}/server ps pb & {b}/client ps {REQUESTS}; wait",
+        "{b}/backend pb & {b}/server ps pb & env -i {b}/client ps {REQUESTS}; wait",
         b = bin.display()
     );
     let (stdout, stderr) = record(dir.path(), "chain", false, &["sh", "-c", &script]);
@@ -177,6 +177,35 @@ fn an_unmodified_c_chain_is_recorded_with_every_message_matched() {
         );
     }
     assert!(m.waits >= REQUESTS, "the server's polls: {} waits", m.waits);
+
+    // Black-box path inference on the recorded session finds the chain the client describes:
+    // every request is one client>server(backend) instance.
+    let db = format!("sqlite:{}", dir.path().join("store/p5.sqlite").display());
+    let o = Command::new(env!("CARGO_BIN_EXE_p5"))
+        .args([
+            "analyze",
+            "nesting",
+            "--db",
+            &db,
+            "--session",
+            "chain",
+            "--node",
+            "program",
+        ])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let row = text
+        .lines()
+        .find(|l| l.trim_end().ends_with(" client>server(backend)"))
+        .unwrap_or_else(|| panic!("no client>server(backend) pattern: {text}"));
+    let count: Vec<&str> = row.split_whitespace().collect();
+    assert_eq!(count.get(1), Some(&REQUESTS.to_string().as_str()), "{text}");
 }
 
 const PY_REQUESTS: usize = 20;
@@ -235,7 +264,10 @@ fn an_unmodified_python_http_server_and_client_match_every_message() {
 #[test]
 fn nginx_proxying_to_python_is_matched_in_both_directions() {
     let have = Command::new("sh")
-        .args(["-c", "command -v nginx || test -x /usr/sbin/nginx"])
+        .args([
+            "-c",
+            "command -v nginx >/dev/null || test -x /usr/sbin/nginx",
+        ])
         .status()
         .is_ok_and(|s| s.success());
     assert!(
@@ -279,4 +311,41 @@ fn nginx_proxying_to_python_is_matched_in_both_directions() {
             m.sensors
         );
     }
+}
+
+/// A statically linked program cannot be interposed: `p5 record --preload` says so before
+/// the run and, when it recorded nothing, after it.
+#[test]
+fn a_static_binary_is_reported_as_not_interposable() {
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("pair.c");
+    std::fs::write(
+        &src,
+        "#include <sys/socket.h>\n#include <unistd.h>\n\
+         int main(void) { int sv[2]; char b[4] = \"ping\";\n\
+         if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv)) return 1;\n\
+         if (send(sv[0], b, 4, 0) != 4 || recv(sv[1], b, 4, 0) != 4) return 1;\n\
+         return 0; }\n",
+    )
+    .unwrap();
+    let exe = dir.path().join("pair");
+    let st = Command::new("gcc")
+        .args(["-static", "-O2", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .status()
+        .unwrap();
+    assert!(
+        st.success(),
+        "gcc -static failed (libc6-dev provides libc.a)"
+    );
+    let (_, stderr) = record(dir.path(), "static", false, &[exe.to_str().unwrap()]);
+    assert!(
+        stderr.contains("WARNING: pair cannot be recorded with --preload: it is statically linked"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("sent nothing the preload saw; it is statically linked"),
+        "{stderr}"
+    );
 }
