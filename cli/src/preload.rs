@@ -174,42 +174,93 @@ impl Opaque {
 /// taken as interposable.
 pub fn interposable(path: &Path) -> Option<Opaque> {
     let bytes = std::fs::read(path).ok()?;
-    if bytes.windows(14).any(|w| w == b"\xff Go buildinf:") {
+    if section_names(&bytes)?
+        .iter()
+        .any(|n| n == b".go.buildinfo" || n == b".note.go.buildid")
+    {
         return Some(Opaque::Go);
     }
     let dynamic = has_interpreter(&bytes)?;
     (!dynamic).then_some(Opaque::Static)
 }
 
+/// Little-endian readers over an ELF image (`None` past its end).
+struct Elf<'a> {
+    b: &'a [u8],
+    wide: bool,
+}
+
+impl<'a> Elf<'a> {
+    /// `None` unless `b` starts like a little-endian ELF image.
+    fn new(b: &'a [u8]) -> Option<Self> {
+        if b.get(..4)? != b"\x7fELF" || *b.get(5)? != 1 {
+            return None; // not ELF, or big-endian: not this machine's
+        }
+        Some(Elf {
+            b,
+            wide: *b.get(4)? == 2,
+        })
+    }
+
+    fn u16(&self, o: usize) -> Option<usize> {
+        let b = self.b.get(o..o.checked_add(2)?)?;
+        Some(u16::from_le_bytes(b.try_into().ok()?) as usize)
+    }
+
+    fn u32(&self, o: usize) -> Option<usize> {
+        let b = self.b.get(o..o.checked_add(4)?)?;
+        Some(u32::from_le_bytes(b.try_into().ok()?) as usize)
+    }
+
+    /// A word: 8 bytes in a 64-bit image, 4 in a 32-bit one.
+    fn word(&self, o: usize) -> Option<usize> {
+        if !self.wide {
+            return self.u32(o);
+        }
+        let b = self.b.get(o..o.checked_add(8)?)?;
+        usize::try_from(u64::from_le_bytes(b.try_into().ok()?)).ok()
+    }
+}
+
+/// The names of an ELF image's sections (`None`: not ELF or truncated).
+fn section_names(b: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let e = Elf::new(b)?;
+    let (shoff, shentsize, shnum, shstrndx) = if e.wide {
+        (e.word(0x28)?, e.u16(0x3a)?, e.u16(0x3c)?, e.u16(0x3e)?)
+    } else {
+        (e.word(0x20)?, e.u16(0x2e)?, e.u16(0x30)?, e.u16(0x32)?)
+    };
+    if shnum == 0 {
+        return Some(Vec::new());
+    }
+    let header = |i: usize| shoff.checked_add(i.checked_mul(shentsize)?);
+    let (off_at, size_at) = if e.wide { (0x18, 0x20) } else { (0x10, 0x14) };
+    let strtab = header(shstrndx)?;
+    let str_off = e.word(strtab.checked_add(off_at)?)?;
+    let str_size = e.word(strtab.checked_add(size_at)?)?;
+    let strings = b.get(str_off..str_off.checked_add(str_size)?)?;
+    let mut names = Vec::new();
+    for i in 0..shnum {
+        let at = e.u32(header(i)?)?;
+        if let Some(rest) = strings.get(at..) {
+            names.push(rest.split(|&c| c == 0).next().unwrap_or_default().to_vec());
+        }
+    }
+    Some(names)
+}
+
 /// Whether an ELF image has a `PT_INTERP` program header (`None`: not ELF or truncated).
 fn has_interpreter(b: &[u8]) -> Option<bool> {
-    if b.get(..4)? != b"\x7fELF" {
-        return None;
-    }
-    let wide = *b.get(4)? == 2;
-    if *b.get(5)? != 1 {
-        return None; // big-endian: not this machine's
-    }
-    let u16_at = |o: usize| Some(u16::from_le_bytes(b.get(o..o + 2)?.try_into().ok()?));
-    let u32_at = |o: usize| Some(u32::from_le_bytes(b.get(o..o + 4)?.try_into().ok()?));
-    let u64_at = |o: usize| Some(u64::from_le_bytes(b.get(o..o + 8)?.try_into().ok()?));
-    let (phoff, phentsize, phnum) = if wide {
-        (
-            u64_at(0x20)? as usize,
-            u16_at(0x36)? as usize,
-            u16_at(0x38)? as usize,
-        )
+    let e = Elf::new(b)?;
+    let (phoff, phentsize, phnum) = if e.wide {
+        (e.word(0x20)?, e.u16(0x36)?, e.u16(0x38)?)
     } else {
-        (
-            u32_at(0x1c)? as usize,
-            u16_at(0x2a)? as usize,
-            u16_at(0x2c)? as usize,
-        )
+        (e.word(0x1c)?, e.u16(0x2a)?, e.u16(0x2c)?)
     };
-    const PT_INTERP: u32 = 3;
+    const PT_INTERP: usize = 3;
     for i in 0..phnum {
         let at = phoff.checked_add(i.checked_mul(phentsize)?)?;
-        if u32_at(at)? == PT_INTERP {
+        if e.u32(at)? == PT_INTERP {
             return Some(true);
         }
     }
@@ -235,19 +286,43 @@ mod tests {
         assert_eq!(has_interpreter(b"not elf at all"), None);
     }
 
-    /// A static ELF (a header with no program headers) and a Go build-info blob are caught.
-    #[test]
-    fn static_and_go_binaries_are_not() {
-        let dir = tempfile::tempdir().unwrap();
+    /// A 64-bit ELF header with no program headers and one section header table of two
+    /// sections (the string table and one named `name`).
+    fn elf_with_section(name: &[u8]) -> Vec<u8> {
         let mut elf = vec![0u8; 64];
         elf[..4].copy_from_slice(b"\x7fELF");
         elf[4] = 2;
         elf[5] = 1;
+        let strings_at = elf.len();
+        let mut strings = b"\0.shstrtab\0".to_vec();
+        let name_at = strings.len() as u32;
+        strings.extend_from_slice(name);
+        strings.push(0);
+        elf.extend_from_slice(&strings);
+        let shoff = elf.len();
+        elf[0x28..0x30].copy_from_slice(&(shoff as u64).to_le_bytes());
+        elf[0x3a..0x3c].copy_from_slice(&64u16.to_le_bytes());
+        elf[0x3c..0x3e].copy_from_slice(&2u16.to_le_bytes());
+        elf[0x3e..0x40].copy_from_slice(&0u16.to_le_bytes());
+        for name in [1u32, name_at] {
+            let mut sh = vec![0u8; 64];
+            sh[..4].copy_from_slice(&name.to_le_bytes());
+            sh[0x18..0x20].copy_from_slice(&(strings_at as u64).to_le_bytes());
+            sh[0x20..0x28].copy_from_slice(&(strings.len() as u64).to_le_bytes());
+            elf.extend_from_slice(&sh);
+        }
+        elf
+    }
+
+    /// A static ELF (no program headers, so no interpreter) and a Go build (its build-info
+    /// section) are caught.
+    #[test]
+    fn static_and_go_binaries_are_not() {
+        let dir = tempfile::tempdir().unwrap();
         let f = dir.path().join("static");
-        std::fs::write(&f, &elf).unwrap();
+        std::fs::write(&f, elf_with_section(b".text")).unwrap();
         assert_eq!(interposable(&f), Some(Opaque::Static));
-        elf.extend_from_slice(b"\xff Go buildinf:\x08\x02");
-        std::fs::write(&f, &elf).unwrap();
+        std::fs::write(&f, elf_with_section(b".go.buildinfo")).unwrap();
         assert_eq!(interposable(&f), Some(Opaque::Go));
     }
 

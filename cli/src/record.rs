@@ -188,7 +188,18 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
             ..p5_merge::MergeArgs::new(&args.store)
         };
         let db = merge.db_url();
-        for s in rt.block_on(p5_merge::merge_store(&merge))? {
+        let summaries = match rt.block_on(p5_merge::merge_store(&merge)) {
+            Err(p5_merge::Error::NoSession(_)) if preload.is_some() => Vec::new(),
+            r => r?,
+        };
+        if let Some(p) = &preload
+            && summaries.is_empty()
+        {
+            p.report(child_pid, &p5_merge::SessionSummary::default());
+            eprintln!("p5 record: nothing was recorded, so there is nothing to merge");
+            return Ok(status.code().unwrap_or(128 + status_signal(&status)));
+        }
+        for s in summaries {
             print!("{}", p5_merge::render(&s));
             if let Some(p) = &preload {
                 p.report(child_pid, &s);

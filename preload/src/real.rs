@@ -38,7 +38,9 @@ impl Real {
 }
 
 /// Calls the real function `$real` (a [`Real`]) of type `$ty` with `$args`; if it cannot be
-/// found, sets `errno` to `ENOSYS` and evaluates to `$fail`.
+/// found, sets `errno` to `ENOSYS` and evaluates to `$fail`. The arguments are plain values
+/// (descriptors, sizes, the caller's own pointers) forwarded unchanged, so expanding them in
+/// the `unsafe` call is intended (`clippy::macro_metavars_in_unsafe` is allowed in lib.rs).
 #[macro_export]
 macro_rules! call_real {
     ($real:expr, $ty:ty, $fail:expr, ($($arg:expr),* $(,)?)) => {{
