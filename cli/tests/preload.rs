@@ -45,12 +45,14 @@ fn record(dir: &Path, session: &str, agent: bool, cmd: &[&str]) -> (String, Stri
     (stdout, stderr)
 }
 
-/// What the merged session holds: programs of the recorded processes, sensor names, and
-/// the number of waiting states.
+/// What the merged session holds: programs of the recorded processes, sensor names, the
+/// number of waiting, sending and receiving states, and the matched messages.
 struct Merged {
     programs: Vec<String>,
     sensors: Vec<String>,
     waits: usize,
+    sends: usize,
+    recvs: usize,
     messages: usize,
     /// (sending program, receiving program) of every matched message.
     pairs: Vec<(String, String)>,
@@ -93,20 +95,22 @@ fn merged(dir: &Path) -> Merged {
             .map(|s| s.name)
             .collect();
         let names = ThreadState::NAMES;
-        let k = names
-            .iter()
-            .position(|n| *n == ThreadState::Waiting.name())
-            .unwrap();
-        let waits = read::states(&db, s.id, names)
-            .await
-            .unwrap()
-            .iter()
-            .filter(|r| r.state as usize == k)
-            .count();
+        let states = read::states(&db, s.id, names).await.unwrap();
+        let count = |state: ThreadState| {
+            let k = names.iter().position(|n| *n == state.name()).unwrap();
+            states.iter().filter(|r| r.state as usize == k).count()
+        };
+        let (waits, sends, recvs) = (
+            count(ThreadState::Waiting),
+            count(ThreadState::Sending),
+            count(ThreadState::Receiving),
+        );
         Merged {
             programs,
             sensors,
             waits,
+            sends,
+            recvs,
             messages: messages.len(),
             pairs,
             violations,
@@ -177,6 +181,8 @@ fn an_unmodified_c_chain_is_recorded_with_every_message_matched() {
         );
     }
     assert!(m.waits >= REQUESTS, "the server's polls: {} waits", m.waits);
+    // What the viewer draws: every send call a sending state, every receive a receiving one.
+    assert!(m.sends >= n && m.recvs >= n, "{} / {}", m.sends, m.recvs);
 
     // Black-box path inference on the recorded session finds the chain the client describes:
     // every request is one client>server(backend) instance.

@@ -18,8 +18,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn main() {
-    if std::env::args().any(|a| a == "--list") {
-        return; // `cargo test --benches` asks for a listing
+    // `cargo test --benches` runs bench binaries without `--bench`: keep that quick.
+    if !std::env::args().any(|a| a == "--bench") {
+        println!("cost: run with `cargo bench -p p5-preload --bench cost`");
+        return;
     }
     let n: u64 = std::env::var("P5_BENCH_CALLS")
         .ok()
