@@ -118,6 +118,41 @@ fn merged(dir: &Path) -> Merged {
     })
 }
 
+/// The message arrows `p5 web` serves for session 1 of `db` (its `/messages` API).
+fn web_messages(db: &Path) -> Vec<serde_json::Value> {
+    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
+    let mut web = Command::new(env!("CARGO_BIN_EXE_p5"))
+        .args(["web", "--no-cache", "--listen", "127.0.0.1:0", "--db"])
+        .arg(format!("sqlite:{}", db.display()))
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(web.stderr.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {line:?}"))
+        .to_owned();
+    let mut s = std::net::TcpStream::connect(&addr).unwrap();
+    write!(
+        s,
+        "GET /api/v1/sessions/1/messages HTTP/1.0\r\nHost: {addr}\r\n\r\n"
+    )
+    .unwrap();
+    let mut reply = String::new();
+    s.read_to_string(&mut reply).unwrap();
+    let _ = web.kill();
+    let _ = web.wait();
+    let body = reply.split("\r\n\r\n").nth(1).unwrap_or_default();
+    let v: serde_json::Value =
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {reply}"));
+    v["messages"].as_array().cloned().unwrap_or_default()
+}
+
 /// The number after `label` on the summary line that starts with it.
 fn number_after(stdout: &str, label: &str) -> Option<u64> {
     let at = stdout.find(label)? + label.len();
@@ -183,6 +218,15 @@ fn an_unmodified_c_chain_is_recorded_with_every_message_matched() {
     assert!(m.waits >= REQUESTS, "the server's polls: {} waits", m.waits);
     // What the viewer draws: every send call a sending state, every receive a receiving one.
     assert!(m.sends >= n && m.recvs >= n, "{} / {}", m.sends, m.recvs);
+
+    // The viewer's API draws an arrow for every message.
+    let arrows = web_messages(&dir.path().join("store/p5.sqlite"));
+    assert_eq!(arrows.len(), n, "arrows");
+    assert!(
+        arrows
+            .iter()
+            .all(|a| a["violation"] == false && a["send_thread"] != a["recv_thread"])
+    );
 
     // Black-box path inference on the recorded session finds the chain the client describes:
     // every request is one client>server(backend) instance.
