@@ -40,13 +40,14 @@ static READ_CHK: Real = Real::new(c"__read_chk");
 static RECV_CHK: Real = Real::new(c"__recv_chk");
 static RECVFROM_CHK: Real = Real::new(c"__recvfrom_chk");
 
-/// Records a data call on `fd` if it is a socket: `$call` runs the real function.
+/// Records a data call on `fd` if it is a socket and `$record` holds: `$call` runs the real
+/// function, `$peer` (given the result) builds the peer endpoint.
 macro_rules! data_call {
-    ($name:literal, $op:expr, $fd:expr, $call:expr) => {
-        data_call!($name, $op, $fd, $call, |_r| RawEndpoint::NONE)
+    ($name:literal, $op:expr, $fd:expr, $record:expr, $call:expr) => {
+        data_call!($name, $op, $fd, $record, $call, |_r| RawEndpoint::NONE)
     };
-    ($name:literal, $op:expr, $fd:expr, $call:expr, $peer:expr) => {{
-        let call = if fds::is_socket($fd) {
+    ($name:literal, $op:expr, $fd:expr, $record:expr, $call:expr, $peer:expr) => {{
+        let call = if $record && fds::is_socket($fd) {
             guard::begin()
         } else {
             None
@@ -67,6 +68,12 @@ macro_rules! data_call {
     }};
 }
 
+/// Receives that only peek leave the bytes for the next receive: recording them would count
+/// the bytes twice, so they are not recorded.
+fn consumes(flags: c_int) -> bool {
+    flags & libc::MSG_PEEK == 0
+}
+
 /// `read(2)`.
 ///
 /// # Safety
@@ -77,6 +84,7 @@ pub unsafe extern "C" fn read(fd: c_int, buf: *mut c_void, n: size_t) -> ssize_t
         "read",
         CommOp::Read,
         fd,
+        true,
         call_real!(READ, Rw, -1, (fd, buf, n))
     )
 }
@@ -91,6 +99,7 @@ pub unsafe extern "C" fn write(fd: c_int, buf: *const c_void, n: size_t) -> ssiz
         "write",
         CommOp::Write,
         fd,
+        true,
         call_real!(WRITE, Wr, -1, (fd, buf, n))
     )
 }
@@ -105,6 +114,7 @@ pub unsafe extern "C" fn readv(fd: c_int, iov: *const iovec, n: c_int) -> ssize_
         "readv",
         CommOp::Read,
         fd,
+        true,
         call_real!(READV, Vec, -1, (fd, iov, n))
     )
 }
@@ -119,6 +129,7 @@ pub unsafe extern "C" fn writev(fd: c_int, iov: *const iovec, n: c_int) -> ssize
         "writev",
         CommOp::Write,
         fd,
+        true,
         call_real!(WRITEV, Vec, -1, (fd, iov, n))
     )
 }
@@ -134,6 +145,7 @@ pub unsafe extern "C" fn send(fd: c_int, buf: *const c_void, n: size_t, flags: c
         "send",
         CommOp::Send,
         fd,
+        true,
         call_real!(SEND, F, -1, (fd, buf, n, flags))
     )
 }
@@ -149,6 +161,7 @@ pub unsafe extern "C" fn recv(fd: c_int, buf: *mut c_void, n: size_t, flags: c_i
         "recv",
         CommOp::Recv,
         fd,
+        consumes(flags),
         call_real!(RECV, F, -1, (fd, buf, n, flags))
     )
 }
@@ -178,6 +191,7 @@ pub unsafe extern "C" fn sendto(
         "sendto",
         CommOp::SendTo,
         fd,
+        true,
         call_real!(SENDTO, F, -1, (fd, buf, n, flags, to, to_len)),
         // SAFETY: `to` is null or valid for `to_len` bytes, as sendto required.
         |_r| unsafe { RawEndpoint::from_sockaddr(to, to_len) }
@@ -221,6 +235,7 @@ pub unsafe extern "C" fn recvfrom(
         "recvfrom",
         CommOp::RecvFrom,
         fd,
+        consumes(flags),
         call_real!(RECVFROM, F, -1, (fd, buf, n, flags, from, from_len)),
         // SAFETY: the pointers are the caller's, as recvfrom left them.
         |r| unsafe { filled(r, from, from_len) }
@@ -250,6 +265,7 @@ pub unsafe extern "C" fn sendmsg(fd: c_int, msg: *const msghdr, flags: c_int) ->
         "sendmsg",
         CommOp::SendMsg,
         fd,
+        true,
         call_real!(SENDMSG, Msg, -1, (fd, msg, flags)),
         // SAFETY: `msg` was valid for sendmsg.
         |_r| unsafe { msg_peer(msg) }
@@ -266,6 +282,7 @@ pub unsafe extern "C" fn recvmsg(fd: c_int, msg: *mut msghdr, flags: c_int) -> s
         "recvmsg",
         CommOp::RecvMsg,
         fd,
+        consumes(flags),
         call_real!(RECVMSG, MsgMut, -1, (fd, msg, flags)),
         // SAFETY: `msg` was valid for recvmsg, which set msg_namelen.
         |r: ssize_t| if r < 0 {
@@ -319,7 +336,11 @@ pub unsafe extern "C" fn recvmmsg(
     flags: c_int,
     timeout: *mut libc::timespec,
 ) -> c_int {
-    let call = guard::begin();
+    let call = if consumes(flags) {
+        guard::begin()
+    } else {
+        None
+    };
     let r = call_real!(RECVMMSG, RecvMMsg, -1, (fd, v, n, flags, timeout));
     if let Some(c) = call {
         // SAFETY: the first `r` entries were filled in by the call.
@@ -347,6 +368,7 @@ pub unsafe extern "C" fn sendfile(
         "sendfile",
         CommOp::Write,
         out,
+        true,
         call_real!(SENDFILE, SendFile, -1, (out, inp, off, n))
     )
 }
@@ -366,6 +388,7 @@ pub unsafe extern "C" fn sendfile64(
         "sendfile",
         CommOp::Write,
         out,
+        true,
         call_real!(SENDFILE64, SendFile, -1, (out, inp, off, n))
     )
 }
@@ -401,6 +424,7 @@ pub unsafe extern "C" fn splice(
         "splice",
         op,
         fd,
+        true,
         call_real!(SPLICE, F, -1, (fd_in, off_in, fd_out, off_out, n, flags))
     )
 }

@@ -6,7 +6,8 @@
  *                               connection, which answers each 32-byte query with 64 bytes
  *                               (readv/writev)
  *   server PORTFILE BACKENDFILE listens, writes its port; for each 32-byte request of its one
- *                               client (poll, then read) asks the backend (send/recv) and
+ *                               client (poll, a MSG_PEEK recv, then read) asks the backend
+ *                               (send/recv) and
  *                               answers with 64 bytes (write)
  *   client SERVERFILE N         sends N requests (send), reads each reply (recv) and prints
  *                               "client: N requests, N replies"
@@ -142,6 +143,8 @@ int main(int argc, char **argv) {
     for (;;) {
         struct pollfd p = {.fd = c, .events = POLLIN};
         if (poll(&p, 1, 10000) <= 0) break;
+        char first; /* a peek leaves the byte for read: not a receive of its own */
+        if (recv(c, &first, 1, MSG_PEEK) != 1) break;
         if (!read_full(c, q, REQ)) break;
         send_full(b, q, REQ);
         if (!recv_full(b, r, REP)) die("backend reply");
