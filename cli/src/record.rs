@@ -177,45 +177,22 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     }
 
     // 6. Merge.
+    let preload = preload.as_ref();
     if args.logserver.is_none() && !args.no_merge {
-        let mut manifests = args.manifests.clone();
-        manifests.extend(preload.as_ref().map(|p| p.manifest.clone()));
-        let merge = p5_merge::MergeArgs {
-            db: args.db.clone(),
-            session: Some(session.clone()),
-            manifests,
-            quiet: true,
-            ..p5_merge::MergeArgs::new(&args.store)
-        };
-        let db = merge.db_url();
-        let summaries = match rt.block_on(p5_merge::merge_store(&merge)) {
-            Err(p5_merge::Error::NoSession(_)) if preload.is_some() => Vec::new(),
-            r => r?,
-        };
-        if let Some(p) = &preload
-            && summaries.is_empty()
-        {
-            p.report(child_pid, &p5_merge::SessionSummary::default());
-            eprintln!("p5 record: nothing was recorded, so there is nothing to merge");
+        if !merge_and_print(&rt, args, &session, preload, child_pid)? {
             return Ok(status.code().unwrap_or(128 + status_signal(&status)));
-        }
-        for s in summaries {
-            print!("{}", p5_merge::render(&s));
-            if let Some(p) = &preload {
-                p.report(child_pid, &s);
-            }
-        }
-        println!("database: {db}");
-        println!("view it:  p5 web --db {db}");
-        if let Some(p) = &preload {
-            println!(
-                "call names: merge again with --manifest {}",
-                p.manifest.display()
-            );
         }
     } else if args.logserver.is_some() {
         println!(
             "recorded into the running log server's store; merge there with `p5 merge STORE --session {session}`"
+        );
+    }
+    if let Some(p) = preload
+        && (args.no_merge || args.logserver.is_some())
+    {
+        println!(
+            "names of the recorded calls: merge with --manifest {}",
+            p.manifest.display()
         );
     }
     println!(
@@ -224,6 +201,48 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         args.store.display()
     );
     Ok(status.code().unwrap_or(128 + status_signal(&status)))
+}
+
+/// Merges the session (with the preload's call names, if any) and prints its summary; with
+/// `--preload`, says whether the started process (`child_pid`) recorded anything. False if
+/// nothing at all was recorded under `--preload` (nothing to merge).
+fn merge_and_print(
+    rt: &tokio::runtime::Runtime,
+    args: &RecordArgs,
+    session: &str,
+    preload: Option<&crate::preload::Setup>,
+    child_pid: u32,
+) -> anyhow::Result<bool> {
+    let mut manifests = args.manifests.clone();
+    manifests.extend(preload.map(|p| p.manifest.clone()));
+    let merge = p5_merge::MergeArgs {
+        db: args.db.clone(),
+        session: Some(session.to_owned()),
+        manifests,
+        quiet: true,
+        ..p5_merge::MergeArgs::new(&args.store)
+    };
+    let db = merge.db_url();
+    let summaries = match rt.block_on(p5_merge::merge_store(&merge)) {
+        Err(p5_merge::Error::NoSession(_)) if preload.is_some() => Vec::new(),
+        r => r?,
+    };
+    if let Some(p) = preload
+        && summaries.is_empty()
+    {
+        p.report(child_pid, &p5_merge::SessionSummary::default());
+        eprintln!("p5 record: nothing was recorded, so there is nothing to merge");
+        return Ok(false);
+    }
+    for s in summaries {
+        print!("{}", p5_merge::render(&s));
+        if let Some(p) = preload {
+            p.report(child_pid, &s);
+        }
+    }
+    println!("database: {db}");
+    println!("view it:  p5 web --db {db}");
+    Ok(true)
 }
 
 fn status_signal(status: &std::process::ExitStatus) -> i32 {
