@@ -19,6 +19,8 @@ command -v faketime >/dev/null 2>&1 || missing+=(faketime)
 command -v tcpdump >/dev/null 2>&1 || missing+=(tcpdump)
 # The instrumenter's real-code coverage test counts function definitions with Universal Ctags.
 command -v ctags >/dev/null 2>&1 && ctags --version 2>/dev/null | grep -q Universal || missing+=(universal-ctags)
+# `p5 record --preload`'s test records an unmodified nginx proxying to a Python backend.
+command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
 if ((${#missing[@]})); then
     sudo=""
     [ "$(id -u)" = 0 ] || sudo="sudo"

@@ -6,4 +6,5 @@ pub mod analyze;
 pub mod demo;
 pub mod gate;
 pub mod merge;
+pub mod preload;
 pub mod record;

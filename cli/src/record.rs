@@ -6,6 +6,10 @@
 //! descendants* (this process becomes a child subreaper, so daemonized children are waited
 //! for too), stops the agent and the server (both drain and sync), merges the session into
 //! SQLite by default, and prints the summary and the next commands. The exit status is CMD's.
+//!
+//! `--preload` records programs p5 never saw the source of: CMD runs with `libp5_preload.so`
+//! in `LD_PRELOAD` (inherited by every process it starts), whose socket calls are recorded and
+//! named after the call ([`crate::preload`]).
 
 use anyhow::Context as _;
 use p5_logserver::LocalServer;
@@ -47,6 +51,11 @@ pub struct RecordArgs {
     /// Record only; do not merge.
     #[arg(long)]
     pub no_merge: bool,
+    /// Record unmodified programs: preload `libp5_preload.so`, which records the socket calls,
+    /// waits and descriptors of CMD and every process it starts (dynamically linked programs
+    /// that call libc; not static binaries, not Go).
+    #[arg(long)]
+    pub preload: bool,
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
     pub cmd: Vec<OsString>,
@@ -91,10 +100,18 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
     let gated = args.sched && !args.no_agent;
     let started = Instant::now();
-    let env = [
+    let preload = if args.preload {
+        Some(crate::preload::Setup::prepare(&args.store, &args.cmd)?)
+    } else {
+        None
+    };
+    let mut env = vec![
         ("P5_LOGSERVER", addr.as_str()),
         ("P5_SESSION", session.as_str()),
     ];
+    if let Some(p) = &preload {
+        env.push(("LD_PRELOAD", p.ld_preload.as_str()));
+    }
     let mut child = crate::gate::Held::spawn(&args.cmd, &env)
         .with_context(|| format!("cannot start {:?}", args.cmd[0]))?;
     if !gated && let Some(e) = child.release() {
@@ -138,6 +155,7 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     }
 
     // 4. Wait for the program and every descendant it left behind.
+    let child_pid = child.id();
     let status = child.wait()?;
     let agent_pid = agent.as_ref().map(|a| a.id());
     wait_descendants(agent_pid);
@@ -159,23 +177,22 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
     }
 
     // 6. Merge.
+    let preload = preload.as_ref();
     if args.logserver.is_none() && !args.no_merge {
-        let merge = p5_merge::MergeArgs {
-            db: args.db.clone(),
-            session: Some(session.clone()),
-            manifests: args.manifests.clone(),
-            quiet: true,
-            ..p5_merge::MergeArgs::new(&args.store)
-        };
-        let db = merge.db_url();
-        for s in rt.block_on(p5_merge::merge_store(&merge))? {
-            print!("{}", p5_merge::render(&s));
+        if !merge_and_print(&rt, args, &session, preload, child_pid)? {
+            return Ok(status.code().unwrap_or(128 + status_signal(&status)));
         }
-        println!("database: {db}");
-        println!("view it:  p5 web --db {db}");
     } else if args.logserver.is_some() {
         println!(
             "recorded into the running log server's store; merge there with `p5 merge STORE --session {session}`"
+        );
+    }
+    if let Some(p) = preload
+        && (args.no_merge || args.logserver.is_some())
+    {
+        println!(
+            "names of the recorded calls: merge with --manifest {}",
+            p.manifest.display()
         );
     }
     println!(
@@ -184,6 +201,48 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         args.store.display()
     );
     Ok(status.code().unwrap_or(128 + status_signal(&status)))
+}
+
+/// Merges the session (with the preload's call names, if any) and prints its summary; with
+/// `--preload`, says whether the started process (`child_pid`) recorded anything. False if
+/// nothing at all was recorded under `--preload` (nothing to merge).
+fn merge_and_print(
+    rt: &tokio::runtime::Runtime,
+    args: &RecordArgs,
+    session: &str,
+    preload: Option<&crate::preload::Setup>,
+    child_pid: u32,
+) -> anyhow::Result<bool> {
+    let mut manifests = args.manifests.clone();
+    manifests.extend(preload.map(|p| p.manifest.clone()));
+    let merge = p5_merge::MergeArgs {
+        db: args.db.clone(),
+        session: Some(session.to_owned()),
+        manifests,
+        quiet: true,
+        ..p5_merge::MergeArgs::new(&args.store)
+    };
+    let db = merge.db_url();
+    let summaries = match rt.block_on(p5_merge::merge_store(&merge)) {
+        Err(p5_merge::Error::NoSession(_)) if preload.is_some() => Vec::new(),
+        r => r?,
+    };
+    if let Some(p) = preload
+        && summaries.is_empty()
+    {
+        p.report(child_pid, &p5_merge::SessionSummary::default());
+        eprintln!("p5 record: nothing was recorded, so there is nothing to merge");
+        return Ok(false);
+    }
+    for s in summaries {
+        print!("{}", p5_merge::render(&s));
+        if let Some(p) = preload {
+            p.report(child_pid, &s);
+        }
+    }
+    println!("database: {db}");
+    println!("view it:  p5 web --db {db}");
+    Ok(true)
 }
 
 fn status_signal(status: &std::process::ExitStatus) -> i32 {

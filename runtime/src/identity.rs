@@ -30,6 +30,19 @@ fn read_trimmed(path: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_string())
 }
 
+/// The program's name: the last path component of `argv0`, unless the program rewrote its
+/// title there (`nginx: master process /usr/sbin/nginx -c /etc/nginx.conf`, which contains
+/// spaces) or left it empty; then the kernel's name for it (`comm`: the executable's name).
+fn program_name(argv0: Option<&str>, comm: impl FnOnce() -> Option<String>) -> String {
+    argv0
+        .filter(|a| !a.contains(' '))
+        .and_then(|a| a.rsplit('/').next())
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+        .or_else(comm)
+        .unwrap_or_default()
+}
+
 /// Splits `/proc/self/cmdline` content into arguments.
 pub fn parse_cmdline(raw: &[u8]) -> Vec<String> {
     raw.split(|&b| b == 0)
@@ -111,13 +124,9 @@ pub fn gather(origin: &Origin, runtime: RuntimeKind, session: &str) -> Identity 
                 .collect()
         });
     cap_args(&mut argv, MAX_ARGV_BYTES);
-    let program = argv
-        .first()
-        .and_then(|a| a.rsplit('/').next())
-        .filter(|p| !p.is_empty())
-        .map(str::to_string)
-        .or_else(|| read_trimmed("/proc/self/comm"))
-        .unwrap_or_default();
+    let program = program_name(argv.first().map(String::as_str), || {
+        read_trimmed("/proc/self/comm")
+    });
     Identity {
         process_uid: random_u64(),
         // SAFETY: getpid/getppid cannot fail.
@@ -191,6 +200,21 @@ mod tests {
     fn cmdline_split() {
         assert_eq!(parse_cmdline(b"./a\0-x\0\0y\0"), vec!["./a", "-x", "y"]);
         assert!(parse_cmdline(b"").is_empty());
+    }
+
+    #[test]
+    fn rewritten_titles_name_the_executable() {
+        let comm = || Some("nginx".to_string());
+        assert_eq!(program_name(Some("/usr/sbin/nginx"), comm), "nginx");
+        assert_eq!(
+            program_name(
+                Some("nginx: master process /usr/sbin/nginx -c /x/nginx.conf"),
+                comm
+            ),
+            "nginx"
+        );
+        assert_eq!(program_name(Some(""), comm), "nginx");
+        assert_eq!(program_name(None, || None), "");
     }
 
     #[test]

@@ -25,7 +25,7 @@
 //! the per-thread queue), `sensor` (the hot path), `registry` (thread registration),
 //! `process` (life cycle: init, exit, fork), `flusher` (draining and framing), `outbox`,
 //! `conn` and `spool` (delivery and durability), `comm` and [`net`] (communication events),
-//! [`ffi`] (the C ABI), [`config`], [`identity`], [`mod@stats`].
+//! [`ffi`] (the C ABI), [`interpose`] (for `libp5_preload.so`), [`config`], [`identity`], [`mod@stats`].
 //! Environment variables are listed in [`config`].
 
 pub mod clock;
@@ -35,6 +35,7 @@ mod conn;
 pub mod ffi;
 mod flusher;
 pub mod identity;
+pub mod interpose;
 pub mod net;
 mod outbox;
 mod process;

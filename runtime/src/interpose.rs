@@ -1,0 +1,155 @@
+//! What an interposing library needs from the runtime: `p5-preload` (`libp5_preload.so`,
+//! loaded with `LD_PRELOAD`) replaces libc's socket calls in unmodified programs and records
+//! them here, through the same ring and record path as the C ABI's wrappers — but without
+//! calling libc's socket functions itself, which would land in the interposer again.
+//!
+//! The runtime lives inside the interposing library, so its own calls (the flusher's
+//! `poll`, the log-server connection's `send`, spool `write`s) reach the interposed symbols
+//! too: [`on_runtime_thread`] tells the interposer to pass them straight through.
+//!
+//! Calls are named after the libc function: each has a fixed sensor id ([`sensor_id`]) and
+//! [`manifest`] describes them all (kind `comm`, function = name = the call), so the viewer
+//! shows a `send` bar for a `send`, with no source.
+
+use crate::comm;
+pub use crate::record::RawEndpoint;
+use p5_wire::manifest::{Manifest, Sensor};
+use p5_wire::{CommOp, RuntimeKind};
+
+/// How processes recorded through an interposer introduce themselves in the handshake.
+const ORIGIN: RuntimeKind = RuntimeKind::C;
+
+/// Every call an interposer records, with the operation it is recorded as.
+pub const CALLS: &[(&str, CommOp)] = &[
+    ("send", CommOp::Send),
+    ("recv", CommOp::Recv),
+    ("sendto", CommOp::SendTo),
+    ("recvfrom", CommOp::RecvFrom),
+    ("sendmsg", CommOp::SendMsg),
+    ("recvmsg", CommOp::RecvMsg),
+    ("sendmmsg", CommOp::SendMsg),
+    ("recvmmsg", CommOp::RecvMsg),
+    ("read", CommOp::Read),
+    ("write", CommOp::Write),
+    ("readv", CommOp::Read),
+    ("writev", CommOp::Write),
+    ("sendfile", CommOp::Write),
+    ("splice", CommOp::Write),
+    ("connect", CommOp::Connect),
+    ("accept", CommOp::Accept),
+    ("accept4", CommOp::Accept),
+    ("close", CommOp::Close),
+    ("shutdown", CommOp::Shutdown),
+    ("poll", CommOp::Wait),
+    ("ppoll", CommOp::Wait),
+    ("select", CommOp::Wait),
+    ("pselect", CommOp::Wait),
+    ("epoll_wait", CommOp::Wait),
+    ("epoll_pwait", CommOp::Wait),
+];
+
+/// The sensor id of interposed call `name`: FNV-1a of `p5-preload/` and the name.
+pub const fn sensor_id(name: &str) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    let prefix = b"p5-preload/";
+    let mut i = 0;
+    while i < prefix.len() {
+        h = (h ^ prefix[i] as u64).wrapping_mul(0x0100_0000_01b3);
+        i += 1;
+    }
+    let name = name.as_bytes();
+    let mut i = 0;
+    while i < name.len() {
+        h = (h ^ name[i] as u64).wrapping_mul(0x0100_0000_01b3);
+        i += 1;
+    }
+    h
+}
+
+/// A manifest naming every interposed call (for `p5 merge --manifest`).
+pub fn manifest() -> Manifest {
+    Manifest {
+        version: 1,
+        tool: format!("p5-preload {}", env!("CARGO_PKG_VERSION")),
+        root: String::new(),
+        files: Vec::new(),
+        sensors: CALLS
+            .iter()
+            .map(|&(name, _)| Sensor {
+                id: p5_wire::manifest::format_id(sensor_id(name)),
+                kind: "comm".into(),
+                language: "c".into(),
+                file: String::new(),
+                function: name.into(),
+                name: name.into(),
+                line: 0,
+                column: 0,
+                end_line: 0,
+                end_column: 0,
+            })
+            .collect(),
+    }
+}
+
+/// Reads the configuration from the environment now, without starting anything. An
+/// interposer calls it when it is loaded: programs that clear their environment before they
+/// first communicate (nginx's workers keep only `TZ`) still record where they were told to,
+/// and forked children inherit what was read.
+pub fn read_config() {
+    let _ = crate::process::config();
+}
+
+/// True on the runtime's own threads (flusher, connector): their calls are never recorded.
+#[inline]
+pub fn on_runtime_thread() -> bool {
+    crate::sensor::on_flusher_thread()
+}
+
+/// Raw start ticks of a call if recording (initialising the runtime on first use), else
+/// `None`. May make system calls; `errno` is preserved.
+#[inline]
+pub fn start() -> Option<u64> {
+    comm::start(ORIGIN)
+}
+
+/// Records a finished call that started at `start` ticks: `result` is the byte count (or
+/// descriptor) or −errno, `peer` the address for datagram and connect/accept calls.
+pub fn record(sensor: u64, op: CommOp, fd: i32, start: u64, result: i64, peer: &RawEndpoint) {
+    comm::record(ORIGIN, sensor, op, fd as i64, start, result, peer);
+}
+
+/// Describes socket `fd` (a `Socket` event) unless already done since it was opened;
+/// `force` describes it again (after connect/accept), `peer_hint` stands in for a peer the
+/// kernel does not know yet. Makes system calls (`getsockopt`, `getsockname`, …).
+pub fn describe(sensor: u64, fd: i32, force: bool, peer_hint: &RawEndpoint) {
+    comm::note_socket(ORIGIN, sensor, fd, force, peer_hint);
+}
+
+/// Forgets that `fd` was described (it is being closed or replaced).
+pub fn forget(fd: i32) {
+    comm::forget(fd);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_call_has_its_own_id_and_a_manifest_entry() {
+        let mut ids: Vec<u64> = CALLS.iter().map(|c| sensor_id(c.0)).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        assert_eq!(ids.len(), CALLS.len());
+        let m = manifest();
+        assert_eq!(m.sensors.len(), CALLS.len());
+        let send = &m.sensors[0];
+        assert_eq!(
+            (send.function.as_str(), send.kind.as_str()),
+            ("send", "comm")
+        );
+        assert_eq!(
+            p5_wire::manifest::parse_id(&send.id),
+            Some(sensor_id("send"))
+        );
+    }
+}
