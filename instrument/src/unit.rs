@@ -460,14 +460,16 @@ fn points_at(src: &str, bytes: &[usize]) -> Vec<Point> {
         .collect()
 }
 
-/// Parses one chunk; `None` if it has a syntax error (tree-sitter's parse is then cut short,
-/// and `stop` is set so the other chunks' parses are too) or if `stop` is set.
+/// Parses one chunk; `None` if `stop` is set or if the chunk's edges are not clean
+/// ([`clean_edges`]: its boundary was not at file level), which also sets `stop` so the
+/// other chunks' parses end early. Syntax errors inside the chunk are kept: they are where
+/// they are, as in the one-piece parse.
 fn parse_range(lang: Lang, src: &str, range: Range, stop: &AtomicBool) -> Option<Tree> {
     let mut p = parser(lang).ok()?;
     p.set_included_ranges(&[range]).ok()?;
     let bytes = src.as_bytes();
-    let mut progress = |state: &ParseState| {
-        if state.has_error() || stop.load(Ordering::Relaxed) {
+    let mut progress = |_: &ParseState| {
+        if stop.load(Ordering::Relaxed) {
             ControlFlow::Break(())
         } else {
             ControlFlow::Continue(())
@@ -479,11 +481,36 @@ fn parse_range(lang: Lang, src: &str, range: Range, stop: &AtomicBool) -> Option
             None,
             Some(ParseOptions::new().progress_callback(&mut progress)),
         )
-        .filter(|t| !t.root_node().has_error());
+        .filter(|t| clean_edges(t.root_node()));
     if tree.is_none() {
         stop.store(true, Ordering::Relaxed);
     }
     tree
+}
+
+/// True if a chunk's tree can stand for its part of the one-piece parse: without errors, or
+/// with errors only inside top-level items that are themselves whole — the first and last
+/// top-level items are not errors or missing tokens, and no top-level item is an error (an
+/// error at file level is what a boundary inside an `#if`, a comment or a string leaves, and
+/// what recovery across the boundary would have handled differently).
+fn clean_edges(root: Node<'_>) -> bool {
+    if !root.has_error() {
+        return true;
+    }
+    let mut c = root.walk();
+    let items: Vec<Node<'_>> = root.children(&mut c).collect();
+    !items.is_empty()
+        && items.iter().all(|n| !n.is_error() && !n.is_missing())
+        && items.last().is_some_and(|n| !n.has_error() || ends_whole(*n))
+}
+
+/// The last item of a chunk ends with its own closing token, not one recovery made up.
+fn ends_whole(n: Node<'_>) -> bool {
+    let mut last = n;
+    while let Some(c) = last.child(last.child_count().saturating_sub(1) as u32) {
+        last = c;
+    }
+    !last.is_missing() && !last.is_error()
 }
 
 /// Chunk boundaries (including 0 and `src.len()`), about `n` chunks.
