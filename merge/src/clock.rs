@@ -24,6 +24,8 @@
 //! processes and of kernel (OS monitor) events there. Offsets compose along agent trees
 //! ([`Fit::compose`]). Messages then tighten the fits ([`tighten`]).
 
+mod region;
+
 /// Largest plausible drift; a steeper hull edge (too few or too close samples) falls back to
 /// the CoSMoS minimum without drift.
 pub const MAX_DRIFT: f64 = 1e-3;
@@ -76,6 +78,8 @@ pub struct Fit {
     pub forward: u64,
     /// Backward samples used.
     pub backward: u64,
+    /// Matched application messages used as samples (against other hosts' fits).
+    pub messages: u64,
     /// Bound on |estimate − truth| over the sampled range, ns (two-way fits only).
     pub error_bound_ns: Option<i64>,
     /// The CoSMoS estimate, `min(t_s − t_p)`, for comparison.
@@ -90,6 +94,7 @@ impl Fit {
         method: Method::None,
         forward: 0,
         backward: 0,
+        messages: 0,
         error_bound_ns: None,
         cosmos_min_ns: None,
     };
@@ -121,6 +126,7 @@ impl Fit {
             method: Method::Tree,
             forward: inner.forward,
             backward: inner.backward,
+            messages: inner.messages,
             error_bound_ns: None,
             cosmos_min_ns: inner.cosmos_min_ns,
         }
@@ -134,6 +140,9 @@ pub struct Samples {
     pub forward: Vec<(i64, i64)>,
     /// Backward (`y ≤ O(x)`).
     pub backward: Vec<(i64, i64)>,
+    /// Range of `x` the fit is used over besides the samples' own and `x = 0` (the source's
+    /// start); the error bound covers all of it.
+    pub span: Option<(i64, i64)>,
 }
 
 impl Samples {
@@ -176,26 +185,6 @@ fn hull(points: &[(i64, i64)], upper: bool) -> Vec<(f64, f64)> {
     h
 }
 
-/// Value of a hull (as a piecewise-linear function) at `x` (clamped to its range).
-fn hull_at(h: &[(f64, f64)], x: f64) -> f64 {
-    match h {
-        [] => 0.0,
-        [p] => p.1,
-        _ => {
-            if x <= h[0].0 {
-                return h[0].1;
-            }
-            for w in h.windows(2) {
-                if x <= w[1].0 {
-                    let t = (x - w[0].0) / (w[1].0 - w[0].0);
-                    return w[0].1 + t * (w[1].1 - w[0].1);
-                }
-            }
-            h[h.len() - 1].1
-        }
-    }
-}
-
 /// The hull edge spanning `mean`: `(a, b)` with `y = a + b·x`.
 fn edge_line(h: &[(f64, f64)], mean: f64) -> (f64, f64) {
     match h {
@@ -227,9 +216,11 @@ pub fn fit(s: &Samples) -> Fit {
     let rel = |v: &[(i64, i64)]| -> Vec<(i64, i64)> {
         v.iter().map(|&(x, y)| (x.saturating_sub(x0), y)).collect()
     };
+    let (lo, hi) = s.span.unwrap_or((0, 0));
     let mut f = fit_relative(&Samples {
         forward: rel(&s.forward),
         backward: rel(&s.backward),
+        span: Some((lo.min(0).saturating_sub(x0), hi.saturating_sub(x0))),
     });
     // y = a + b·(x − x0) = (a − b·x0) + b·x
     f.offset -= f.drift * x0 as f64;
@@ -248,12 +239,13 @@ fn fit_relative(s: &Samples) -> Fit {
         (a, b) = (cosmos.unwrap_or(0) as f64, 0.0);
         method = Method::Min;
     }
-    let mut f = Fit {
+    let f = Fit {
         offset: a,
         drift: b,
         method,
         forward: s.forward.len() as u64,
         backward: 0,
+        messages: 0,
         error_bound_ns: None,
         cosmos_min_ns: cosmos,
     };
@@ -261,60 +253,90 @@ fn fit_relative(s: &Samples) -> Fit {
         return f;
     }
     let upper = hull(&s.backward, true);
-    let (mut ab, mut bb) = edge_line(&upper, mean_x(&s.backward));
-    if upper.len() < 2 || bb.abs() > MAX_DRIFT || !ab.is_finite() {
-        // A single backward point: a flat line through it.
-        let m = s.backward.iter().map(|p| p.1).max().unwrap_or(0) as f64;
-        (ab, bb) = (m, 0.0);
-        if method == Method::Min {
-            (ab, bb) = (m, b);
-        }
+    // Inconsistent samples (no line fits between them) give no bound: one-way fit.
+    // The preferred line: midway between the two directions' linear-programming lines (each
+    // the hull edge spanning its samples' mean time: least total delay), which follow the
+    // floor of each direction's delays; used when it is consistent with every sample.
+    let (ab, bb) = edge_line(&upper, mean_x(&s.backward));
+    let mid = (lower.len() >= 2 && upper.len() >= 2 && method == Method::Hull)
+        .then_some(((a + ab) / 2.0, (b + bb) / 2.0))
+        .filter(|m| m.1.abs() <= MAX_DRIFT);
+    match two_way(&lower, &upper, s.span, mid) {
+        Some((offset, drift, bound)) => Fit {
+            offset,
+            drift,
+            method: Method::TwoWay,
+            backward: s.backward.len() as u64,
+            error_bound_ns: Some(bound),
+            ..f
+        },
+        None => f,
     }
-    let (ma, mb) = ((a + ab) / 2.0, (b + bb) / 2.0);
-    let lo_x = lower[0].0.max(upper[0].0);
-    let hi_x = lower[lower.len() - 1].0.min(upper[upper.len() - 1].0);
-    let mut bound: Option<f64> = None;
-    if lo_x <= hi_x {
-        for x in [lo_x, hi_x] {
-            let est = ma + mb * x;
-            let up = hull_at(&lower, x);
-            let down = hull_at(&upper, x);
-            let e = (up - est).max(est - down);
-            bound = Some(bound.map_or(e, |b: f64| b.max(e)));
-        }
-    }
-    f.offset = ma;
-    f.drift = mb;
-    f.backward = s.backward.len() as u64;
-    f.method = Method::TwoWay;
-    f.error_bound_ns = bound
-        .filter(|b| b.is_finite())
-        .map(|b| b.ceil().max(0.0) as i64 + 1);
-    f
 }
 
-/// True if the backward samples nowhere lie above the forward samples' lower hull (and the
-/// forward samples nowhere below the backward upper hull) — i.e. some line fits between them.
+/// Rounding of the samples' integer nanoseconds and of the fit's arithmetic, added to every
+/// bound, ns.
+const BOUND_MARGIN_NS: f64 = 2.0;
+
+/// The joint offset and drift estimate from both hulls (see [`region`]): `(offset at x = 0,
+/// drift, error bound in ns over the span)`, or `None` when no line fits between the hulls.
+/// The span is the samples' range widened to `x = 0` (the source's start) and to `span`.
+fn two_way(
+    lower: &[(f64, f64)],
+    upper: &[(f64, f64)],
+    span: Option<(i64, i64)>,
+    preferred: Option<(f64, f64)>,
+) -> Option<(f64, f64, i64)> {
+    let (first, last) = (lower.first()?, lower.last()?);
+    let (ufirst, ulast) = (upper.first()?, upper.last()?);
+    let mut x0 = first.0.min(ufirst.0);
+    let mut x1 = last.0.max(ulast.0);
+    if let Some((lo, hi)) = span {
+        x0 = x0.min(lo as f64);
+        x1 = x1.max(hi as f64);
+    }
+    let xc = (x0 + x1) / 2.0;
+    let yr = lower.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+    let cut = |&(x, y): &(f64, f64)| region::Cut {
+        u: (x - xc) / 1e9,
+        v: y - yr,
+    };
+    let fwd: Vec<region::Cut> = lower.iter().map(cut).collect();
+    let bwd: Vec<region::Cut> = upper.iter().map(cut).collect();
+    let umax = fwd
+        .iter()
+        .chain(&bwd)
+        .map(|c| c.u.abs())
+        .fold((x1 - x0) / 2e9, f64::max);
+    let max_slope = MAX_DRIFT * 1e9;
+    let vmin = bwd.iter().map(|c| c.v).fold(f64::INFINITY, f64::min);
+    let vmax = fwd.iter().map(|c| c.v).fold(f64::NEG_INFINITY, f64::max);
+    let reach = max_slope * umax + 1.0;
+    let r = region::Region::new(&fwd, &bwd, max_slope, (vmin - reach, vmax + reach))?;
+    let (u0, u1) = ((x0 - xc) / 1e9, (x1 - xc) / 1e9);
+    // y = a + b·x  ⇔  v = (a + b·xc − yr) + (b·1e9)·u
+    let pref = preferred.map(|(a, b)| (a + b * xc - yr, b * 1e9));
+    let (a, sl, bound) = r.estimate(u0, u1, pref);
+    let drift = sl / 1e9;
+    let offset = yr + a - drift * xc;
+    let bound = bound + BOUND_MARGIN_NS;
+    (offset.is_finite() && drift.is_finite() && bound.is_finite())
+        .then(|| (offset, drift, bound.ceil() as i64))
+}
+
+/// True if some clock line fits between the forward samples and the backward samples.
 /// Messages against another clock's estimate can make the two sides cross.
 pub fn consistent(s: &Samples) -> bool {
     if s.forward.is_empty() || s.backward.is_empty() {
         return true;
     }
-    let lower = hull(&s.forward, false);
-    let upper = hull(&s.backward, true);
-    let (lo, hi) = (
-        lower[0].0.max(upper[0].0),
-        lower[lower.len() - 1].0.min(upper[upper.len() - 1].0),
-    );
-    let inside = |x: f64| x >= lo && x <= hi;
-    upper
-        .iter()
-        .filter(|p| inside(p.0))
-        .all(|p| hull_at(&lower, p.0) >= p.1)
-        && lower
-            .iter()
-            .filter(|p| inside(p.0))
-            .all(|p| p.1 >= hull_at(&upper, p.0))
+    let x0 = s.forward.iter().map(|p| p.0).min().unwrap_or(0);
+    let rel = |v: &[(i64, i64)]| -> Vec<(i64, i64)> {
+        v.iter().map(|&(x, y)| (x.saturating_sub(x0), y)).collect()
+    };
+    let lower = hull(&rel(&s.forward), false);
+    let upper = hull(&rel(&s.backward), true);
+    two_way(&lower, &upper, None, None).is_some()
 }
 
 /// A causality constraint from one matched message between clock domains: after mapping,
@@ -420,6 +442,7 @@ mod tests {
         let s = Samples {
             forward: vec![(10, 500)],
             backward: vec![],
+            span: None,
         };
         let f = fit(&s);
         assert_eq!(f.method, Method::Min);
@@ -462,6 +485,7 @@ mod tests {
         let mut s = Samples {
             forward: vec![(0, 100), (10, 100)],
             backward: vec![(5, 90)],
+            span: None,
         };
         assert!(consistent(&s));
         s.backward.push((6, 120));
@@ -540,7 +564,7 @@ mod tests {
                 let err = (f.map(x) as f64 - truth).abs();
                 prop_assert!(err <= bound, "x {} err {} bound {} fit {:?}", x, err, bound, f);
             }
-            let one = fit(&Samples { forward: s.forward.clone(), backward: vec![] });
+            let one = fit(&Samples { forward: s.forward.clone(), ..Samples::default() });
             let max_delay = delays.iter().map(|d| d.0).max().unwrap() as f64;
             for &x in &xs {
                 let truth = x as f64 + o + b * x as f64;

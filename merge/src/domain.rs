@@ -37,7 +37,6 @@ struct Domains {
     of: Vec<(usize, i64)>,
     keys: Vec<DomainKey>,
     fits: Vec<Fit>,
-    samples: Vec<Samples>,
 }
 
 /// Builds clock domains (hosts sharing CLOCK_MONOTONIC, or single processes) and fits them.
@@ -62,7 +61,6 @@ fn domains(scan: &Scan, hosts: &[usize]) -> Domains {
         of.push((d, 0i64));
     }
     let mut fits = Vec::with_capacity(keys.len());
-    let mut all = Vec::with_capacity(keys.len());
     for (d, ms) in members.iter().enumerate() {
         let reference = match keys[d] {
             DomainKey::Host(_) => ms
@@ -107,95 +105,98 @@ fn domains(scan: &Scan, hosts: &[usize]) -> Domains {
             }
         }
         fits.push(fit);
-        all.push(samples);
     }
-    Domains {
-        of,
-        keys,
-        fits,
-        samples: all,
+    Domains { of, keys, fits }
+}
+
+/// Improves clock domains with matched messages, composing per-hop fits along the best
+/// chain of hosts. Messages between two domains are two-way samples of the *link* between
+/// their raw clocks (a message sent from `d` and received in `e` is a forward sample of
+/// `d → e`, one received in `d` a backward sample), fitted jointly in offset and drift with a
+/// bound like any two-way samples. A domain's fit through a neighbour is the neighbour's fit
+/// composed with the link, its bound the sum of the two (with the neighbour's drift): bounds
+/// compose hop by hop, and each domain takes the chain with the smallest bound — a shortest
+/// path from the log server's clock (Dijkstra), where a domain's own samples are a direct
+/// edge. Fixed domains (exact, or composed through the agent tree) keep their fits.
+fn refine_with_messages(scan: &Scan, matches: &Matches, dom: &mut Domains, fits: &mut [Fit]) {
+    let n = dom.keys.len();
+    let fixed: Vec<bool> = (0..n)
+        .map(|d| {
+            dom.fits[d].method == Method::Exact
+                || (0..fits.len()).any(|p| dom.of[p].0 == d && fits[p].method == Method::Tree)
+        })
+        .collect();
+    let ls = link_samples(scan, matches, dom);
+    let links: Vec<((usize, usize), Fit)> = ls
+        .into_iter()
+        .filter(|((d, _), _)| !fixed[*d])
+        .map(|(k, s)| (k, clock::fit(&s)))
+        .filter(|(_, f)| f.method == Method::TwoWay && f.error_bound_ns.is_some())
+        .collect();
+    let bound = |f: &Fit| f.error_bound_ns.unwrap_or(i64::MAX);
+    let mut settled = vec![false; n];
+    loop {
+        let next = (0..n)
+            .filter(|&d| !settled[d] && dom.fits[d].error_bound_ns.is_some())
+            .min_by_key(|&d| bound(&dom.fits[d]));
+        let Some(e) = next else { break };
+        settled[e] = true;
+        let outer = dom.fits[e];
+        for ((d, _), link) in links.iter().filter(|((d, to), _)| *to == e && !settled[*d]) {
+            let extra = link.error_bound_ns.unwrap_or(0) as f64 * (1.0 + outer.drift.abs());
+            let b = bound(&outer).saturating_add(extra.ceil() as i64);
+            if b >= bound(&dom.fits[*d]) {
+                continue;
+            }
+            let old = dom.fits[*d];
+            dom.fits[*d] = Fit {
+                method: Method::Messages,
+                forward: old.forward,
+                backward: old.backward,
+                messages: link.forward + link.backward,
+                error_bound_ns: Some(b),
+                cosmos_min_ns: old.cosmos_min_ns,
+                ..outer.compose(link)
+            };
+        }
+    }
+    for (p, pf) in fits.iter_mut().enumerate() {
+        let (d, shift) = dom.of[p];
+        if dom.fits[d].method == Method::Messages {
+            *pf = dom.fits[d].shifted(shift);
+        }
     }
 }
 
-/// Refits clock domains with matched messages (Trace Compass-style): against the clocks
-/// already final, a message sent from domain `d` is a forward sample of `d` (its receipt,
-/// mapped through the receiver's fit, bounds `d`'s offset from above) and a message received
-/// in `d` a backward sample. Domains are refined from the best-bounded outwards (the best is
-/// the anchor and stays as it is); a refit is taken only where samples and messages are
-/// consistent with one line, and its bound includes the counterparts' bounds. This fixes
-/// drift as well as offset, which a pure offset shift cannot.
-fn refine_with_messages(scan: &Scan, matches: &Matches, dom: &mut Domains, fits: &mut [Fit]) {
-    let n = dom.keys.len();
-    let rank = |f: &Fit| match (f.method, f.error_bound_ns) {
-        (Method::Exact, _) => (0, 0),
-        (Method::TwoWay, Some(b)) => (0, b),
-        (Method::None, _) => (2, 0),
-        _ => (1, 0),
-    };
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by_key(|&d| (rank(&dom.fits[d]), d));
-    let tree: Vec<bool> = (0..n)
-        .map(|d| (0..fits.len()).any(|p| dom.of[p].0 == d && fits[p].method == Method::Tree))
-        .collect();
-    let mut done = vec![false; n];
+/// Two-way samples of each link between two domains' raw clocks (in domain coordinates), from
+/// the matched messages: keyed `(d, e)`, `y = x_e − x_d` at `x = x_d`; a message sent from `d`
+/// is forward (send start to receive end), one received in `d` backward.
+fn link_samples(
+    scan: &Scan,
+    matches: &Matches,
+    dom: &Domains,
+) -> BTreeMap<(usize, usize), Samples> {
+    let mut out: BTreeMap<(usize, usize), Samples> = BTreeMap::new();
     let calls = &scan.calls;
-    for (k, &d) in order.iter().enumerate() {
-        if k == 0 || tree[d] || dom.fits[d].method == Method::Exact {
-            done[d] = true;
+    for m in &matches.messages {
+        let (Some(si), Some(ri)) = (m.send, m.recv_last) else {
+            continue;
+        };
+        let (cs, cr) = (&calls[si], &calls[ri]);
+        let ((ds, shift_s), (dr, shift_r)) = (dom.of[cs.process], dom.of[cr.process]);
+        if ds == dr {
             continue;
         }
-        let mut s = dom.samples[d].clone();
-        let mut extra = 0u64;
-        let mut counterpart_bound = 0i64;
-        for m in &matches.messages {
-            let (Some(si), Some(ri)) = (m.send, m.recv_last) else {
-                continue;
-            };
-            let (cs, cr) = (&calls[si], &calls[ri]);
-            let (ds, dr) = (dom.of[cs.process].0, dom.of[cr.process].0);
-            if ds == d && dr != d && done[dr] && fits[cr.process].method != Method::None {
-                let x = cs.t.saturating_add(dom.of[cs.process].1);
-                s.forward.push((
-                    x,
-                    fits[cr.process]
-                        .map(cr.t.saturating_add(cr.duration))
-                        .saturating_sub(x),
-                ));
-                counterpart_bound =
-                    counterpart_bound.max(fits[cr.process].error_bound_ns.unwrap_or(0));
-                extra += 1;
-            } else if dr == d && ds != d && done[ds] && fits[cs.process].method != Method::None {
-                let x =
-                    cr.t.saturating_add(cr.duration)
-                        .saturating_add(dom.of[cr.process].1);
-                s.backward
-                    .push((x, fits[cs.process].map(cs.t).saturating_sub(x)));
-                counterpart_bound =
-                    counterpart_bound.max(fits[cs.process].error_bound_ns.unwrap_or(0));
-                extra += 1;
-            }
-        }
-        done[d] = true;
-        if extra == 0 || !clock::consistent(&s) {
-            continue;
-        }
-        let mut f = clock::fit(&s);
-        if f.method == Method::None || f.method == Method::Min {
-            continue;
-        }
-        let old = dom.fits[d];
-        f.method = Method::Messages;
-        f.forward = old.forward;
-        f.backward = old.backward;
-        f.cosmos_min_ns = old.cosmos_min_ns;
-        f.error_bound_ns = f.error_bound_ns.map(|b| b + counterpart_bound);
-        dom.fits[d] = f;
-        for (p, pf) in fits.iter_mut().enumerate() {
-            if dom.of[p].0 == d {
-                *pf = f.shifted(dom.of[p].1);
-            }
-        }
+        let xs = cs.t.saturating_add(shift_s);
+        let xr = cr.t.saturating_add(cr.duration).saturating_add(shift_r);
+        let f = &mut out.entry((ds, dr)).or_default().forward;
+        f.push((xs, xr.saturating_sub(xs)));
+        let b = &mut out.entry((dr, ds)).or_default().backward;
+        b.push((xr, xs.saturating_sub(xr)));
     }
+    // A link fit needs both directions.
+    out.retain(|_, s| !s.forward.is_empty() && !s.backward.is_empty());
+    out
 }
 
 /// Fits every domain, composes agent trees, refines with messages and tightens offsets.

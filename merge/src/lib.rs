@@ -18,6 +18,7 @@
 //! a summary; the `p5` binary prints them and draws the progress bar.
 
 pub mod clock;
+pub mod clock_table;
 pub mod connections;
 pub mod domain;
 pub mod error;
