@@ -278,15 +278,14 @@ fn fit_relative(s: &Samples) -> Fit {
 /// bound, ns.
 const BOUND_MARGIN_NS: f64 = 2.0;
 
-/// The joint offset and drift estimate from both hulls (see [`region`]): `(offset at x = 0,
-/// drift, error bound in ns over the span)`, or `None` when no line fits between the hulls.
-/// The span is the samples' range widened to `x = 0` (the source's start) and to `span`.
-fn two_way(
+/// The region of lines consistent with both hulls (see [`region`]) in scaled coordinates,
+/// with the frame: `(region, xc, yr, u0, u1)` — `u = (x − xc)/1e9`, `v = y − yr`, and the span
+/// `[u0, u1]`: the samples' range widened to `span`. `None` when no line fits between the hulls.
+fn two_way_region(
     lower: &[(f64, f64)],
     upper: &[(f64, f64)],
     span: Option<(i64, i64)>,
-    preferred: Option<(f64, f64)>,
-) -> Option<(f64, f64, i64)> {
+) -> Option<(region::Region, f64, f64, f64, f64)> {
     let (first, last) = (lower.first()?, lower.last()?);
     let (ufirst, ulast) = (upper.first()?, upper.last()?);
     let mut x0 = first.0.min(ufirst.0);
@@ -313,7 +312,18 @@ fn two_way(
     let vmax = fwd.iter().map(|c| c.v).fold(f64::NEG_INFINITY, f64::max);
     let reach = max_slope * umax + 1.0;
     let r = region::Region::new(&fwd, &bwd, max_slope, (vmin - reach, vmax + reach))?;
-    let (u0, u1) = ((x0 - xc) / 1e9, (x1 - xc) / 1e9);
+    Some((r, xc, yr, (x0 - xc) / 1e9, (x1 - xc) / 1e9))
+}
+
+/// The joint offset and drift estimate from both hulls: `(offset at x = 0, drift, error bound
+/// in ns over the span)`, `preferred` if it is consistent (see [`region::Region::estimate`]).
+fn two_way(
+    lower: &[(f64, f64)],
+    upper: &[(f64, f64)],
+    span: Option<(i64, i64)>,
+    preferred: Option<(f64, f64)>,
+) -> Option<(f64, f64, i64)> {
+    let (r, xc, yr, u0, u1) = two_way_region(lower, upper, span)?;
     // y = a + b·x  ⇔  v = (a + b·xc − yr) + (b·1e9)·u
     let pref = preferred.map(|(a, b)| (a + b * xc - yr, b * 1e9));
     let (a, sl, bound) = r.estimate(u0, u1, pref);
@@ -322,6 +332,45 @@ fn two_way(
     let bound = bound + BOUND_MARGIN_NS;
     (offset.is_finite() && drift.is_finite() && bound.is_finite())
         .then(|| (offset, drift, bound.ceil() as i64))
+}
+
+/// A fit whose line comes from `strict` samples and whose bound from `loose` ones: matched
+/// messages against another host's *estimate* (strict: the line cannot put them before their
+/// send) and against that estimate widened by its bound (loose: the truth is surely
+/// consistent with them). Falls back to the loose fit where the strict samples admit no
+/// line; `None` where neither gives a two-way fit.
+pub fn fit_strict_loose(strict: &Samples, loose: &Samples) -> Option<Fit> {
+    let lf = fit(loose);
+    if lf.method != Method::TwoWay {
+        return None;
+    }
+    let sf = fit(strict);
+    if sf.method != Method::TwoWay {
+        return Some(lf);
+    }
+    let bound = bound_of_line(&sf, loose)?;
+    Some(Fit {
+        error_bound_ns: Some(bound),
+        ..sf
+    })
+}
+
+/// The largest distance over `s`'s span (widened to `x = 0`) between `line` and a line
+/// consistent with `s`, ns.
+fn bound_of_line(line: &Fit, s: &Samples) -> Option<i64> {
+    let x0 = s.forward.iter().map(|p| p.0).min()?;
+    let rel = |v: &[(i64, i64)]| -> Vec<(i64, i64)> {
+        v.iter().map(|&(x, y)| (x.saturating_sub(x0), y)).collect()
+    };
+    let (lo, hi) = s.span.unwrap_or((0, 0));
+    let span = (lo.min(0).saturating_sub(x0), hi.saturating_sub(x0));
+    let lower = hull(&rel(&s.forward), false);
+    let upper = hull(&rel(&s.backward), true);
+    let (r, xc, yr, u0, u1) = two_way_region(&lower, &upper, Some(span))?;
+    // y = offset + drift·x = (offset + drift·x0) + drift·x_rel
+    let a = line.offset + line.drift * x0 as f64 + line.drift * xc - yr;
+    let b = r.bound_of((a, line.drift * 1e9), u0, u1) + BOUND_MARGIN_NS;
+    b.is_finite().then(|| b.ceil() as i64)
 }
 
 /// True if some clock line fits between the forward samples and the backward samples.
@@ -536,8 +585,83 @@ mod tests {
         assert!(violations(&bad, &d) >= 1);
     }
 
+    /// Delays whose floor `d` is reached in both directions at both ends of the run: the
+    /// bound is half the smallest round trip (2d/2 = d, plus 1 %: the ends are pinned 12.5 ms
+    /// apart) — tight — and the
+    /// estimate, between symmetric floors, is on the truth.
+    #[test]
+    fn symmetric_floors_give_a_bound_of_half_the_round_trip() {
+        let (o, b, d) = (2.5e9, -80e-6, 20_000.0);
+        let mut s = Samples::default();
+        for i in 0..200i64 {
+            let x = i * 25_000_000;
+            let truth = o + b * x as f64;
+            // Every tenth sample and the last at the floor, the others up to 300 µs above it.
+            let extra = if i % 10 == 0 || i == 199 {
+                0.0
+            } else {
+                ((i * 7919) % 300_000) as f64
+            };
+            s.forward.push((x, (truth + d + extra).round() as i64));
+            let xb = x + 12_500_000;
+            let tb = o + b * xb as f64;
+            s.backward.push((xb, (tb - d - extra).round() as i64));
+        }
+        let f = fit(&s);
+        assert_eq!(f.method, Method::TwoWay);
+        let bound = f.error_bound_ns.unwrap();
+        assert!(bound >= d as i64 && bound <= d as i64 + 200, "{f:?}");
+        for x in [0i64, 2_500_000_000, 4_975_000_000] {
+            let err = (f.map(x) as f64 - (x as f64 + o + b * x as f64)).abs();
+            assert!(err <= 60.0, "err {err} at {x}: {f:?}");
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// Messages against another host's estimate that is off by up to its bound: the line
+        /// from the strict samples with the bound from the loose ones still contains the truth,
+        /// and the line is consistent with every strict sample (no message before its send).
+        #[test]
+        fn strict_line_loose_bound_contains_the_truth(
+            o in -1e9f64..1e9,
+            ppm in -100.0f64..100.0,
+            other_err in -50_000i64..50_000,
+            other_bound in 50_000i64..80_000,
+            delays in prop::collection::vec((5_000u32..400_000, 5_000u32..400_000), 4..80),
+        ) {
+            let b = ppm * 1e-6;
+            let (mut strict, mut loose) = (Samples::default(), Samples::default());
+            for (i, &(df, db)) in delays.iter().enumerate() {
+                let x = 1_000_000 + i as i64 * 40_000_000;
+                let t = o + b * x as f64;
+                // The counterpart's estimate is `other_err` off the truth.
+                let yf = (t + df as f64) as i64 + other_err;
+                strict.forward.push((x, yf));
+                loose.forward.push((x, yf + other_bound));
+                let xb = x + 20_000_000;
+                let tb = o + b * xb as f64;
+                let yb = (tb - db as f64) as i64 + other_err;
+                strict.backward.push((xb, yb));
+                loose.backward.push((xb, yb - other_bound));
+            }
+            let f = fit_strict_loose(&strict, &loose).expect("a two-way fit");
+            let bound = f.error_bound_ns.unwrap() as f64 + 1.0;
+            let last = 1_000_000 + delays.len() as i64 * 40_000_000;
+            for x in [0, 1_000_000, last / 2, last] {
+                let err = (f.map(x) as f64 - (x as f64 + o + b * x as f64)).abs();
+                prop_assert!(err <= bound, "x {} err {} bound {} {:?}", x, err, bound, f);
+            }
+            if consistent(&strict) {
+                for &(x, y) in &strict.forward {
+                    prop_assert!((f.map(x) - x) <= y + 2, "forward ({}, {}) {:?}", x, y, f);
+                }
+                for &(x, y) in &strict.backward {
+                    prop_assert!((f.map(x) - x) >= y - 2, "backward ({}, {}) {:?}", x, y, f);
+                }
+            }
+        }
 
         /// Known offsets, drifts up to ±100 ppm, sessions starting up to ~3 h into the source's
         /// life and random positive delays in both
@@ -559,7 +683,7 @@ mod tests {
             let bound = f.error_bound_ns.unwrap() as f64 + 1.0;
             let xs: Vec<i64> = s.forward.iter().map(|p| p.0).collect();
             let (lo, hi) = (xs[0] + step / 2, xs[xs.len() - 1]);
-            for x in [lo, (lo + hi) / 2, hi] {
+            for x in [0, lo, (lo + hi) / 2, hi] {
                 let truth = x as f64 + o + b * x as f64;
                 let err = (f.map(x) as f64 - truth).abs();
                 prop_assert!(err <= bound, "x {} err {} bound {} fit {:?}", x, err, bound, f);

@@ -37,6 +37,8 @@ struct Domains {
     of: Vec<(usize, i64)>,
     keys: Vec<DomainKey>,
     fits: Vec<Fit>,
+    /// Each domain's own samples (frames, pings, echoes), in domain coordinates.
+    samples: Vec<Samples>,
 }
 
 /// Builds clock domains (hosts sharing CLOCK_MONOTONIC, or single processes) and fits them.
@@ -61,6 +63,7 @@ fn domains(scan: &Scan, hosts: &[usize]) -> Domains {
         of.push((d, 0i64));
     }
     let mut fits = Vec::with_capacity(keys.len());
+    let mut all = Vec::with_capacity(keys.len());
     for (d, ms) in members.iter().enumerate() {
         let reference = match keys[d] {
             DomainKey::Host(_) => ms
@@ -105,19 +108,26 @@ fn domains(scan: &Scan, hosts: &[usize]) -> Domains {
             }
         }
         fits.push(fit);
+        all.push(samples);
     }
-    Domains { of, keys, fits }
+    Domains {
+        of,
+        keys,
+        fits,
+        samples: all,
+    }
 }
 
-/// Improves clock domains with matched messages, composing per-hop fits along the best
-/// chain of hosts. Messages between two domains are two-way samples of the *link* between
-/// their raw clocks (a message sent from `d` and received in `e` is a forward sample of
-/// `d → e`, one received in `d` a backward sample), fitted jointly in offset and drift with a
-/// bound like any two-way samples. A domain's fit through a neighbour is the neighbour's fit
-/// composed with the link, its bound the sum of the two (with the neighbour's drift): bounds
-/// compose hop by hop, and each domain takes the chain with the smallest bound — a shortest
-/// path from the log server's clock (Dijkstra), where a domain's own samples are a direct
-/// edge. Fixed domains (exact, or composed through the agent tree) keep their fits.
+/// Refines clock domains with matched messages, jointly in offset and drift, from the
+/// best-bounded domain outwards (Dijkstra on the bounds): once a domain is settled, each
+/// neighbour exchanging messages with it is refitted from its own samples plus its messages
+/// with every settled domain — a message sent from `d` is a forward sample of `d` (its
+/// receipt on the base bounds `d`'s offset from above), one received in `d` a backward
+/// sample. The counterpart's clock is only known to within its bound, so the line comes from
+/// the messages against its estimate (it then cannot put them before their send) and the
+/// bound from the same messages widened by the counterpart's bound (the truth is surely
+/// consistent with those): bounds compose hop by hop along a chain of hosts. Exact domains
+/// and those composed through the agent tree keep their fits.
 fn refine_with_messages(scan: &Scan, matches: &Matches, dom: &mut Domains, fits: &mut [Fit]) {
     let n = dom.keys.len();
     let fixed: Vec<bool> = (0..n)
@@ -126,37 +136,68 @@ fn refine_with_messages(scan: &Scan, matches: &Matches, dom: &mut Domains, fits:
                 || (0..fits.len()).any(|p| dom.of[p].0 == d && fits[p].method == Method::Tree)
         })
         .collect();
-    let ls = link_samples(scan, matches, dom);
-    let links: Vec<((usize, usize), Fit)> = ls
-        .into_iter()
-        .filter(|((d, _), _)| !fixed[*d])
-        .map(|(k, s)| (k, clock::fit(&s)))
-        .filter(|(_, f)| f.method == Method::TwoWay && f.error_bound_ns.is_some())
-        .collect();
+    let hops = hops(scan, matches, dom);
+    let mut by_domain: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, h) in hops.iter().enumerate() {
+        by_domain[h.from].push(i);
+        by_domain[h.to].push(i);
+    }
     let bound = |f: &Fit| f.error_bound_ns.unwrap_or(i64::MAX);
     let mut settled = vec![false; n];
-    loop {
-        let next = (0..n)
-            .filter(|&d| !settled[d] && dom.fits[d].error_bound_ns.is_some())
-            .min_by_key(|&d| bound(&dom.fits[d]));
-        let Some(e) = next else { break };
+    while let Some(e) = (0..n)
+        .filter(|&d| !settled[d] && dom.fits[d].error_bound_ns.is_some())
+        .min_by_key(|&d| bound(&dom.fits[d]))
+    {
         settled[e] = true;
-        let outer = dom.fits[e];
-        for ((d, _), link) in links.iter().filter(|((d, to), _)| *to == e && !settled[*d]) {
-            let extra = link.error_bound_ns.unwrap_or(0) as f64 * (1.0 + outer.drift.abs());
-            let b = bound(&outer).saturating_add(extra.ceil() as i64);
-            if b >= bound(&dom.fits[*d]) {
-                continue;
+        let mut neighbours: Vec<usize> = by_domain[e]
+            .iter()
+            .map(|&i| {
+                if hops[i].from == e {
+                    hops[i].to
+                } else {
+                    hops[i].from
+                }
+            })
+            .filter(|&d| !settled[d] && !fixed[d])
+            .collect();
+        neighbours.sort_unstable();
+        neighbours.dedup();
+        for d in neighbours {
+            let (mut strict, mut loose) = (dom.samples[d].clone(), dom.samples[d].clone());
+            let mut used = 0u64;
+            for h in by_domain[d].iter().map(|&i| &hops[i]) {
+                let (other, sent) = if h.from == d {
+                    (h.to, true)
+                } else {
+                    (h.from, false)
+                };
+                if !settled[other] {
+                    continue;
+                }
+                let f = &dom.fits[other];
+                let b = f.error_bound_ns.unwrap_or(0);
+                used += 1;
+                if sent {
+                    let y = f.map(h.x_to).saturating_sub(h.x_from);
+                    strict.forward.push((h.x_from, y));
+                    loose.forward.push((h.x_from, y.saturating_add(b)));
+                } else {
+                    let y = f.map(h.x_from).saturating_sub(h.x_to);
+                    strict.backward.push((h.x_to, y));
+                    loose.backward.push((h.x_to, y.saturating_sub(b)));
+                }
             }
-            let old = dom.fits[*d];
-            dom.fits[*d] = Fit {
+            let Some(f) = clock::fit_strict_loose(&strict, &loose) else {
+                continue;
+            };
+            let old = dom.fits[d];
+            dom.fits[d] = Fit {
                 method: Method::Messages,
                 forward: old.forward,
                 backward: old.backward,
-                messages: link.forward + link.backward,
-                error_bound_ns: Some(b),
+                messages: used,
                 cosmos_min_ns: old.cosmos_min_ns,
-                ..outer.compose(link)
+                ..f
             };
         }
     }
@@ -168,35 +209,32 @@ fn refine_with_messages(scan: &Scan, matches: &Matches, dom: &mut Domains, fits:
     }
 }
 
-/// Two-way samples of each link between two domains' raw clocks (in domain coordinates), from
-/// the matched messages: keyed `(d, e)`, `y = x_e − x_d` at `x = x_d`; a message sent from `d`
-/// is forward (send start to receive end), one received in `d` backward.
-fn link_samples(
-    scan: &Scan,
-    matches: &Matches,
-    dom: &Domains,
-) -> BTreeMap<(usize, usize), Samples> {
-    let mut out: BTreeMap<(usize, usize), Samples> = BTreeMap::new();
+/// A matched message between two clock domains, in domain coordinates: sent at `x_from`
+/// (send start) in `from`, received by `x_to` (receive end) in `to`.
+struct Hop {
+    from: usize,
+    to: usize,
+    x_from: i64,
+    x_to: i64,
+}
+
+/// The matched messages between different clock domains.
+fn hops(scan: &Scan, matches: &Matches, dom: &Domains) -> Vec<Hop> {
     let calls = &scan.calls;
-    for m in &matches.messages {
-        let (Some(si), Some(ri)) = (m.send, m.recv_last) else {
-            continue;
-        };
-        let (cs, cr) = (&calls[si], &calls[ri]);
-        let ((ds, shift_s), (dr, shift_r)) = (dom.of[cs.process], dom.of[cr.process]);
-        if ds == dr {
-            continue;
-        }
-        let xs = cs.t.saturating_add(shift_s);
-        let xr = cr.t.saturating_add(cr.duration).saturating_add(shift_r);
-        let f = &mut out.entry((ds, dr)).or_default().forward;
-        f.push((xs, xr.saturating_sub(xs)));
-        let b = &mut out.entry((dr, ds)).or_default().backward;
-        b.push((xr, xs.saturating_sub(xr)));
-    }
-    // A link fit needs both directions.
-    out.retain(|_, s| !s.forward.is_empty() && !s.backward.is_empty());
-    out
+    matches
+        .messages
+        .iter()
+        .filter_map(|m| {
+            let (cs, cr) = (&calls[m.send?], &calls[m.recv_last?]);
+            let ((from, shift_s), (to, shift_r)) = (dom.of[cs.process], dom.of[cr.process]);
+            (from != to).then(|| Hop {
+                from,
+                to,
+                x_from: cs.t.saturating_add(shift_s),
+                x_to: cr.t.saturating_add(cr.duration).saturating_add(shift_r),
+            })
+        })
+        .collect()
 }
 
 /// Fits every domain, composes agent trees, refines with messages and tightens offsets.

@@ -92,7 +92,7 @@ impl Region {
     }
 
     /// Largest distance over `[u0, u1]` between `line` and a consistent line.
-    fn bound_of(&self, (a, s): Pt, u0: f64, u1: f64) -> f64 {
+    pub(crate) fn bound_of(&self, (a, s): Pt, u0: f64, u1: f64) -> f64 {
         self.vertices
             .iter()
             .flat_map(|&(va, vs)| [u0, u1].map(|u| ((a - va) + (s - vs) * u).abs()))
