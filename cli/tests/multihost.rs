@@ -1,6 +1,6 @@
-//! Multi-host end-to-end test: three "hosts" as network namespaces on one bridge, `tc netem`
-//! delay and jitter on every link, the log server and the top host agent on host `a`, child
-//! agents on `b` and `c`, and a cascade of instrumented C processes (client on `c` → middle
+//! Multi-host end-to-end test: three "hosts" as network namespaces on one bridge (`tc netem`
+//! delay and jitter on every link where the kernel has it), the log server and the top host
+//! agent on host `a`, child agents on `b` and `c`, and a cascade of instrumented C processes (client on `c` → middle
 //! server on `b` → end server on `a`) exchanging TCP request/reply messages. The processes
 //! on `b` and `c` run under libfaketime with their own offsets and rates (`FAKETIME`,
 //! `P5_CLOCK=mono`), and each of them sees its own boot id and host name (a private mount and
@@ -9,17 +9,26 @@
 //! CLOCK_MONOTONIC, which a faked CLOCK_MONOTONIC would otherwise break.
 //!
 //! The session is merged with `p5_merge::merge_store`; the test asserts that no message is
-//! received before it was sent and that each estimated clock map is within its stated error
-//! bound of the truth, and prints the measured errors. The truth comes from the processes
-//! themselves: each prints pairs of (faked CLOCK_MONOTONIC, real CLOCK_MONOTONIC read by a raw
-//! system call, which libfaketime does not intercept) at its start and end.
+//! received before it was sent, that each estimated clock map is within its stated error
+//! bound of the truth (honest) and — on the plain run — that the bound is at most 5× the
+//! actual error, or 5× the 5 µs goal where the error is smaller (tight), and prints per host
+//! the errors at the hop's start and end, the bound, their ratio, drifts and samples. The
+//! truth comes from the processes themselves: each prints pairs of (faked CLOCK_MONOTONIC,
+//! real CLOCK_MONOTONIC read by a raw system call, which libfaketime does not intercept) at
+//! its start and end.
+//!
+//! Delays that vary: this kernel has no `sch_netem`, so the relay runs put a fourth namespace
+//! between `b`, `c` and the bridge, where `p5-jitter-relay` (an Ethernet bridge in user space)
+//! holds every frame for 0.5–3 ms; drifts are ±100 ppm. The 5 s run is a test; the 60 s run is
+//! `#[ignore]`d (`scripts/clock-bench.sh` runs all three). Their bounds are at least half the
+//! smallest round trip (≥ 1 ms), so only honesty is asserted there.
 //!
 //! Fails with the reason without root, `ip`/`tc`/`unshare`/`gcc`, network namespaces or
 //! Debian's `faketime` package (`scripts/install-deps.sh` installs it). On a kernel without
-//! `sch_netem` the links carry no added delay (printed); the veth latency is then tens of
-//! microseconds, close to what sample-based clock fits resolve on a loaded machine. Traffic
-//! stays inside the namespaces the test creates (bounded: one client, `REQUESTS` requests);
-//! they are deleted on every exit path (guards), after their processes are killed.
+//! `sch_netem` the plain run's links carry no added delay (printed); the veth latency is then
+//! tens of microseconds. Traffic stays inside the namespaces the test creates (bounded: one
+//! client, `REQUESTS` requests or the run's time); they are deleted on every exit path
+//! (guards), after their processes are killed. Runs take turns (a lock): each loads both cores.
 
 use p5_logserver::reader::StoreDir;
 use p5_wire::store::StoreRecord;
