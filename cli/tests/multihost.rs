@@ -1,12 +1,12 @@
 //! Multi-host end-to-end test: three "hosts" as network namespaces on one bridge (`tc netem`
 //! delay and jitter on every link where the kernel has it), the log server and the top host
-//! agent on host `a`, child agents on `b` and `c`, and a cascade of instrumented C processes (client on `c` → middle
-//! server on `b` → end server on `a`) exchanging TCP request/reply messages. The processes
-//! on `b` and `c` run under libfaketime with their own offsets and rates (`FAKETIME`,
-//! `P5_CLOCK=mono`), and each of them sees its own boot id and host name (a private mount and
-//! UTS namespace with `/proc/sys/kernel/random/boot_id` bind-mounted over), as a process on a
-//! separate machine would: `p5 merge` maps processes of the log server's boot exactly through
-//! CLOCK_MONOTONIC, which a faked CLOCK_MONOTONIC would otherwise break.
+//! agent on host `a`, child agents on `b` and `c`, and a cascade of instrumented C processes
+//! (client on `c` → middle server on `b` → end server on `a`) exchanging TCP request/reply
+//! messages. The processes on `b` and `c` run under libfaketime with their own offsets and
+//! rates (`FAKETIME`, `P5_CLOCK=mono`), and each of them sees its own boot id and host name (a
+//! private mount and UTS namespace with `/proc/sys/kernel/random/boot_id` bind-mounted over),
+//! as a process on a separate machine would: `p5 merge` maps processes of the log server's
+//! boot exactly through CLOCK_MONOTONIC, which a faked CLOCK_MONOTONIC would otherwise break.
 //!
 //! The session is merged with `p5_merge::merge_store`; the test asserts that no message is
 //! received before it was sent, that each estimated clock map is within its stated error
