@@ -12,17 +12,24 @@
 //! - we take the lower convex hull of the forward points and pick the hull edge spanning their
 //!   mean `x` — the line minimizing the total delay `Σ (y − O(x))` subject to `O(x) ≤ y` for all
 //!   samples (the classic linear-programming estimator of offset and skew);
-//! - with backward samples the same on the upper hull of those, and the estimate is the
-//!   midline. Any linear truth lies below the forward hull and above the backward hull, so at
-//!   each `x` the truth is in `[upper(backward)(x), lower(forward)(x)]`; the estimate's error
-//!   is bounded by the larger distance to either end, evaluated at the two ends of the range
-//!   both sides cover (the error of a line against a line is largest at an end).
-//!   [`Fit::error_bound_ns`] is that bound; one-way fits have none.
+//! - with backward samples (ping echoes; matched messages against other hosts, see
+//!   [`crate::domain`]) offset and drift are estimated jointly from both hulls: the lines
+//!   consistent with every sample form a convex polygon in the (offset, drift) plane
+//!   ([`region`]: Duda's and Clément & Dagenais's method), the truth among them. The estimate
+//!   is a line that follows both directions' delay floors (the midline of the two
+//!   linear-programming lines, or their slopes weighted by hull-edge length) when it is
+//!   consistent and its bound is within twice the least possible, else the polygon's centre;
+//!   [`Fit::error_bound_ns`] is its largest distance to any consistent line from the source's
+//!   start to the last sample — honest whatever the delays, as long as none is negative and the
+//!   clock is linear. One-way fits have none. [`fit_strict_loose`] takes the line from one set
+//!   of samples and the bound from a widened one (messages against an estimate known to ± its
+//!   bound).
 //!
 //! Processes on one host share CLOCK_MONOTONIC, so their samples are pooled in monotonic
 //! coordinates (`start_mono_ns + t`): one fit per host, exact relative alignment of the
 //! processes and of kernel (OS monitor) events there. Offsets compose along agent trees
-//! ([`Fit::compose`]). Messages then tighten the fits ([`tighten`]).
+//! ([`Fit::compose`]). An offset-only [`tighten`] is the last resort for messages still
+//! received before their send.
 
 mod region;
 
@@ -202,6 +209,51 @@ fn edge_line(h: &[(f64, f64)], mean: f64) -> (f64, f64) {
     }
 }
 
+/// Length in `x` of the hull edge spanning `mean` (0 for fewer than two points).
+fn edge_span(h: &[(f64, f64)], mean: f64) -> f64 {
+    if h.len() < 2 {
+        return 0.0;
+    }
+    let i = h
+        .windows(2)
+        .position(|w| mean <= w[1].0)
+        .unwrap_or(h.len() - 2);
+    h[i + 1].0 - h[i].0
+}
+
+/// The preferred two-way lines, each following the floor of both directions' delays: the
+/// midline of the two directions' least-delay lines (each side's linear-programming line),
+/// and one with their slopes weighted by the square of their hull edges' lengths (a slope
+/// from points far apart is the surer: its error goes as the delays' spread over that length,
+/// so a side with few samples, e.g. sparse ping echoes, weighs little) and the offset midway
+/// between the hulls at that slope.
+fn preferred_lines(
+    lower: &[(f64, f64)],
+    upper: &[(f64, f64)],
+    (mf, mb): (f64, f64),
+) -> Vec<(f64, f64)> {
+    if lower.len() < 2 || upper.len() < 2 {
+        return Vec::new();
+    }
+    let ((af, bf), (ab, bb)) = (edge_line(lower, mf), edge_line(upper, mb));
+    let mut out = vec![((af + ab) / 2.0, (bf + bb) / 2.0)];
+    let (lf, lb) = (edge_span(lower, mf).powi(2), edge_span(upper, mb).powi(2));
+    if lf + lb > 0.0 {
+        let b = (bf * lf + bb * lb) / (lf + lb);
+        let top = lower
+            .iter()
+            .map(|p| p.1 - b * p.0)
+            .fold(f64::INFINITY, f64::min);
+        let bottom = upper
+            .iter()
+            .map(|p| p.1 - b * p.0)
+            .fold(f64::NEG_INFINITY, f64::max);
+        out.push(((top + bottom) / 2.0, b));
+    }
+    out.retain(|(a, b)| a.is_finite() && b.abs() <= MAX_DRIFT);
+    out
+}
+
 fn mean_x(points: &[(i64, i64)]) -> f64 {
     points.iter().map(|p| p.0 as f64).sum::<f64>() / points.len().max(1) as f64
 }
@@ -254,14 +306,10 @@ fn fit_relative(s: &Samples) -> Fit {
     }
     let upper = hull(&s.backward, true);
     // Inconsistent samples (no line fits between them) give no bound: one-way fit.
-    // The preferred line: midway between the two directions' linear-programming lines (each
-    // the hull edge spanning its samples' mean time: least total delay), which follow the
-    // floor of each direction's delays; used when it is consistent with every sample.
-    let (ab, bb) = edge_line(&upper, mean_x(&s.backward));
-    let mid = (lower.len() >= 2 && upper.len() >= 2 && method == Method::Hull)
-        .then_some(((a + ab) / 2.0, (b + bb) / 2.0))
-        .filter(|m| m.1.abs() <= MAX_DRIFT);
-    match two_way(&lower, &upper, s.span, mid) {
+    // The preferred lines follow the floor of each direction's delays; the one consistent with
+    // every sample and with the smallest bound is taken.
+    let mid = preferred_lines(&lower, &upper, (mean_x(&s.forward), mean_x(&s.backward)));
+    match two_way(&lower, &upper, s.span, &mid) {
         Some((offset, drift, bound)) => Fit {
             offset,
             drift,
@@ -321,12 +369,15 @@ fn two_way(
     lower: &[(f64, f64)],
     upper: &[(f64, f64)],
     span: Option<(i64, i64)>,
-    preferred: Option<(f64, f64)>,
+    preferred: &[(f64, f64)],
 ) -> Option<(f64, f64, i64)> {
     let (r, xc, yr, u0, u1) = two_way_region(lower, upper, span)?;
     // y = a + b·x  ⇔  v = (a + b·xc − yr) + (b·1e9)·u
-    let pref = preferred.map(|(a, b)| (a + b * xc - yr, b * 1e9));
-    let (a, sl, bound) = r.estimate(u0, u1, pref);
+    let pref: Vec<(f64, f64)> = preferred
+        .iter()
+        .map(|&(a, b)| (a + b * xc - yr, b * 1e9))
+        .collect();
+    let (a, sl, bound) = r.estimate(u0, u1, &pref);
     let drift = sl / 1e9;
     let offset = yr + a - drift * xc;
     let bound = bound + BOUND_MARGIN_NS;
@@ -385,7 +436,7 @@ pub fn consistent(s: &Samples) -> bool {
     };
     let lower = hull(&rel(&s.forward), false);
     let upper = hull(&rel(&s.backward), true);
-    two_way(&lower, &upper, None, None).is_some()
+    two_way(&lower, &upper, None, &[]).is_some()
 }
 
 /// A causality constraint from one matched message between clock domains: after mapping,

@@ -5,16 +5,19 @@
 //!
 //! A raw packet socket (`AF_PACKET`, with virtio-net headers so segmentation and checksum
 //! offloads pass through) on each interface; per direction a reader stamps every frame with a
-//! release time `max(now + hold, previous release)` — `hold` uniform in `[--min-us,
-//! --max-us]`, so frames keep their order — and a writer sends it on the other interface then.
+//! release time `now + hold` — `hold` uniform in `[--min-us, --max-us]`, independently per
+//! frame, so frames may overtake each other as under netem's jitter — and a writer sends it on
+//! the other interface then.
 //! The interfaces must be up and promiscuous. Prints `relaying A <-> B` once both sockets are
 //! bound; runs until killed. Needs root (CAP_NET_RAW).
 
 use anyhow::{Context as _, bail};
 use clap::Parser;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
-use std::sync::{Arc, mpsc};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug)]
@@ -105,22 +108,42 @@ fn packet_socket(iface: &str) -> anyhow::Result<OwnedFd> {
     }
 }
 
-/// Reads frames arriving on `from` (not the ones sent from it) and sends each on `to` after
-/// its hold.
-fn pump(from: Arc<OwnedFd>, to: Arc<OwnedFd>, mut rng: Rng, lo: u64, hi: u64) {
-    let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
-    std::thread::spawn(move || {
-        for (due, frame) in rx {
-            let now = Instant::now();
-            if due > now {
-                std::thread::sleep(due - now);
+/// Frames waiting for their release time, earliest first (`seq` keeps equal times in order).
+type Queue = (Mutex<BinaryHeap<Reverse<(Instant, u64, Vec<u8>)>>>, Condvar);
+
+/// Sends each queued frame on `to` at its release time.
+fn release(queue: &Queue, to: &OwnedFd) {
+    let (heap, ready) = queue;
+    let mut q = heap.lock().unwrap_or_else(|e| e.into_inner());
+    loop {
+        let now = Instant::now();
+        match q.peek() {
+            None => q = ready.wait(q).unwrap_or_else(|e| e.into_inner()),
+            Some(Reverse((due, _, _))) if *due > now => {
+                let wait = *due - now;
+                q = ready
+                    .wait_timeout(q, wait)
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
             }
-            // SAFETY: sending our own buffer on a bound packet socket.
-            unsafe { libc::send(to.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+            Some(_) => {
+                if let Some(Reverse((_, _, frame))) = q.pop() {
+                    // SAFETY: sending our own buffer on a bound packet socket.
+                    unsafe { libc::send(to.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+                }
+            }
         }
-    });
+    }
+}
+
+/// Reads frames arriving on `from` (not the ones sent from it) and sends each on `to` after
+/// its own hold: independent holds, so frames may overtake each other, as under netem's jitter.
+fn pump(from: Arc<OwnedFd>, to: Arc<OwnedFd>, mut rng: Rng, lo: u64, hi: u64) {
+    let queue: Arc<Queue> = Arc::new((Mutex::new(BinaryHeap::new()), Condvar::new()));
+    let q2 = queue.clone();
+    std::thread::spawn(move || release(&q2, &to));
     let mut buf = vec![0u8; 70 * 1024];
-    let mut last = Instant::now();
+    let mut seq = 0u64;
     loop {
         // SAFETY: receiving into our own buffer; `sll` is plain data.
         let (n, sll) = unsafe {
@@ -145,11 +168,13 @@ fn pump(from: Arc<OwnedFd>, to: Arc<OwnedFd>, mut rng: Rng, lo: u64, hi: u64) {
         if sll.sll_pkttype == PACKET_OUTGOING {
             continue;
         }
-        let due = (Instant::now() + rng.hold(lo, hi)).max(last);
-        last = due;
-        if tx.send((due, buf[..n as usize].to_vec())).is_err() {
-            break;
-        }
+        let due = Instant::now() + rng.hold(lo, hi);
+        seq += 1;
+        let (heap, ready) = &*queue;
+        heap.lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(Reverse((due, seq, buf[..n as usize].to_vec())));
+        ready.notify_one();
     }
 }
 

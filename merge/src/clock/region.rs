@@ -99,24 +99,35 @@ impl Region {
             .fold(0.0, f64::max)
     }
 
-    /// The estimate over `[u0, u1]`: `(a, s, bound)`. `preferred` when it is consistent with
-    /// the samples, else the line through the middle of the value ranges at both ends when
-    /// that is (consistent lines cannot put a message sampled here before its send), else the
-    /// mean of the region's vertices (inside, by convexity); the bound is the chosen line's
-    /// largest distance to the region.
-    pub(crate) fn estimate(&self, u0: f64, u1: f64, preferred: Option<Pt>) -> (f64, f64, f64) {
-        let (a, s, _) = self.centre(u0, u1);
-        let line = match preferred {
-            Some(p) if self.contains(p) => p,
-            _ if self.contains((a, s)) => (a, s),
-            _ => {
-                let n = self.vertices.len() as f64;
-                let (sa, ss) = self
-                    .vertices
-                    .iter()
-                    .fold((0.0, 0.0), |(x, y), &(va, vs)| (x + va, y + vs));
-                (sa / n, ss / n)
+    /// The estimate over `[u0, u1]`: `(a, s, bound)`. Of the `preferred` lines consistent with
+    /// the samples (consistent lines cannot put a message sampled here before its send), the
+    /// one with the smallest bound, unless that is more than twice the least bound any line
+    /// can have — the line through the middle of the value ranges at both ends, taken then if
+    /// consistent; else the mean of the region's vertices (inside, by convexity). The bound is
+    /// the chosen line's largest distance to the region.
+    pub(crate) fn estimate(&self, u0: f64, u1: f64, preferred: &[Pt]) -> (f64, f64, f64) {
+        let (a, s, least) = self.centre(u0, u1);
+        let best = preferred
+            .iter()
+            .filter(|&&p| self.contains(p))
+            .map(|&p| (p, self.bound_of(p, u0, u1)))
+            .min_by(|x, y| x.1.total_cmp(&y.1));
+        match best {
+            // A preferred line whose bound is not more than twice the least possible.
+            Some(((pa, ps), b)) if b <= 2.0 * least || !self.contains((a, s)) => {
+                return (pa, ps, b);
             }
+            _ => {}
+        }
+        let line = if self.contains((a, s)) {
+            (a, s)
+        } else {
+            let n = self.vertices.len() as f64;
+            let (sa, ss) = self
+                .vertices
+                .iter()
+                .fold((0.0, 0.0), |(x, y), &(va, vs)| (x + va, y + vs));
+            (sa / n, ss / n)
         };
         (line.0, line.1, self.bound_of(line, u0, u1))
     }
