@@ -13,8 +13,10 @@ command -v make >/dev/null 2>&1 || missing+=(make)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
 command -v tc >/dev/null 2>&1 || missing+=(iproute2)
 command -v unshare >/dev/null 2>&1 || missing+=(util-linux)
-# The multi-host test injects clock offsets and drift with libfaketime.
-command -v faketime >/dev/null 2>&1 || missing+=(faketime)
+# The multi-host test injects clock offsets and drift with libfaketime (its library, not only
+# the command), in network namespaces (iproute2 above).
+{ command -v faketime && ls /usr/lib/*/faketime/libfaketimeMT.so.1; } >/dev/null 2>&1 ||
+    missing+=(faketime libfaketime)
 # The pcap reader's tests capture loopback traffic with tcpdump (they skip without it or root).
 command -v tcpdump >/dev/null 2>&1 || missing+=(tcpdump)
 # The instrumenter's real-code coverage test counts function definitions with Universal Ctags.

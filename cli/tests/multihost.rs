@@ -1,25 +1,34 @@
-//! Multi-host end-to-end test: three "hosts" as network namespaces on one bridge, `tc netem`
-//! delay and jitter on every link, the log server and the top host agent on host `a`, child
-//! agents on `b` and `c`, and a cascade of instrumented C processes (client on `c` → middle
-//! server on `b` → end server on `a`) exchanging TCP request/reply messages. The processes
-//! on `b` and `c` run under libfaketime with their own offsets and rates (`FAKETIME`,
-//! `P5_CLOCK=mono`), and each of them sees its own boot id and host name (a private mount and
-//! UTS namespace with `/proc/sys/kernel/random/boot_id` bind-mounted over), as a process on a
-//! separate machine would: `p5 merge` maps processes of the log server's boot exactly through
-//! CLOCK_MONOTONIC, which a faked CLOCK_MONOTONIC would otherwise break.
+//! Multi-host end-to-end test: three "hosts" as network namespaces on one bridge (`tc netem`
+//! delay and jitter on every link where the kernel has it), the log server and the top host
+//! agent on host `a`, child agents on `b` and `c`, and a cascade of instrumented C processes
+//! (client on `c` → middle server on `b` → end server on `a`) exchanging TCP request/reply
+//! messages. The processes on `b` and `c` run under libfaketime with their own offsets and
+//! rates (`FAKETIME`, `P5_CLOCK=mono`), and each of them sees its own boot id and host name (a
+//! private mount and UTS namespace with `/proc/sys/kernel/random/boot_id` bind-mounted over),
+//! as a process on a separate machine would: `p5 merge` maps processes of the log server's
+//! boot exactly through CLOCK_MONOTONIC, which a faked CLOCK_MONOTONIC would otherwise break.
 //!
 //! The session is merged with `p5_merge::merge_store`; the test asserts that no message is
-//! received before it was sent and that each estimated clock map is within its stated error
-//! bound of the truth, and prints the measured errors. The truth comes from the processes
+//! received before it was sent, that each estimated clock map is within its stated error
+//! bound of the truth (honest) and — on the plain run — that each hop's share of the bound is
+//! at most 5× its share of the error, or ≤ 50 µs where that is under 10 µs (tight: bounds
+//! compose hop by hop, `c`'s through `b`), and prints per host the errors at the hop's start
+//! and end, the bound, their ratio, drifts and samples. The truth comes from the processes
 //! themselves: each prints pairs of (faked CLOCK_MONOTONIC, real CLOCK_MONOTONIC read by a raw
 //! system call, which libfaketime does not intercept) at its start and end.
 //!
+//! Delays that vary: this kernel has no `sch_netem`, so the relay runs put a fourth namespace
+//! between `b`, `c` and the bridge, where `p5-jitter-relay` (an Ethernet bridge in user space)
+//! holds every frame for 0.5–3 ms; drifts are ±100 ppm. The 5 s run is a test; the 60 s run is
+//! `#[ignore]`d (`scripts/clock-bench.sh` runs all three). Their bounds are at least half the
+//! smallest round trip (≥ 1 ms), so only honesty is asserted there.
+//!
 //! Fails with the reason without root, `ip`/`tc`/`unshare`/`gcc`, network namespaces or
 //! Debian's `faketime` package (`scripts/install-deps.sh` installs it). On a kernel without
-//! `sch_netem` the links carry no added delay (printed); the veth latency is then tens of
-//! microseconds, close to what sample-based clock fits resolve on a loaded machine. Traffic
-//! stays inside the namespaces the test creates (bounded: one client, `REQUESTS` requests);
-//! they are deleted on every exit path (guards), after their processes are killed.
+//! `sch_netem` the plain run's links carry no added delay (printed); the veth latency is then
+//! tens of microseconds. Traffic stays inside the namespaces the test creates (bounded: one
+//! client, `REQUESTS` requests or the run's time); they are deleted on every exit path
+//! (guards), after their processes are killed. Runs take turns (a lock): each loads both cores.
 
 use p5_logserver::reader::StoreDir;
 use p5_wire::store::StoreRecord;
@@ -40,9 +49,11 @@ const REQUESTS: u32 = 300;
 /// Per-link one-way delay and jitter (each direction crosses two netem queues).
 const NETEM: [&str; 4] = ["delay", "2ms", "400us", "distribution normal"];
 
-/// The cascade program: `hop LISTEN_PORT NEXT_HOST|- NEXT_PORT N`. With `LISTEN_PORT` 0 it is
-/// the client (N requests to NEXT); otherwise it serves one connection, forwarding each
-/// request to NEXT (unless `-`) before replying. Prints `start`/`end` clock pairs.
+/// The cascade program: `hop LISTEN_PORT NEXT_HOST|- NEXT_PORT N PAUSE_US RUN_MS`. With
+/// `LISTEN_PORT` 0 it is the client (N requests to NEXT, a pause after each, stopping after
+/// `RUN_MS` of real time unless 0; prints `done requests=K`); otherwise it serves one
+/// connection, forwarding each request to NEXT (unless `-`) before replying. Prints
+/// `start`/`end` clock pairs.
 const HOP_C: &str = r#"
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -117,8 +128,9 @@ static int dial(const char *host, int port) {
     return -1;
 }
 int main(int argc, char **argv) {
-    if (argc != 5) { fprintf(stderr, "usage: hop LISTEN_PORT NEXT_HOST|- NEXT_PORT N\n"); return 2; }
-    int port = atoi(argv[1]), nport = atoi(argv[3]), n = atoi(argv[4]);
+    if (argc != 7) { fprintf(stderr, "usage: hop LISTEN_PORT NEXT_HOST|- NEXT_PORT N PAUSE_US RUN_MS\n"); return 2; }
+    int port = atoi(argv[1]), nport = atoi(argv[3]), n = atoi(argv[4]), pause_us = atoi(argv[5]);
+    long long run_ns = atoll(argv[6]) * 1000000LL;
     const char *next = argv[2];
     p5_init();
     pair("start");
@@ -129,13 +141,17 @@ int main(int argc, char **argv) {
         if (port == 0) {
             int up = dial(next, nport);
             if (up < 0) return 1;
-            for (int i = 0; i < n; i++) {
+            long long t0 = raw_ns();
+            int i = 0;
+            for (; i < n && (run_ns == 0 || raw_ns() - t0 < run_ns); i++) {
                 P5_SCOPE(S_HOP);
                 memset(buf, 'a' + i % 26, sizeof buf);
                 if (write_full(C_SEND_OUT, up, buf, MSG) || read_full(C_RECV_OUT, up, buf, MSG)) { rc = 1; break; }
-                usleep(20000);
+                usleep(pause_us);
             }
             p5_close(C_CLOSE, up);
+            printf("done requests=%d\n", i);
+            fflush(stdout);
         } else {
             int ls = socket(AF_INET, SOCK_STREAM, 0), one = 1;
             setsockopt(ls, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
@@ -178,9 +194,12 @@ fn sh(args: &[&str]) -> Result<(), String> {
     }
 }
 
-/// Three namespaces `a` (bridge, 10.77.0.1), `b` (.2), `c` (.3); deleted on drop.
+/// Three namespaces `a` (bridge, 10.77.0.1), `b` (.2), `c` (.3), and with relays a fourth,
+/// `r`, through which `b`'s and `c`'s links to the bridge pass (interfaces `h1`/`s1` for `b`,
+/// `h2`/`s2` for `c`, bridged by a jitter relay each); deleted on drop.
 struct Net {
-    ns: [String; 3],
+    /// `a`, `b`, `c`, then `r` if relayed.
+    ns: Vec<String>,
     /// Whether `tc netem` delays the links (false where the kernel lacks sch_netem).
     netem: bool,
 }
@@ -190,15 +209,22 @@ impl Net {
         format!("10.77.0.{}", i + 1)
     }
 
-    fn create() -> Result<Net, String> {
+    fn create(label: &str, relayed: bool) -> Result<Net, String> {
         let tag = std::process::id() % 100_000;
+        let names: &[&str] = if relayed {
+            &["a", "b", "c", "r"]
+        } else {
+            &["a", "b", "c"]
+        };
         let mut net = Net {
-            ns: ["a", "b", "c"].map(|h| format!("p5mh-{tag}-{h}")),
-            netem: true,
+            ns: Vec::new(),
+            netem: !relayed,
         };
         // On an error half-way, dropping `net` deletes whatever exists.
-        for n in &net.ns {
-            sh(&["ip", "netns", "add", n])?;
+        for h in names {
+            let n = format!("p5mh-{tag}{label}-{h}");
+            sh(&["ip", "netns", "add", &n])?;
+            net.ns.push(n);
         }
         let a = net.ns[0].as_str();
         let netem = |ns: &str, dev: &str| -> Result<(), String> {
@@ -215,15 +241,33 @@ impl Net {
         for i in 1..3 {
             let n = net.ns[i].as_str();
             let port = format!("port{i}");
-            sh(&[
-                "ip", "-n", a, "link", "add", &port, "type", "veth", "peer", "name", "eth0",
-                "netns", n,
-            ])?;
+            if let Some(r) = net.ns.get(3) {
+                let (h, s) = (format!("h{i}"), format!("s{i}"));
+                sh(&[
+                    "ip", "-n", a, "link", "add", &port, "type", "veth", "peer", "name", &s,
+                    "netns", r,
+                ])?;
+                sh(&[
+                    "ip", "-n", n, "link", "add", "eth0", "type", "veth", "peer", "name", &h,
+                    "netns", r,
+                ])?;
+                for dev in [&h, &s] {
+                    sh(&["ip", "-n", r, "link", "set", dev, "promisc", "on", "up"])?;
+                }
+            } else {
+                sh(&[
+                    "ip", "-n", a, "link", "add", &port, "type", "veth", "peer", "name", "eth0",
+                    "netns", n,
+                ])?;
+            }
             sh(&["ip", "-n", a, "link", "set", &port, "master", "br0", "up"])?;
             let addr = format!("{}/24", Net::ip(i));
             sh(&["ip", "-n", n, "addr", "add", &addr, "dev", "eth0"])?;
             sh(&["ip", "-n", n, "link", "set", "eth0", "up"])?;
             sh(&["ip", "-n", n, "link", "set", "lo", "up"])?;
+            if relayed {
+                continue;
+            }
             for (ns, dev) in [(a, port.as_str()), (n, "eth0")] {
                 if let Err(e) = netem(ns, dev) {
                     // Kernels without sch_netem (e.g. minimal VM kernels): run without it.
@@ -370,104 +414,106 @@ fn pairs(lines: &[String]) -> (u32, [(i64, i64); 2]) {
     (pid, out)
 }
 
-struct Host<'a> {
-    name: &'a str,
-    /// `FAKETIME` for its `hop` process (None: the real clock).
-    faketime: Option<&'a str>,
-    /// `hop` arguments.
-    hop: [String; 4],
+/// One run of the cascade: clocks, traffic and what sits in the links.
+struct Scenario {
+    /// Tag in the namespace names (tests run one at a time, but names stay apart).
+    label: &'static str,
+    /// `FAKETIME` of the `hop` on `b` and on `c` (`a` runs on the real clock).
+    faketime: [&'static str; 2],
+    /// Requests the client sends at most, the pause after each, and the real time after which
+    /// it stops (0: none).
+    requests: u32,
+    pause_us: u32,
+    run_ms: u32,
+    /// Jitter relays (hold µs, uniform in `[lo, hi]`, per frame) on `b`'s and `c`'s links:
+    /// everything between hosts passes one (`c → b` two).
+    relay: Option<(u64, u64)>,
 }
 
-#[test]
-fn three_hosts_with_skewed_drifting_clocks_merge_causally_within_bounds() {
-    // A test that passes by skipping proves nothing: what it needs is installed by
-    // `scripts/install-deps.sh` (the test command runs it), so a gap is a failure.
-    if let Some(why) = unavailable() {
-        panic!("the multi-host test cannot run: {why} (run scripts/install-deps.sh as root)");
-    }
-    let net = Net::create().unwrap_or_else(|e| panic!("cannot build the namespaces: {e}"));
-    let started = Instant::now();
-    let dir = tempfile::tempdir().unwrap();
-    let log = dir.path();
-    let store = dir.path().join("store");
-    std::fs::create_dir_all(&store).unwrap();
+/// What one host's clock estimate came to against the truth.
+struct HostResult {
+    name: &'static str,
+    method: &'static str,
+    /// estimate − truth at the hop's start and end, ns.
+    err: [f64; 2],
+    bound: Option<i64>,
+}
 
-    // Build the cascade program against the runtime's static library.
-    let src = dir.path().join("hop.c");
-    std::fs::write(&src, HOP_C).unwrap();
-    std::fs::write(dir.path().join("p5.h"), p5_instrument::runtime::HEADER).unwrap();
-    let hop = dir.path().join("hop");
-    let lib = p5_instrument::runtime::static_lib().expect("libp5_runtime.a");
-    p5_instrument::runtime::compile_c(&[src.as_path()], dir.path(), &hop, &lib).expect("build hop");
+/// What a run measured.
+struct Outcome {
+    hosts: Vec<HostResult>,
+    failures: Vec<String>,
+}
 
-    let p5 = env!("CARGO_BIN_EXE_p5");
-    let in_ns = |i: usize| {
-        let mut c = Command::new("ip");
-        c.args(["netns", "exec", &net.ns[i]]);
-        c
+/// Serializes the runs: each builds namespaces and loads both cores.
+static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
+
+/// 2 µs: how well the test itself knows the truth (pair reads, rate estimate).
+const SLACK: f64 = 2_000.0;
+/// Errors below this count as this when checking a bound's tightness: twice the 5 µs the issue
+/// asks for. No honest bound is below half the smallest round trip (about 20 µs on these
+/// veths), so a lucky small error must not fail the check.
+const FLOOR: f64 = 10_000.0;
+
+/// Spawns a command in namespace `i`.
+fn in_ns(net: &Net, i: usize) -> Command {
+    let mut c = Command::new("ip");
+    c.args(["netns", "exec", &net.ns[i]]);
+    c
+}
+
+/// The scenario's jitter relays in namespace `r`: one bridging `b`'s link, one `c`'s.
+fn relays(sc: &Scenario, net: &Net, log: &Path) -> Vec<Proc> {
+    let Some((lo, hi)) = sc.relay else {
+        return Vec::new();
     };
-    let ls_addr = format!("{}:{LOGSERVER_PORT}", Net::ip(0));
-    let top_addr = format!("{}:{AGENT_PORT}", Net::ip(0));
+    let relay = env!("CARGO_BIN_EXE_p5-jitter-relay");
+    (1..3)
+        .map(|i| {
+            let mut c = in_ns(net, 3);
+            c.arg(relay)
+                .args(["--left", &format!("h{i}"), "--right", &format!("s{i}")])
+                .args(["--min-us", &lo.to_string(), "--max-us", &hi.to_string()])
+                .args(["--seed", &i.to_string()]);
+            let p = Proc::spawn(&format!("relay-{i}"), c, log);
+            p.wait_line("relaying", Duration::from_secs(20));
+            p
+        })
+        .collect()
+}
 
-    let mut logserver = {
-        let mut c = in_ns(0);
-        c.args([p5, "logserver", "--listen", &ls_addr, "--store"])
-            .arg(&store);
-        Proc::spawn("logserver", c, log)
-    };
-    logserver.wait_line("listening on", Duration::from_secs(20));
-    let mut agents = Vec::new();
-    for i in 0..3 {
-        let mut c = in_ns(i);
-        c.args([p5, "hostagent", "--session", "multihost", "--spool-dir"])
-            .arg(dir.path().join(format!("agent-spool-{i}")));
-        if i == 0 {
-            c.args(["--logserver", &ls_addr, "--listen", &top_addr]);
-        } else {
-            c.args(["--parent", &top_addr]);
-        }
-        agents.push(Proc::spawn(&format!("agent-{i}"), c, log));
-    }
-
-    let hosts = [
-        Host {
-            name: "a",
-            faketime: None,
-            hop: [HOP_PORT.to_string(), "-".into(), "0".into(), "0".into()],
-        },
-        Host {
-            name: "b",
-            faketime: Some("+3s x1.0003"),
-            hop: [
-                HOP_PORT.to_string(),
-                Net::ip(0),
-                HOP_PORT.to_string(),
-                "0".into(),
-            ],
-        },
-        Host {
-            name: "c",
-            faketime: Some("-1.5s x0.9998"),
-            hop: [
-                "0".into(),
-                Net::ip(1),
-                HOP_PORT.to_string(),
-                REQUESTS.to_string(),
-            ],
-        },
+/// Starts the three hops (server `a`, middle `b`, client `c`), the latter two under libfaketime
+/// with their own boot id and host name.
+fn hops(sc: &Scenario, net: &Net, dir: &Path, hop: &Path) -> Vec<Proc> {
+    let ls = format!("{}:{LOGSERVER_PORT}", Net::ip(0));
+    let (b_next, c_next) = ((Net::ip(0), HOP_PORT), (Net::ip(1), HOP_PORT));
+    let args: [[String; 4]; 3] = [
+        [HOP_PORT.to_string(), "-".into(), "0".into(), "0".into()],
+        [
+            HOP_PORT.to_string(),
+            b_next.0,
+            b_next.1.to_string(),
+            "0".into(),
+        ],
+        [
+            "0".into(),
+            c_next.0,
+            c_next.1.to_string(),
+            sc.requests.to_string(),
+        ],
     ];
-    let spool = dir.path().join("spool");
-    let mut hops: Vec<Proc> = Vec::new();
-    for (i, h) in hosts.iter().enumerate() {
-        let mut c = in_ns(i);
-        c.env("P5_LOGSERVER", &ls_addr)
+    let spool = dir.join("spool");
+    let mut out = Vec::new();
+    for (i, h) in ["a", "b", "c"].into_iter().enumerate() {
+        let mut c = in_ns(net, i);
+        c.env("P5_LOGSERVER", &ls)
             .env("P5_SESSION", "multihost")
             .env("P5_DIR", &spool)
             .env("P5_CLOCK", "mono")
             .env("P5_EXIT_TIMEOUT_MS", "10000");
-        if let Some(ft) = h.faketime {
+        if i > 0 {
             // Its own boot id and host name, as on another machine; libfaketime only for hop.
-            let boot = dir.path().join(format!("boot_id-{}", h.name));
+            let boot = dir.join(format!("boot_id-{h}"));
             std::fs::write(
                 &boot,
                 format!("{:08x}-0000-4000-8000-00000000000{i}\n", 0x7035_0000 + i),
@@ -483,49 +529,108 @@ fn three_hosts_with_skewed_drifting_clocks_merge_causally_within_bounds() {
                 "-c",
                 "hostname \"$1\" && mount --bind \"$2\" /proc/sys/kernel/random/boot_id && shift 2 && exec \"$@\"",
                 "sh",
-                &format!("p5mh-{}", h.name),
+                &format!("p5mh-{h}"),
             ])
             .arg(&boot)
             .args(["env", &format!("LD_PRELOAD={FAKETIME_LIB}")])
-            .env("FAKETIME", ft);
+            .env("FAKETIME", sc.faketime[i - 1]);
         }
-        c.arg(&hop).args(&h.hop);
-        let p = Proc::spawn(&format!("hop-{}", h.name), c, log);
-        if h.hop[0] != "0" {
+        c.arg(hop)
+            .args(&args[i])
+            .args([sc.pause_us.to_string(), sc.run_ms.to_string()]);
+        let p = Proc::spawn(&format!("hop-{h}"), c, dir);
+        if i < 2 {
             p.wait_line("listening", Duration::from_secs(20));
         }
-        hops.push(p);
+        out.push(p);
     }
+    out
+}
+
+/// The log server's start on CLOCK_MONOTONIC and each process's (start_mono, boot id) by pid.
+fn store_truth(store: &Path) -> (i64, BTreeMap<u32, (u64, String)>) {
+    let mut server_start = None;
+    let mut start_mono = BTreeMap::new();
+    let session = StoreDir::open(store).unwrap().session("multihost").unwrap();
+    let mut records = session.records().unwrap();
+    while records.advance().unwrap() {
+        let Some(r) = records.record() else { continue };
+        server_start.get_or_insert(r.segment.server_start_mono_ns as i64);
+        if let StoreRecord::Process { hello, .. } = r.record {
+            let id = hello.identity;
+            start_mono.insert(id.pid, (id.start_mono_ns, id.boot_id));
+        }
+    }
+    (server_start.expect("an empty store"), start_mono)
+}
+
+/// Runs a scenario end to end, prints the merge summary and the table of errors and bounds,
+/// and returns what it measured; asserts what every run must hold (the agent tree, matched
+/// messages, no causality violation).
+fn run(sc: &Scenario) -> Outcome {
+    // A test that passes by skipping proves nothing: what it needs is installed by
+    // `scripts/install-deps.sh` (the test command runs it), so a gap is a failure.
+    if let Some(why) = unavailable() {
+        panic!("the multi-host test cannot run: {why} (run scripts/install-deps.sh as root)");
+    }
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let net = Net::create(sc.label, sc.relay.is_some())
+        .unwrap_or_else(|e| panic!("cannot build the namespaces: {e}"));
+    let started = Instant::now();
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path();
+    let store = dir.path().join("store");
+    std::fs::create_dir_all(&store).unwrap();
+
+    // Build the cascade program against the runtime's static library.
+    let src = dir.path().join("hop.c");
+    std::fs::write(&src, HOP_C).unwrap();
+    std::fs::write(dir.path().join("p5.h"), p5_instrument::runtime::HEADER).unwrap();
+    let hop = dir.path().join("hop");
+    let lib = p5_instrument::runtime::static_lib().expect("libp5_runtime.a");
+    p5_instrument::runtime::compile_c(&[src.as_path()], dir.path(), &hop, &lib).expect("build hop");
+
+    let p5 = env!("CARGO_BIN_EXE_p5");
+    let ls_addr = format!("{}:{LOGSERVER_PORT}", Net::ip(0));
+    let top_addr = format!("{}:{AGENT_PORT}", Net::ip(0));
+    let mut logserver = {
+        let mut c = in_ns(&net, 0);
+        c.args([p5, "logserver", "--listen", &ls_addr, "--store"])
+            .arg(&store);
+        Proc::spawn("logserver", c, log)
+    };
+    logserver.wait_line("listening on", Duration::from_secs(20));
+    let mut agents = Vec::new();
+    for i in 0..3 {
+        let mut c = in_ns(&net, i);
+        c.args([p5, "hostagent", "--session", "multihost", "--spool-dir"])
+            .arg(dir.path().join(format!("agent-spool-{i}")));
+        if i == 0 {
+            c.args(["--logserver", &ls_addr, "--listen", &top_addr]);
+        } else {
+            c.args(["--parent", &top_addr]);
+        }
+        agents.push(Proc::spawn(&format!("agent-{i}"), c, log));
+    }
+    let relays = relays(sc, &net, log);
+    let mut hops = hops(sc, &net, dir.path(), &hop);
+    let limit = Duration::from_millis(sc.run_ms as u64) + Duration::from_secs(45);
     for p in hops.iter_mut().rev() {
-        p.wait(Duration::from_secs(45));
+        p.wait(limit);
     }
     for a in agents.iter_mut().rev() {
         a.terminate(Duration::from_secs(10));
     }
     logserver.terminate(Duration::from_secs(10));
     let run_time = started.elapsed();
+    drop(relays);
+    let done: u64 = hops[2]
+        .lines()
+        .iter()
+        .find_map(|l| l.strip_prefix("done requests=")?.parse().ok())
+        .expect("the client's request count");
 
-    // The truth: where each process's zero lies on the base (the log server's start on
-    // CLOCK_MONOTONIC) and its rate, from the hop's own (faked, real) pairs.
-    let mut server_start = None;
-    let mut start_mono: BTreeMap<u32, (u64, String)> = BTreeMap::new();
-    {
-        let session = StoreDir::open(&store)
-            .unwrap()
-            .session("multihost")
-            .unwrap();
-        let mut records = session.records().unwrap();
-        while records.advance().unwrap() {
-            let Some(r) = records.record() else { continue };
-            server_start.get_or_insert(r.segment.server_start_mono_ns as i64);
-            if let StoreRecord::Process { hello, .. } = r.record {
-                let id = hello.identity;
-                start_mono.insert(id.pid, (id.start_mono_ns, id.boot_id));
-            }
-        }
-    }
-    let server_start = server_start.expect("an empty store");
-
+    let (server_start, start_mono) = store_truth(&store);
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -541,94 +646,16 @@ fn three_hosts_with_skewed_drifting_clocks_merge_causally_within_bounds() {
         .find(|s| s.name == "multihost")
         .expect("session merged");
     print!("{}", p5_merge::render(s));
-
+    let outcome = compare(sc, s, &hops, server_start, &start_mono);
     println!(
-        "{:<5} {:<14} {:<14} {:>14} {:>12} {:>12} {:>12} {:>11} {:>11} {:>11} {:>10}",
-        "host",
-        "FAKETIME",
-        "method",
-        "true offset",
-        "err @start",
-        "err @end",
-        "bound",
-        "inj drift",
-        "true drift",
-        "est drift",
-        "samples"
-    );
-    let real_boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .unwrap()
-        .trim()
-        .to_owned();
-    let mut failures = Vec::new();
-    for (h, p) in hosts.iter().zip(&hops) {
-        let (pid, [(f1, r1), (f2, r2)]) = pairs(&p.lines());
-        let (mono0, boot) = start_mono
-            .get(&pid)
-            .unwrap_or_else(|| panic!("hop-{} (pid {pid}) has no handshake", h.name));
-        let c = s
-            .clocks
-            .iter()
-            .find(|c| c.pid == pid)
-            .unwrap_or_else(|| panic!("hop-{} (pid {pid}) has no clock estimate", h.name));
-        // Faked clock f = f1 + rate·(real − r1); process time t = f − mono0.
-        let rate = (f2 - f1) as f64 / (r2 - r1) as f64;
-        let real_at = |t: f64| r1 as f64 + (*mono0 as f64 + t - f1 as f64) / rate;
-        let truth = |t: f64| real_at(t) - server_start as f64;
-        let t_end = (f2 - *mono0 as i64) as f64;
-        let err = |t: f64| c.fit.map(t as i64) as f64 - truth(t);
-        let (e0, e1) = (err(0.0), err(t_end));
-        let true_drift_ppm = (1.0 / rate - 1.0) * 1e6;
-        // The rate FAKETIME asked for (`xR`), as the drift merge reports (slow: positive).
-        let injected_ppm = h
-            .faketime
-            .and_then(|f| f.split_whitespace().find_map(|w| w.strip_prefix('x')))
-            .and_then(|r| r.parse::<f64>().ok())
-            .map_or(0.0, |r| (1.0 / r - 1.0) * 1e6);
-        let bound = c.fit.error_bound_ns;
-        println!(
-            "{:<5} {:<14} {:<14} {:>14.0} {:>12.0} {:>12.0} {:>12} {:>+11.3} {:>+11.3} {:>+11.3} {:>5}+{:<4}",
-            h.name,
-            h.faketime.unwrap_or("-"),
-            c.fit.method.name(),
-            truth(0.0),
-            e0,
-            e1,
-            bound.map_or("none".into(), |b| format!("±{b}")),
-            injected_ppm,
-            true_drift_ppm,
-            c.fit.drift_ppm(),
-            c.fit.forward,
-            c.fit.backward,
-        );
-        if h.faketime.is_some() && c.hostname != format!("p5mh-{}", h.name) {
-            failures.push(format!("hop-{}: host name {:?}", h.name, c.hostname));
-        }
-        if h.faketime.is_some() && *boot == real_boot {
-            failures.push(format!("hop-{}: reported the real boot id", h.name));
-        }
-        // 2 µs: how well the test itself knows the truth (pair reads, rate estimate).
-        const SLACK: f64 = 2_000.0;
-        match bound {
-            Some(b) if e0.abs().max(e1.abs()) <= b as f64 + SLACK => {}
-            Some(b) => failures.push(format!(
-                "hop-{}: error {e0:.0}/{e1:.0} ns exceeds the stated bound {b} ns",
-                h.name
-            )),
-            None => failures.push(format!(
-                "hop-{}: no error bound stated ({})",
-                h.name,
-                c.fit.method.name()
-            )),
-        }
-    }
-    println!(
-        "links: {}; messages: {} matched; causality violations: {} before tightening, {} after; run {:.1} s",
-        if net.netem {
-            format!("netem {}", NETEM.join(" "))
-        } else {
-            "no netem (unavailable)".to_owned()
+        "links: {}; {} requests, messages: {} matched; causality violations: {} before tightening, {} after; run {:.1} s",
+        match sc.relay {
+            Some((lo, hi)) =>
+                format!("jitter relays holding each frame {lo}–{hi} µs on b's and c's links"),
+            None if net.netem => format!("netem {}", NETEM.join(" ")),
+            None => "no netem (unavailable)".to_owned(),
         },
+        done,
         s.matched,
         s.violations_before,
         s.violations,
@@ -644,14 +671,183 @@ fn three_hosts_with_skewed_drifting_clocks_merge_causally_within_bounds() {
         "the agent tree delivered {agents_seen} of 3 agents"
     );
     assert!(
-        s.matched >= 2 * REQUESTS as u64,
-        "too few matched messages: {}",
+        done > 0 && s.matched >= 2 * done,
+        "too few matched messages: {} for {done} requests",
         s.matched
     );
     assert_eq!(s.violations, 0, "messages received before they were sent");
-    assert!(failures.is_empty(), "{failures:#?}");
-    drop(hops);
-    drop(agents);
-    drop(logserver);
-    drop(net);
+    outcome
+}
+
+/// Compares each hop's clock estimate with the truth (from its own (faked, real) pairs) and
+/// prints the table; failures of identity (host name, boot id) and of honesty (error beyond
+/// the bound) are collected.
+fn compare(
+    sc: &Scenario,
+    s: &p5_merge::SessionSummary,
+    hops: &[Proc],
+    server_start: i64,
+    start_mono: &BTreeMap<u32, (u64, String)>,
+) -> Outcome {
+    println!(
+        "{:<5} {:<14} {:<9} {:>14} {:>11} {:>11} {:>11} {:>6} {:>11} {:>11} {:>11} {:>14}",
+        "host",
+        "FAKETIME",
+        "method",
+        "true offset",
+        "err @start",
+        "err @end",
+        "bound",
+        "ratio",
+        "inj drift",
+        "true drift",
+        "est drift",
+        "samples f+b+m"
+    );
+    let real_boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .unwrap()
+        .trim()
+        .to_owned();
+    let mut out = Outcome {
+        hosts: Vec::new(),
+        failures: Vec::new(),
+    };
+    for (i, (name, p)) in ["a", "b", "c"].into_iter().zip(hops).enumerate() {
+        let faketime = i.checked_sub(1).map(|k| sc.faketime[k]);
+        let (pid, [(f1, r1), (f2, r2)]) = pairs(&p.lines());
+        let (mono0, boot) = start_mono
+            .get(&pid)
+            .unwrap_or_else(|| panic!("hop-{name} (pid {pid}) has no handshake"));
+        let c = s
+            .clocks
+            .iter()
+            .find(|c| c.pid == pid)
+            .unwrap_or_else(|| panic!("hop-{name} (pid {pid}) has no clock estimate"));
+        // Faked clock f = f1 + rate·(real − r1); process time t = f − mono0.
+        let rate = (f2 - f1) as f64 / (r2 - r1) as f64;
+        let real_at = |t: f64| r1 as f64 + (*mono0 as f64 + t - f1 as f64) / rate;
+        let truth = |t: f64| real_at(t) - server_start as f64;
+        let t_end = (f2 - *mono0 as i64) as f64;
+        let err = |t: f64| c.fit.map(t as i64) as f64 - truth(t);
+        let (e0, e1) = (err(0.0), err(t_end));
+        let true_drift_ppm = (1.0 / rate - 1.0) * 1e6;
+        // The rate FAKETIME asked for (`xR`), as the drift merge reports (slow: positive).
+        let injected_ppm = faketime
+            .and_then(|f| f.split_whitespace().find_map(|w| w.strip_prefix('x')))
+            .and_then(|r| r.parse::<f64>().ok())
+            .map_or(0.0, |r| (1.0 / r - 1.0) * 1e6);
+        let bound = c.fit.error_bound_ns;
+        let worst = e0.abs().max(e1.abs());
+        println!(
+            "{:<5} {:<14} {:<9} {:>14.0} {:>11.0} {:>11.0} {:>11} {:>6} {:>+11.3} {:>+11.3} {:>+11.3} {:>14}",
+            name,
+            faketime.unwrap_or("-"),
+            c.fit.method.name(),
+            truth(0.0),
+            e0,
+            e1,
+            bound.map_or("none".into(), |b| format!("±{b}")),
+            bound.map_or("-".into(), |b| format!("{:.1}", b as f64 / worst.max(1.0))),
+            injected_ppm,
+            true_drift_ppm,
+            c.fit.drift_ppm(),
+            format!("{}+{}+{}", c.fit.forward, c.fit.backward, c.fit.messages),
+        );
+        if faketime.is_some() && c.hostname != format!("p5mh-{name}") {
+            out.failures
+                .push(format!("hop-{name}: host name {:?}", c.hostname));
+        }
+        if faketime.is_some() && *boot == real_boot {
+            out.failures
+                .push(format!("hop-{name}: reported the real boot id"));
+        }
+        match bound {
+            Some(b) if worst <= b as f64 + SLACK => {}
+            Some(b) => out.failures.push(format!(
+                "hop-{name}: error {e0:.0}/{e1:.0} ns exceeds the stated bound {b} ns"
+            )),
+            None => out.failures.push(format!(
+                "hop-{name}: no error bound stated ({})",
+                c.fit.method.name()
+            )),
+        }
+        out.hosts.push(HostResult {
+            name,
+            method: c.fit.method.name(),
+            err: [e0, e1],
+            bound,
+        });
+    }
+    out
+}
+
+/// The hops whose share of the stated bound is more than 5× their share of the actual error
+/// (or 5× [`FLOOR`] where that is smaller): a bound that loose cannot tell a good estimate from
+/// a bad one. Bounds compose hop by hop (`b` against the log server's host `a`, `c` through
+/// `b`'s messages), so each hop is judged by what it adds: `b` by its bound and error, `c` by
+/// its bound less `b`'s and its error less `b`'s (at the same instants, near enough: the hops
+/// start and end within milliseconds of each other).
+fn loose_bounds(o: &Outcome) -> Vec<String> {
+    let mut upstream: Option<&HostResult> = None;
+    let mut out = Vec::new();
+    for h in o.hosts.iter().filter(|h| h.method != "exact") {
+        let Some(b) = h.bound else { continue };
+        let (ub, ue) = upstream.map_or((0, [0.0; 2]), |u| (u.bound.unwrap_or(0), u.err));
+        let own = (b - ub) as f64;
+        let err = (h.err[0] - ue[0]).abs().max((h.err[1] - ue[1]).abs());
+        if own > 5.0 * err.max(FLOOR) {
+            out.push(format!(
+                "hop-{}: its share of the bound, {own:.0} ns (of {b} ns), is more than 5× its share \
+                 of the error, {err:.0} ns (or 5× {FLOOR} ns)",
+                h.name
+            ));
+        }
+        upstream = Some(h);
+    }
+    out
+}
+
+#[test]
+fn three_hosts_with_skewed_drifting_clocks_merge_causally_within_bounds() {
+    let o = run(&Scenario {
+        label: "",
+        faketime: ["+3s x1.0003", "-1.5s x0.9998"],
+        requests: REQUESTS,
+        pause_us: 20_000,
+        run_ms: 0,
+        relay: None,
+    });
+    assert!(o.failures.is_empty(), "{:#?}", o.failures);
+    let loose = loose_bounds(&o);
+    assert!(loose.is_empty(), "{loose:#?}");
+}
+
+/// Delays that vary: every link between hosts through a jitter relay holding each chunk for
+/// 0.5–3 ms, drifts of ±100 ppm, 5 s of traffic. The bounds must hold; they are wide here (at
+/// least half the smallest round trip, ≥ 1 ms), so tightness is not asked; the errors are
+/// printed.
+#[test]
+fn clocks_hold_their_bounds_through_a_jitter_relay_for_5_s() {
+    let o = run(&relay_scenario("j5", 5_000));
+    assert!(o.failures.is_empty(), "{:#?}", o.failures);
+}
+
+/// As above for 60 s of traffic (about a minute and a half in all): `cargo test -p p5-cli
+/// --test multihost -- --ignored --nocapture`, or `scripts/clock-bench.sh`.
+#[test]
+#[ignore = "60 s of traffic; run with --ignored (scripts/clock-bench.sh)"]
+fn clocks_hold_their_bounds_through_a_jitter_relay_for_60_s() {
+    let o = run(&relay_scenario("j60", 60_000));
+    assert!(o.failures.is_empty(), "{:#?}", o.failures);
+}
+
+fn relay_scenario(label: &'static str, run_ms: u32) -> Scenario {
+    Scenario {
+        label,
+        faketime: ["+3s x1.0001", "-1.5s x0.9999"],
+        requests: u32::MAX / 2,
+        pause_us: 0,
+        run_ms,
+        relay: Some((500, 3_000)),
+    }
 }

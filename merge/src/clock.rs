@@ -12,17 +12,26 @@
 //! - we take the lower convex hull of the forward points and pick the hull edge spanning their
 //!   mean `x` — the line minimizing the total delay `Σ (y − O(x))` subject to `O(x) ≤ y` for all
 //!   samples (the classic linear-programming estimator of offset and skew);
-//! - with backward samples the same on the upper hull of those, and the estimate is the
-//!   midline. Any linear truth lies below the forward hull and above the backward hull, so at
-//!   each `x` the truth is in `[upper(backward)(x), lower(forward)(x)]`; the estimate's error
-//!   is bounded by the larger distance to either end, evaluated at the two ends of the range
-//!   both sides cover (the error of a line against a line is largest at an end).
-//!   [`Fit::error_bound_ns`] is that bound; one-way fits have none.
+//! - with backward samples (ping echoes; matched messages against other hosts, see
+//!   [`crate::domain`]) offset and drift are estimated jointly from both hulls: the lines
+//!   consistent with every sample form a convex polygon in the (offset, drift) plane
+//!   ([`region`]: Duda's and Clément & Dagenais's method), the truth among them. The estimate
+//!   is a line that follows both directions' delay floors (the midline of the two
+//!   linear-programming lines, or their slopes weighted by hull-edge length) when it is
+//!   consistent and its bound is within twice the least possible, else the polygon's centre;
+//!   [`Fit::error_bound_ns`] is its largest distance to any consistent line from the source's
+//!   start to the last sample — honest whatever the delays, as long as none is negative and the
+//!   clock is linear. One-way fits have none. [`fit_strict_loose`] takes the line from one set
+//!   of samples and the bound from a widened one (messages against an estimate known to ± its
+//!   bound).
 //!
 //! Processes on one host share CLOCK_MONOTONIC, so their samples are pooled in monotonic
 //! coordinates (`start_mono_ns + t`): one fit per host, exact relative alignment of the
 //! processes and of kernel (OS monitor) events there. Offsets compose along agent trees
-//! ([`Fit::compose`]). Messages then tighten the fits ([`tighten`]).
+//! ([`Fit::compose`]). An offset-only [`tighten`] is the last resort for messages still
+//! received before their send.
+
+mod region;
 
 /// Largest plausible drift; a steeper hull edge (too few or too close samples) falls back to
 /// the CoSMoS minimum without drift.
@@ -76,6 +85,8 @@ pub struct Fit {
     pub forward: u64,
     /// Backward samples used.
     pub backward: u64,
+    /// Matched application messages used as samples (against other hosts' fits).
+    pub messages: u64,
     /// Bound on |estimate − truth| over the sampled range, ns (two-way fits only).
     pub error_bound_ns: Option<i64>,
     /// The CoSMoS estimate, `min(t_s − t_p)`, for comparison.
@@ -90,6 +101,7 @@ impl Fit {
         method: Method::None,
         forward: 0,
         backward: 0,
+        messages: 0,
         error_bound_ns: None,
         cosmos_min_ns: None,
     };
@@ -121,6 +133,7 @@ impl Fit {
             method: Method::Tree,
             forward: inner.forward,
             backward: inner.backward,
+            messages: inner.messages,
             error_bound_ns: None,
             cosmos_min_ns: inner.cosmos_min_ns,
         }
@@ -134,6 +147,9 @@ pub struct Samples {
     pub forward: Vec<(i64, i64)>,
     /// Backward (`y ≤ O(x)`).
     pub backward: Vec<(i64, i64)>,
+    /// Range of `x` the fit is used over besides the samples' own and `x = 0` (the source's
+    /// start); the error bound covers all of it.
+    pub span: Option<(i64, i64)>,
 }
 
 impl Samples {
@@ -176,26 +192,6 @@ fn hull(points: &[(i64, i64)], upper: bool) -> Vec<(f64, f64)> {
     h
 }
 
-/// Value of a hull (as a piecewise-linear function) at `x` (clamped to its range).
-fn hull_at(h: &[(f64, f64)], x: f64) -> f64 {
-    match h {
-        [] => 0.0,
-        [p] => p.1,
-        _ => {
-            if x <= h[0].0 {
-                return h[0].1;
-            }
-            for w in h.windows(2) {
-                if x <= w[1].0 {
-                    let t = (x - w[0].0) / (w[1].0 - w[0].0);
-                    return w[0].1 + t * (w[1].1 - w[0].1);
-                }
-            }
-            h[h.len() - 1].1
-        }
-    }
-}
-
 /// The hull edge spanning `mean`: `(a, b)` with `y = a + b·x`.
 fn edge_line(h: &[(f64, f64)], mean: f64) -> (f64, f64) {
     match h {
@@ -213,6 +209,51 @@ fn edge_line(h: &[(f64, f64)], mean: f64) -> (f64, f64) {
     }
 }
 
+/// Length in `x` of the hull edge spanning `mean` (0 for fewer than two points).
+fn edge_span(h: &[(f64, f64)], mean: f64) -> f64 {
+    if h.len() < 2 {
+        return 0.0;
+    }
+    let i = h
+        .windows(2)
+        .position(|w| mean <= w[1].0)
+        .unwrap_or(h.len() - 2);
+    h[i + 1].0 - h[i].0
+}
+
+/// The preferred two-way lines, each following the floor of both directions' delays: the
+/// midline of the two directions' least-delay lines (each side's linear-programming line),
+/// and one with their slopes weighted by the square of their hull edges' lengths (a slope
+/// from points far apart is the surer: its error goes as the delays' spread over that length,
+/// so a side with few samples, e.g. sparse ping echoes, weighs little) and the offset midway
+/// between the hulls at that slope.
+fn preferred_lines(
+    lower: &[(f64, f64)],
+    upper: &[(f64, f64)],
+    (mf, mb): (f64, f64),
+) -> Vec<(f64, f64)> {
+    if lower.len() < 2 || upper.len() < 2 {
+        return Vec::new();
+    }
+    let ((af, bf), (ab, bb)) = (edge_line(lower, mf), edge_line(upper, mb));
+    let mut out = vec![((af + ab) / 2.0, (bf + bb) / 2.0)];
+    let (lf, lb) = (edge_span(lower, mf).powi(2), edge_span(upper, mb).powi(2));
+    if lf + lb > 0.0 {
+        let b = (bf * lf + bb * lb) / (lf + lb);
+        let top = lower
+            .iter()
+            .map(|p| p.1 - b * p.0)
+            .fold(f64::INFINITY, f64::min);
+        let bottom = upper
+            .iter()
+            .map(|p| p.1 - b * p.0)
+            .fold(f64::NEG_INFINITY, f64::max);
+        out.push(((top + bottom) / 2.0, b));
+    }
+    out.retain(|(a, b)| a.is_finite() && b.abs() <= MAX_DRIFT);
+    out
+}
+
 fn mean_x(points: &[(i64, i64)]) -> f64 {
     points.iter().map(|p| p.0 as f64).sum::<f64>() / points.len().max(1) as f64
 }
@@ -227,9 +268,11 @@ pub fn fit(s: &Samples) -> Fit {
     let rel = |v: &[(i64, i64)]| -> Vec<(i64, i64)> {
         v.iter().map(|&(x, y)| (x.saturating_sub(x0), y)).collect()
     };
+    let (lo, hi) = s.span.unwrap_or((0, 0));
     let mut f = fit_relative(&Samples {
         forward: rel(&s.forward),
         backward: rel(&s.backward),
+        span: Some((lo.min(0).saturating_sub(x0), hi.saturating_sub(x0))),
     });
     // y = a + b·(x − x0) = (a − b·x0) + b·x
     f.offset -= f.drift * x0 as f64;
@@ -248,12 +291,13 @@ fn fit_relative(s: &Samples) -> Fit {
         (a, b) = (cosmos.unwrap_or(0) as f64, 0.0);
         method = Method::Min;
     }
-    let mut f = Fit {
+    let f = Fit {
         offset: a,
         drift: b,
         method,
         forward: s.forward.len() as u64,
         backward: 0,
+        messages: 0,
         error_bound_ns: None,
         cosmos_min_ns: cosmos,
     };
@@ -261,60 +305,138 @@ fn fit_relative(s: &Samples) -> Fit {
         return f;
     }
     let upper = hull(&s.backward, true);
-    let (mut ab, mut bb) = edge_line(&upper, mean_x(&s.backward));
-    if upper.len() < 2 || bb.abs() > MAX_DRIFT || !ab.is_finite() {
-        // A single backward point: a flat line through it.
-        let m = s.backward.iter().map(|p| p.1).max().unwrap_or(0) as f64;
-        (ab, bb) = (m, 0.0);
-        if method == Method::Min {
-            (ab, bb) = (m, b);
-        }
+    // Inconsistent samples (no line fits between them) give no bound: one-way fit.
+    // The preferred lines follow the floor of each direction's delays; the one consistent with
+    // every sample and with the smallest bound is taken.
+    let mid = preferred_lines(&lower, &upper, (mean_x(&s.forward), mean_x(&s.backward)));
+    match two_way(&lower, &upper, s.span, &mid) {
+        Some((offset, drift, bound)) => Fit {
+            offset,
+            drift,
+            method: Method::TwoWay,
+            backward: s.backward.len() as u64,
+            error_bound_ns: Some(bound),
+            ..f
+        },
+        None => f,
     }
-    let (ma, mb) = ((a + ab) / 2.0, (b + bb) / 2.0);
-    let lo_x = lower[0].0.max(upper[0].0);
-    let hi_x = lower[lower.len() - 1].0.min(upper[upper.len() - 1].0);
-    let mut bound: Option<f64> = None;
-    if lo_x <= hi_x {
-        for x in [lo_x, hi_x] {
-            let est = ma + mb * x;
-            let up = hull_at(&lower, x);
-            let down = hull_at(&upper, x);
-            let e = (up - est).max(est - down);
-            bound = Some(bound.map_or(e, |b: f64| b.max(e)));
-        }
-    }
-    f.offset = ma;
-    f.drift = mb;
-    f.backward = s.backward.len() as u64;
-    f.method = Method::TwoWay;
-    f.error_bound_ns = bound
-        .filter(|b| b.is_finite())
-        .map(|b| b.ceil().max(0.0) as i64 + 1);
-    f
 }
 
-/// True if the backward samples nowhere lie above the forward samples' lower hull (and the
-/// forward samples nowhere below the backward upper hull) — i.e. some line fits between them.
+/// Rounding of the samples' integer nanoseconds and of the fit's arithmetic, added to every
+/// bound, ns.
+const BOUND_MARGIN_NS: f64 = 2.0;
+
+/// The region of lines consistent with both hulls (see [`region`]) in scaled coordinates,
+/// with the frame: `(region, xc, yr, u0, u1)` — `u = (x − xc)/1e9`, `v = y − yr`, and the span
+/// `[u0, u1]`: the samples' range widened to `span`. `None` when no line fits between the hulls.
+fn two_way_region(
+    lower: &[(f64, f64)],
+    upper: &[(f64, f64)],
+    span: Option<(i64, i64)>,
+) -> Option<(region::Region, f64, f64, f64, f64)> {
+    let (first, last) = (lower.first()?, lower.last()?);
+    let (ufirst, ulast) = (upper.first()?, upper.last()?);
+    let mut x0 = first.0.min(ufirst.0);
+    let mut x1 = last.0.max(ulast.0);
+    if let Some((lo, hi)) = span {
+        x0 = x0.min(lo as f64);
+        x1 = x1.max(hi as f64);
+    }
+    let xc = (x0 + x1) / 2.0;
+    let yr = lower.iter().map(|p| p.1).fold(f64::INFINITY, f64::min);
+    let cut = |&(x, y): &(f64, f64)| region::Cut {
+        u: (x - xc) / 1e9,
+        v: y - yr,
+    };
+    let fwd: Vec<region::Cut> = lower.iter().map(cut).collect();
+    let bwd: Vec<region::Cut> = upper.iter().map(cut).collect();
+    let umax = fwd
+        .iter()
+        .chain(&bwd)
+        .map(|c| c.u.abs())
+        .fold((x1 - x0) / 2e9, f64::max);
+    let max_slope = MAX_DRIFT * 1e9;
+    let vmin = bwd.iter().map(|c| c.v).fold(f64::INFINITY, f64::min);
+    let vmax = fwd.iter().map(|c| c.v).fold(f64::NEG_INFINITY, f64::max);
+    let reach = max_slope * umax + 1.0;
+    let r = region::Region::new(&fwd, &bwd, max_slope, (vmin - reach, vmax + reach))?;
+    Some((r, xc, yr, (x0 - xc) / 1e9, (x1 - xc) / 1e9))
+}
+
+/// The joint offset and drift estimate from both hulls: `(offset at x = 0, drift, error bound
+/// in ns over the span)`, `preferred` if it is consistent (see [`region::Region::estimate`]).
+fn two_way(
+    lower: &[(f64, f64)],
+    upper: &[(f64, f64)],
+    span: Option<(i64, i64)>,
+    preferred: &[(f64, f64)],
+) -> Option<(f64, f64, i64)> {
+    let (r, xc, yr, u0, u1) = two_way_region(lower, upper, span)?;
+    // y = a + b·x  ⇔  v = (a + b·xc − yr) + (b·1e9)·u
+    let pref: Vec<(f64, f64)> = preferred
+        .iter()
+        .map(|&(a, b)| (a + b * xc - yr, b * 1e9))
+        .collect();
+    let (a, sl, bound) = r.estimate(u0, u1, &pref);
+    let drift = sl / 1e9;
+    let offset = yr + a - drift * xc;
+    let bound = bound + BOUND_MARGIN_NS;
+    (offset.is_finite() && drift.is_finite() && bound.is_finite())
+        .then(|| (offset, drift, bound.ceil() as i64))
+}
+
+/// A fit whose line comes from `strict` samples and whose bound from `loose` ones: matched
+/// messages against another host's *estimate* (strict: the line cannot put them before their
+/// send) and against that estimate widened by its bound (loose: the truth is surely
+/// consistent with them). Falls back to the loose fit where the strict samples admit no
+/// line; `None` where neither gives a two-way fit.
+pub fn fit_strict_loose(strict: &Samples, loose: &Samples) -> Option<Fit> {
+    let lf = fit(loose);
+    if lf.method != Method::TwoWay {
+        return None;
+    }
+    let sf = fit(strict);
+    if sf.method != Method::TwoWay {
+        return Some(lf);
+    }
+    let bound = bound_of_line(&sf, loose)?;
+    Some(Fit {
+        error_bound_ns: Some(bound),
+        ..sf
+    })
+}
+
+/// The largest distance over `s`'s span (widened to `x = 0`) between `line` and a line
+/// consistent with `s`, ns.
+fn bound_of_line(line: &Fit, s: &Samples) -> Option<i64> {
+    let x0 = s.forward.iter().map(|p| p.0).min()?;
+    let rel = |v: &[(i64, i64)]| -> Vec<(i64, i64)> {
+        v.iter().map(|&(x, y)| (x.saturating_sub(x0), y)).collect()
+    };
+    let (lo, hi) = s.span.unwrap_or((0, 0));
+    let span = (lo.min(0).saturating_sub(x0), hi.saturating_sub(x0));
+    let lower = hull(&rel(&s.forward), false);
+    let upper = hull(&rel(&s.backward), true);
+    let (r, xc, yr, u0, u1) = two_way_region(&lower, &upper, Some(span))?;
+    // y = offset + drift·x = (offset + drift·x0) + drift·x_rel
+    let a = line.offset + line.drift * x0 as f64 + line.drift * xc - yr;
+    let b = r.bound_of((a, line.drift * 1e9), u0, u1) + BOUND_MARGIN_NS;
+    b.is_finite().then(|| b.ceil() as i64)
+}
+
+/// True if some clock line fits between the forward samples and the backward samples.
 /// Messages against another clock's estimate can make the two sides cross.
 pub fn consistent(s: &Samples) -> bool {
     if s.forward.is_empty() || s.backward.is_empty() {
         return true;
     }
-    let lower = hull(&s.forward, false);
-    let upper = hull(&s.backward, true);
-    let (lo, hi) = (
-        lower[0].0.max(upper[0].0),
-        lower[lower.len() - 1].0.min(upper[upper.len() - 1].0),
-    );
-    let inside = |x: f64| x >= lo && x <= hi;
-    upper
-        .iter()
-        .filter(|p| inside(p.0))
-        .all(|p| hull_at(&lower, p.0) >= p.1)
-        && lower
-            .iter()
-            .filter(|p| inside(p.0))
-            .all(|p| p.1 >= hull_at(&upper, p.0))
+    let x0 = s.forward.iter().map(|p| p.0).min().unwrap_or(0);
+    let rel = |v: &[(i64, i64)]| -> Vec<(i64, i64)> {
+        v.iter().map(|&(x, y)| (x.saturating_sub(x0), y)).collect()
+    };
+    let lower = hull(&rel(&s.forward), false);
+    let upper = hull(&rel(&s.backward), true);
+    two_way(&lower, &upper, None, &[]).is_some()
 }
 
 /// A causality constraint from one matched message between clock domains: after mapping,
@@ -420,6 +542,7 @@ mod tests {
         let s = Samples {
             forward: vec![(10, 500)],
             backward: vec![],
+            span: None,
         };
         let f = fit(&s);
         assert_eq!(f.method, Method::Min);
@@ -462,6 +585,7 @@ mod tests {
         let mut s = Samples {
             forward: vec![(0, 100), (10, 100)],
             backward: vec![(5, 90)],
+            span: None,
         };
         assert!(consistent(&s));
         s.backward.push((6, 120));
@@ -512,8 +636,83 @@ mod tests {
         assert!(violations(&bad, &d) >= 1);
     }
 
+    /// Delays whose floor `d` is reached in both directions at both ends of the run: the
+    /// bound is half the smallest round trip (2d/2 = d, plus 1 %: the ends are pinned 12.5 ms
+    /// apart) — tight — and the
+    /// estimate, between symmetric floors, is on the truth.
+    #[test]
+    fn symmetric_floors_give_a_bound_of_half_the_round_trip() {
+        let (o, b, d) = (2.5e9, -80e-6, 20_000.0);
+        let mut s = Samples::default();
+        for i in 0..200i64 {
+            let x = i * 25_000_000;
+            let truth = o + b * x as f64;
+            // Every tenth sample and the last at the floor, the others up to 300 µs above it.
+            let extra = if i % 10 == 0 || i == 199 {
+                0.0
+            } else {
+                ((i * 7919) % 300_000) as f64
+            };
+            s.forward.push((x, (truth + d + extra).round() as i64));
+            let xb = x + 12_500_000;
+            let tb = o + b * xb as f64;
+            s.backward.push((xb, (tb - d - extra).round() as i64));
+        }
+        let f = fit(&s);
+        assert_eq!(f.method, Method::TwoWay);
+        let bound = f.error_bound_ns.unwrap();
+        assert!(bound >= d as i64 && bound <= d as i64 + 200, "{f:?}");
+        for x in [0i64, 2_500_000_000, 4_975_000_000] {
+            let err = (f.map(x) as f64 - (x as f64 + o + b * x as f64)).abs();
+            assert!(err <= 60.0, "err {err} at {x}: {f:?}");
+        }
+    }
+
     proptest! {
         #![proptest_config(ProptestConfig::with_cases(128))]
+
+        /// Messages against another host's estimate that is off by up to its bound: the line
+        /// from the strict samples with the bound from the loose ones still contains the truth,
+        /// and the line is consistent with every strict sample (no message before its send).
+        #[test]
+        fn strict_line_loose_bound_contains_the_truth(
+            o in -1e9f64..1e9,
+            ppm in -100.0f64..100.0,
+            other_err in -50_000i64..50_000,
+            other_bound in 50_000i64..80_000,
+            delays in prop::collection::vec((5_000u32..400_000, 5_000u32..400_000), 4..80),
+        ) {
+            let b = ppm * 1e-6;
+            let (mut strict, mut loose) = (Samples::default(), Samples::default());
+            for (i, &(df, db)) in delays.iter().enumerate() {
+                let x = 1_000_000 + i as i64 * 40_000_000;
+                let t = o + b * x as f64;
+                // The counterpart's estimate is `other_err` off the truth.
+                let yf = (t + df as f64) as i64 + other_err;
+                strict.forward.push((x, yf));
+                loose.forward.push((x, yf + other_bound));
+                let xb = x + 20_000_000;
+                let tb = o + b * xb as f64;
+                let yb = (tb - db as f64) as i64 + other_err;
+                strict.backward.push((xb, yb));
+                loose.backward.push((xb, yb - other_bound));
+            }
+            let f = fit_strict_loose(&strict, &loose).expect("a two-way fit");
+            let bound = f.error_bound_ns.unwrap() as f64 + 1.0;
+            let last = 1_000_000 + delays.len() as i64 * 40_000_000;
+            for x in [0, 1_000_000, last / 2, last] {
+                let err = (f.map(x) as f64 - (x as f64 + o + b * x as f64)).abs();
+                prop_assert!(err <= bound, "x {} err {} bound {} {:?}", x, err, bound, f);
+            }
+            if consistent(&strict) {
+                for &(x, y) in &strict.forward {
+                    prop_assert!((f.map(x) - x) <= y + 2, "forward ({}, {}) {:?}", x, y, f);
+                }
+                for &(x, y) in &strict.backward {
+                    prop_assert!((f.map(x) - x) >= y - 2, "backward ({}, {}) {:?}", x, y, f);
+                }
+            }
+        }
 
         /// Known offsets, drifts up to ±100 ppm, sessions starting up to ~3 h into the source's
         /// life and random positive delays in both
@@ -535,12 +734,12 @@ mod tests {
             let bound = f.error_bound_ns.unwrap() as f64 + 1.0;
             let xs: Vec<i64> = s.forward.iter().map(|p| p.0).collect();
             let (lo, hi) = (xs[0] + step / 2, xs[xs.len() - 1]);
-            for x in [lo, (lo + hi) / 2, hi] {
+            for x in [0, lo, (lo + hi) / 2, hi] {
                 let truth = x as f64 + o + b * x as f64;
                 let err = (f.map(x) as f64 - truth).abs();
                 prop_assert!(err <= bound, "x {} err {} bound {} fit {:?}", x, err, bound, f);
             }
-            let one = fit(&Samples { forward: s.forward.clone(), backward: vec![] });
+            let one = fit(&Samples { forward: s.forward.clone(), ..Samples::default() });
             let max_delay = delays.iter().map(|d| d.0).max().unwrap() as f64;
             for &x in &xs {
                 let truth = x as f64 + o + b * x as f64;

@@ -37,6 +37,7 @@ struct Domains {
     of: Vec<(usize, i64)>,
     keys: Vec<DomainKey>,
     fits: Vec<Fit>,
+    /// Each domain's own samples (frames, pings, echoes), in domain coordinates.
     samples: Vec<Samples>,
 }
 
@@ -117,85 +118,123 @@ fn domains(scan: &Scan, hosts: &[usize]) -> Domains {
     }
 }
 
-/// Refits clock domains with matched messages (Trace Compass-style): against the clocks
-/// already final, a message sent from domain `d` is a forward sample of `d` (its receipt,
-/// mapped through the receiver's fit, bounds `d`'s offset from above) and a message received
-/// in `d` a backward sample. Domains are refined from the best-bounded outwards (the best is
-/// the anchor and stays as it is); a refit is taken only where samples and messages are
-/// consistent with one line, and its bound includes the counterparts' bounds. This fixes
-/// drift as well as offset, which a pure offset shift cannot.
+/// Refines clock domains with matched messages, jointly in offset and drift, from the
+/// best-bounded domain outwards (Dijkstra on the bounds): once a domain is settled, each
+/// neighbour exchanging messages with it is refitted from its own samples plus its messages
+/// with every settled domain — a message sent from `d` is a forward sample of `d` (its
+/// receipt on the base bounds `d`'s offset from above), one received in `d` a backward
+/// sample. The counterpart's clock is only known to within its bound, so the line comes from
+/// the messages against its estimate (it then cannot put them before their send) and the
+/// bound from the same messages widened by the counterpart's bound (the truth is surely
+/// consistent with those): bounds compose hop by hop along a chain of hosts. Exact domains
+/// and those composed through the agent tree keep their fits.
 fn refine_with_messages(scan: &Scan, matches: &Matches, dom: &mut Domains, fits: &mut [Fit]) {
     let n = dom.keys.len();
-    let rank = |f: &Fit| match (f.method, f.error_bound_ns) {
-        (Method::Exact, _) => (0, 0),
-        (Method::TwoWay, Some(b)) => (0, b),
-        (Method::None, _) => (2, 0),
-        _ => (1, 0),
-    };
-    let mut order: Vec<usize> = (0..n).collect();
-    order.sort_by_key(|&d| (rank(&dom.fits[d]), d));
-    let tree: Vec<bool> = (0..n)
-        .map(|d| (0..fits.len()).any(|p| dom.of[p].0 == d && fits[p].method == Method::Tree))
+    let fixed: Vec<bool> = (0..n)
+        .map(|d| {
+            dom.fits[d].method == Method::Exact
+                || (0..fits.len()).any(|p| dom.of[p].0 == d && fits[p].method == Method::Tree)
+        })
         .collect();
-    let mut done = vec![false; n];
-    let calls = &scan.calls;
-    for (k, &d) in order.iter().enumerate() {
-        if k == 0 || tree[d] || dom.fits[d].method == Method::Exact {
-            done[d] = true;
-            continue;
-        }
-        let mut s = dom.samples[d].clone();
-        let mut extra = 0u64;
-        let mut counterpart_bound = 0i64;
-        for m in &matches.messages {
-            let (Some(si), Some(ri)) = (m.send, m.recv_last) else {
+    let hops = hops(scan, matches, dom);
+    let mut by_domain: Vec<Vec<usize>> = vec![Vec::new(); n];
+    for (i, h) in hops.iter().enumerate() {
+        by_domain[h.from].push(i);
+        by_domain[h.to].push(i);
+    }
+    let bound = |f: &Fit| f.error_bound_ns.unwrap_or(i64::MAX);
+    let mut settled = vec![false; n];
+    while let Some(e) = (0..n)
+        .filter(|&d| !settled[d] && dom.fits[d].error_bound_ns.is_some())
+        .min_by_key(|&d| bound(&dom.fits[d]))
+    {
+        settled[e] = true;
+        let mut neighbours: Vec<usize> = by_domain[e]
+            .iter()
+            .map(|&i| {
+                if hops[i].from == e {
+                    hops[i].to
+                } else {
+                    hops[i].from
+                }
+            })
+            .filter(|&d| !settled[d] && !fixed[d])
+            .collect();
+        neighbours.sort_unstable();
+        neighbours.dedup();
+        for d in neighbours {
+            let (mut strict, mut loose) = (dom.samples[d].clone(), dom.samples[d].clone());
+            let mut used = 0u64;
+            for h in by_domain[d].iter().map(|&i| &hops[i]) {
+                let (other, sent) = if h.from == d {
+                    (h.to, true)
+                } else {
+                    (h.from, false)
+                };
+                if !settled[other] {
+                    continue;
+                }
+                let f = &dom.fits[other];
+                let b = f.error_bound_ns.unwrap_or(0);
+                used += 1;
+                if sent {
+                    let y = f.map(h.x_to).saturating_sub(h.x_from);
+                    strict.forward.push((h.x_from, y));
+                    loose.forward.push((h.x_from, y.saturating_add(b)));
+                } else {
+                    let y = f.map(h.x_from).saturating_sub(h.x_to);
+                    strict.backward.push((h.x_to, y));
+                    loose.backward.push((h.x_to, y.saturating_sub(b)));
+                }
+            }
+            let Some(f) = clock::fit_strict_loose(&strict, &loose) else {
                 continue;
             };
-            let (cs, cr) = (&calls[si], &calls[ri]);
-            let (ds, dr) = (dom.of[cs.process].0, dom.of[cr.process].0);
-            if ds == d && dr != d && done[dr] && fits[cr.process].method != Method::None {
-                let x = cs.t.saturating_add(dom.of[cs.process].1);
-                s.forward.push((
-                    x,
-                    fits[cr.process]
-                        .map(cr.t.saturating_add(cr.duration))
-                        .saturating_sub(x),
-                ));
-                counterpart_bound =
-                    counterpart_bound.max(fits[cr.process].error_bound_ns.unwrap_or(0));
-                extra += 1;
-            } else if dr == d && ds != d && done[ds] && fits[cs.process].method != Method::None {
-                let x =
-                    cr.t.saturating_add(cr.duration)
-                        .saturating_add(dom.of[cr.process].1);
-                s.backward
-                    .push((x, fits[cs.process].map(cs.t).saturating_sub(x)));
-                counterpart_bound =
-                    counterpart_bound.max(fits[cs.process].error_bound_ns.unwrap_or(0));
-                extra += 1;
-            }
-        }
-        done[d] = true;
-        if extra == 0 || !clock::consistent(&s) {
-            continue;
-        }
-        let mut f = clock::fit(&s);
-        if f.method == Method::None || f.method == Method::Min {
-            continue;
-        }
-        let old = dom.fits[d];
-        f.method = Method::Messages;
-        f.forward = old.forward;
-        f.backward = old.backward;
-        f.cosmos_min_ns = old.cosmos_min_ns;
-        f.error_bound_ns = f.error_bound_ns.map(|b| b + counterpart_bound);
-        dom.fits[d] = f;
-        for (p, pf) in fits.iter_mut().enumerate() {
-            if dom.of[p].0 == d {
-                *pf = f.shifted(dom.of[p].1);
-            }
+            let old = dom.fits[d];
+            dom.fits[d] = Fit {
+                method: Method::Messages,
+                forward: old.forward,
+                backward: old.backward,
+                messages: used,
+                cosmos_min_ns: old.cosmos_min_ns,
+                ..f
+            };
         }
     }
+    for (p, pf) in fits.iter_mut().enumerate() {
+        let (d, shift) = dom.of[p];
+        if dom.fits[d].method == Method::Messages {
+            *pf = dom.fits[d].shifted(shift);
+        }
+    }
+}
+
+/// A matched message between two clock domains, in domain coordinates: sent at `x_from`
+/// (send start) in `from`, received by `x_to` (receive end) in `to`.
+struct Hop {
+    from: usize,
+    to: usize,
+    x_from: i64,
+    x_to: i64,
+}
+
+/// The matched messages between different clock domains.
+fn hops(scan: &Scan, matches: &Matches, dom: &Domains) -> Vec<Hop> {
+    let calls = &scan.calls;
+    matches
+        .messages
+        .iter()
+        .filter_map(|m| {
+            let (cs, cr) = (&calls[m.send?], &calls[m.recv_last?]);
+            let ((from, shift_s), (to, shift_r)) = (dom.of[cs.process], dom.of[cr.process]);
+            (from != to).then(|| Hop {
+                from,
+                to,
+                x_from: cs.t.saturating_add(shift_s),
+                x_to: cr.t.saturating_add(cr.duration).saturating_add(shift_r),
+            })
+        })
+        .collect()
 }
 
 /// Fits every domain, composes agent trees, refines with messages and tightens offsets.

@@ -18,6 +18,7 @@
 //! a summary; the `p5` binary prints them and draws the progress bar.
 
 pub mod clock;
+pub mod clock_table;
 pub mod connections;
 pub mod domain;
 pub mod error;
@@ -162,7 +163,7 @@ pub fn render(s: &SessionSummary) -> String {
             .map_or("-".to_owned(), |b| format!("±{b} ns"));
         let _ = writeln!(
             o,
-            "  {:>7} {:<16} {:<12} offset {:>16} ns  drift {:>+9.3} ppm  {:>6}+{:<6} samples  {:<8} bound {}{}",
+            "  {:>7} {:<16} {:<12} offset {:>16} ns  drift {:>+9.3} ppm  {:>6}+{:<6}+{:<6} samples  {:<8} bound {}{}",
             c.pid,
             c.program,
             c.hostname,
@@ -170,6 +171,7 @@ pub fn render(s: &SessionSummary) -> String {
             c.fit.drift_ppm(),
             c.fit.forward,
             c.fit.backward,
+            c.fit.messages,
             c.fit.method.name(),
             bound,
             if c.tighten_ns != 0 {
@@ -179,6 +181,7 @@ pub fn render(s: &SessionSummary) -> String {
             }
         );
     }
+    o.push_str(&clock_table::render(&s.clocks));
     let _ = write!(
         o,
         "  messages: {} matched, {} sends and {} receives unmatched",
