@@ -145,13 +145,25 @@ pub fn save_result(
     source: &str,
     ids: &MessageIds,
 ) -> Result<i64> {
+    save_result_with(url, name, (result, source, ids), |_, _, _| {})
+}
+
+/// [`save_result`], with `more` adding an algorithm's own rows (session id, run id) to the
+/// run's results before they are written in the same transaction.
+pub fn save_result_with(
+    url: &DbUrl,
+    name: &str,
+    (result, source, ids): (&AnalysisResult, &str, &MessageIds),
+    more: impl FnOnce(i64, i64, &mut p5_tracedb::analysis::RunResults),
+) -> Result<i64> {
     block_on(async {
         let reader = Reader::open(url).await?;
         let s = find_session(&reader, url, name).await?;
         reader.close().await;
         let mut db = Db::open(url).await?;
         let run_id = db.next_run_id(s.id).await?;
-        let (run, rows) = store::result_rows(result, &s, run_id, source, ids);
+        let (run, mut rows) = store::result_rows(result, &s, run_id, source, ids);
+        more(s.id, run_id, &mut rows);
         db.write_analysis(run, rows).await?;
         db.close().await?;
         Ok(run_id)
@@ -191,6 +203,7 @@ pub fn load_result(url: &DbUrl, name: &str, run: Option<i64>) -> Result<Analysis
             hist: read::path_node_hist(&db, s.id, r.id).await?,
             instances: read::path_instances(&db, s.id, r.id).await?,
             instance_messages: read::path_instance_messages(&db, s.id, r.id).await?,
+            ..Default::default()
         };
         db.close().await;
         store::result_of_rows(&r, rows)

@@ -503,3 +503,107 @@ fn bad_sessions_and_foreign_databases_are_clear_errors() {
     let top = Top::try_parse_from(argv);
     assert!(top.is_err() || run(&top.unwrap().args, &mut |_| {}).is_err());
 }
+
+/// A convolution run stores its graph: every edge (`conv_edge`, parents and delays as the
+/// run found them) and every spike its correlations showed (`conv_spike`), the kept ones
+/// pointing at the edge they became and the rejected ones saying why — on SQLite and
+/// PostgreSQL alike.
+fn convolution_graph_is_stored(url: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("t.p5t");
+    let cfg = fixture("fig10-multi-tier.toml");
+    p5(&[
+        "maketrace",
+        &cfg,
+        "--seed",
+        "5",
+        "-o",
+        s(&trace),
+        "--duration",
+        "60s",
+    ])
+    .unwrap();
+    let import = [
+        "import",
+        "--trace",
+        s(&trace),
+        "--db",
+        url,
+        "--session",
+        "conv",
+    ];
+    p5(&import).unwrap();
+    let args = [
+        "convolution",
+        "--db",
+        url,
+        "--session",
+        "conv",
+        "--quantum",
+        "10ms",
+    ];
+    p5(&args).unwrap();
+    let t = text::read_file(&trace, ReadOptions::default())
+        .unwrap()
+        .trace;
+    let roots = p5_analyze::convolution::roots(&t, &[]).unwrap();
+    let g = p5_analyze::convolution::convolution(
+        &t,
+        &roots,
+        &p5_analyze::convolution::Params::at(10_000_000),
+    )
+    .unwrap();
+    assert!(g.edges.len() > 3, "{} edges", g.edges.len());
+    assert!(
+        g.spikes.iter().any(|s| s.verdict != "edge"),
+        "some spike is rejected"
+    );
+    rt().block_on(async {
+        let db = p5_tracedb::read::Reader::open(&DbUrl::parse(url).unwrap())
+            .await
+            .unwrap();
+        let sid = p5_tracedb::read::sessions(&db).await.unwrap()[0].id;
+        let run = p5_tracedb::read::analysis_runs(&db, sid).await.unwrap();
+        let run = run
+            .iter()
+            .find(|r| r.algorithm == "convolution")
+            .unwrap()
+            .id;
+        let edges = p5_tracedb::read::conv_edges(&db, sid, run).await.unwrap();
+        let spikes = p5_tracedb::read::conv_spikes(&db, sid, run).await.unwrap();
+        assert_eq!(edges.len(), g.edges.len());
+        for (row, e) in edges.iter().zip(&g.edges) {
+            assert_eq!((&row.from_node, &row.to_node), (&e.from, &e.to));
+            assert_eq!(row.parent_id, e.parent.map(|p| i64::from(p) + 1));
+            assert_eq!(row.delay_ns, e.delay_ns);
+            assert_eq!(row.messages as u64, e.messages);
+        }
+        assert_eq!(spikes.len(), g.spikes.len());
+        let kept = spikes.iter().filter(|s| s.verdict == "edge").count();
+        assert_eq!(kept, edges.iter().filter(|e| e.parent_id.is_some()).count());
+        for s in &spikes {
+            match s.verdict.as_str() {
+                "edge" => {
+                    let child = s.child_edge_id.expect("a kept spike names its edge");
+                    let e = &edges[child as usize - 1];
+                    assert_eq!((e.parent_id, e.delay_ns), (Some(s.edge_id), Some(s.lag_ns)));
+                }
+                "cycle" | "few-messages" => assert_eq!(s.child_edge_id, None),
+                v => panic!("verdict {v}"),
+            }
+        }
+        db.close().await;
+    });
+}
+
+#[test]
+fn a_convolution_graph_is_stored_in_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    convolution_graph_is_stored(&format!("sqlite:{}", dir.path().join("c.sqlite").display()));
+}
+
+#[test]
+fn a_convolution_graph_is_stored_in_postgres() {
+    let pg = rt().block_on(PgSchema::new("p5analyzeconv"));
+    convolution_graph_is_stored(&pg.url());
+}

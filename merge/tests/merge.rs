@@ -1489,6 +1489,7 @@ fn re_merging_clears_the_analysis_of_that_session() {
                         message_id: 1,
                         node_id: 1,
                     }],
+                    ..Default::default()
                 };
                 let run_row = AnalysisRun {
                     session_id: s.id,

@@ -1,10 +1,11 @@
-//! Typed writes of the analysis tables (migrations 0004 and 0009, `docs/schema.md`): one
+//! Typed writes of the analysis tables (migrations 0004, 0009 and 0011, `docs/schema.md`): one
 //! [`schema::AnalysisRun`] and its results ([`RunResults`], or [`FlowResults`] for flows),
 //! written in one transaction. `p5 analyze`
 //! writes through this; re-merging a session clears its runs with everything else.
 
 use crate::error::Error;
 use crate::schema::{self, AnalysisRun, PathInstance, PathInstanceMessage, PathNode};
+use crate::schema::{ConvEdge, ConvSpike};
 use crate::schema::{Flow, FlowDiff, FlowPath, FlowSegment, PathNodeHist, PathPattern};
 use crate::write::Db;
 
@@ -21,6 +22,10 @@ pub struct RunResults {
     pub instances: Vec<PathInstance>,
     /// The messages of each instance.
     pub instance_messages: Vec<PathInstanceMessage>,
+    /// A convolution run's graph edges (migration 0011).
+    pub conv_edges: Vec<ConvEdge>,
+    /// And the spikes its correlations showed.
+    pub conv_spikes: Vec<ConvSpike>,
 }
 
 /// The results of a `flows` or `diff` run (migration 0009).
@@ -108,6 +113,16 @@ impl RunResults {
                 self.instance_messages
                     .iter()
                     .map(|r| ("path_instance_message", r.session_id, r.run_id)),
+            )
+            .chain(
+                self.conv_edges
+                    .iter()
+                    .map(|r| ("conv_edge", r.session_id, r.run_id)),
+            )
+            .chain(
+                self.conv_spikes
+                    .iter()
+                    .map(|r| ("conv_spike", r.session_id, r.run_id)),
             );
         check_keys(keys, run)
     }
@@ -139,7 +154,9 @@ impl Db {
             self.insert(results.nodes).await?;
             self.insert(results.hist).await?;
             self.insert(results.instances).await?;
-            self.insert(results.instance_messages).await
+            self.insert(results.instance_messages).await?;
+            self.insert_chunked(results.conv_edges).await?;
+            self.insert_chunked(results.conv_spikes).await
         }
         .await;
         match r {
@@ -191,7 +208,11 @@ impl Db {
 
     /// Deletes one run and its results.
     pub async fn delete_analysis(&mut self, session_id: i64, run_id: i64) -> Result<(), Error> {
-        for t in schema::ANALYSIS.iter().chain(schema::FLOWS) {
+        for t in schema::ANALYSIS
+            .iter()
+            .chain(schema::FLOWS)
+            .chain(schema::CONVOLUTION)
+        {
             let key = if t.name == "analysis_run" {
                 "id"
             } else {

@@ -51,6 +51,11 @@ pub const SQLITE: &[(i64, &str, &str)] = &[
         "flows",
         include_str!("../migrations/sqlite/0009_flows.sql"),
     ),
+    (
+        11,
+        "convolution",
+        include_str!("../migrations/sqlite/0011_convolution.sql"),
+    ),
 ];
 
 /// `(version, description, SQL)` of every PostgreSQL migration.
@@ -84,6 +89,11 @@ pub const POSTGRES: &[(i64, &str, &str)] = &[
         9,
         "flows",
         include_str!("../migrations/postgres/0009_flows.sql"),
+    ),
+    (
+        11,
+        "convolution",
+        include_str!("../migrations/postgres/0011_convolution.sql"),
     ),
 ];
 

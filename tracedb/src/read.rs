@@ -1007,6 +1007,41 @@ pub async fn instance(
     Ok(Some((inst, msgs)))
 }
 
+/// A convolution run's graph edges, by id (empty for other runs and before migration 0011).
+pub async fn conv_edges(db: &Reader, sid: i64, run: i64) -> Result<Vec<schema::ConvEdge>, Error> {
+    const Q: &str = "SELECT session_id, run_id, id, parent_id, from_node, to_node, messages, \
+         delay_ns, height_sd FROM conv_edge WHERE session_id = $1 AND run_id = $2 ORDER BY id";
+    Ok(fetch!(db, Q, [sid, run], |r| schema::ConvEdge {
+        session_id: r.i(0)?,
+        run_id: r.i(1)?,
+        id: r.i(2)?,
+        parent_id: r.oi(3)?,
+        from_node: r.s(4)?,
+        to_node: r.s(5)?,
+        messages: r.i(6)?,
+        delay_ns: r.oi(7)?,
+        height_sd: r.of(8)?,
+    }))
+}
+
+/// A convolution run's spikes, by the edge they were found under and lag.
+pub async fn conv_spikes(db: &Reader, sid: i64, run: i64) -> Result<Vec<schema::ConvSpike>, Error> {
+    const Q: &str = "SELECT session_id, run_id, edge_id, to_node, lag_ns, height_sd, messages, \
+         verdict, child_edge_id FROM conv_spike WHERE session_id = $1 AND run_id = $2 \
+         ORDER BY edge_id, to_node, lag_ns";
+    Ok(fetch!(db, Q, [sid, run], |r| schema::ConvSpike {
+        session_id: r.i(0)?,
+        run_id: r.i(1)?,
+        edge_id: r.i(2)?,
+        to_node: r.s(3)?,
+        lag_ns: r.i(4)?,
+        height_sd: r.of(5)?.unwrap_or(0.0),
+        messages: r.i(6)?,
+        verdict: r.s(7)?,
+        child_edge_id: r.oi(8)?,
+    }))
+}
+
 /// A bucket of the session overview (merge's `overview` table): a group of spans of one lane.
 #[derive(Debug, Clone, Copy)]
 pub struct OverviewRow {

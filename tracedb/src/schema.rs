@@ -740,6 +740,52 @@ tables! {
         events: i64,
     }
 
+    /// An edge of a convolution run's path graph (`conv_edge`, migration 0011).
+    CONV_EDGE ConvEdge = "conv_edge" {
+        /// Session.
+        session_id: i64,
+        /// → `analysis_run.id`.
+        run_id: i64,
+        /// Edge id (per run), 1-based, depth first.
+        id: i64,
+        /// The edge it continues (NULL: out of a root).
+        parent_id: Option<i64>,
+        /// Sender.
+        from_node: String,
+        /// Receiver.
+        to_node: String,
+        /// Messages on it (a root edge: all; else those its delay explains).
+        messages: i64,
+        /// Delay from a message into `from_node` to one on this edge (NULL: root edge).
+        delay_ns: Option<i64>,
+        /// The spike's height in standard deviations (NULL: root edge).
+        height_sd: Option<f64>,
+    }
+
+    /// A spike of the correlation of an edge's messages with those its receiver sends on
+    /// (`conv_spike`, migration 0011), kept as an edge or not.
+    CONV_SPIKE ConvSpike = "conv_spike" {
+        /// Session.
+        session_id: i64,
+        /// → `analysis_run.id`.
+        run_id: i64,
+        /// → `conv_edge.id` whose messages were correlated.
+        edge_id: i64,
+        /// Where the receiver's messages went.
+        to_node: String,
+        /// The spike's lag.
+        lag_ns: i64,
+        /// Its height in standard deviations.
+        height_sd: f64,
+        /// Messages its delay explains (within the tolerance).
+        messages: i64,
+        /// `edge`, `cycle` (the receiver is already on the path) or `few-messages` (its delay
+        /// explains fewer messages than the minimum).
+        verdict: String,
+        /// → `conv_edge.id` it became (verdict `edge`).
+        child_edge_id: Option<i64>,
+    }
+
     /// One flow: the events reachable from one start event (`flow`, migration 0009).
     FLOW Flow = "flow" {
         /// Session.
@@ -861,6 +907,8 @@ pub const PER_SESSION: &[Table] = &[
     FLOW_SEGMENT,
     FLOW_PATH,
     FLOW_DIFF,
+    CONV_EDGE,
+    CONV_SPIKE,
 ];
 
 /// The analysis tables (migration 0004): what `p5 analyze` writes.
@@ -876,6 +924,9 @@ pub const ANALYSIS: &[Table] = &[
 /// The flow tables (migration 0009): what `p5 analyze flows` and `diff` write, keyed by run
 /// like [`ANALYSIS`].
 pub const FLOWS: &[Table] = &[FLOW, FLOW_SEGMENT, FLOW_PATH, FLOW_DIFF];
+
+/// Convolution's graph (migration 0011), keyed by run like [`ANALYSIS`].
+pub const CONVOLUTION: &[Table] = &[CONV_EDGE, CONV_SPIKE];
 
 /// Every table.
 pub fn all() -> impl Iterator<Item = Table> {

@@ -122,6 +122,14 @@ export class PathsView {
       drawHist(cv, n.hist, `${n.node}: mean ${fmtDur(n.latency_ns)}`);
     }
     drawGraph(document.querySelector('#path-graph'), g);
+    const spikes = document.querySelector('#path-spikes');
+    spikes.hidden = !g.spikes;
+    if (g.spikes) {
+      spikes.innerHTML = `<table><thead><tr><th>from</th><th>to</th><th>lag</th><th>height</th><th>messages</th>
+        <th>verdict</th></tr></thead><tbody>${g.spikes.map((x) => `<tr><td>${esc(x.from || '')}</td><td>${esc(x.to)}</td>
+        <td>${fmtDur(x.lag_ns)}</td><td>${x.height_sd.toFixed(1)} sd</td><td>${x.messages.toLocaleString()}</td>
+        <td>${esc(x.verdict)}</td></tr>`).join('')}</tbody></table>`;
+    }
     const inst = document.querySelector('#path-instances tbody');
     inst.innerHTML = d.instances.items.map((i) => `<tr data-id="${i.id}"><td>${i.id}</td>
       <td>${fmtDur(i.t_start - this.ctx.rows.t_min)}</td><td>${fmtDur(i.t_end - i.t_start)}</td>

@@ -6,7 +6,7 @@
 //! under every sort, one pattern's detail, the run's graph and the comparison of the runs.
 
 #[path = "../tests/fixture/mod.rs"]
-#[allow(unused_macros, dead_code)]
+#[allow(unused_macros)]
 mod fixture;
 
 use axum::body::Body;

@@ -387,16 +387,29 @@ const GRAPH_PATTERNS: usize = 200;
 pub async fn run_graph(State(st): St, Path((s, r)): Path<(String, String)>) -> ApiResult {
     let sid = sid(&s)?;
     let (run, _) = find_run(&st.db, sid, id("run", &r)?).await?;
+    let stored = query::conv_edges(&st.db, sid, run.id).await?;
+    if !stored.is_empty() {
+        let edges: Vec<Edge> = stored
+            .iter()
+            .map(|e| Edge {
+                from: e.from_node.clone(),
+                to: e.to_node.clone(),
+                weight: e.messages as f64,
+                delays: e
+                    .delay_ns
+                    .map(|d| (d, e.messages as f64))
+                    .into_iter()
+                    .collect(),
+            })
+            .collect();
+        let names = node_names(&edges);
+        let mut doc = graph_json(&run.algorithm, (0, 0), &names, &edges);
+        doc["spikes"] = spikes_json(&stored, &query::conv_spikes(&st.db, sid, run.id).await?);
+        return Ok(Json(doc));
+    }
     let params: Value = serde_json::from_str(&run.params_json).unwrap_or(Value::Null);
     if let Some(edges) = convolution_edges(&params) {
-        let mut names: Vec<String> = Vec::new();
-        for e in &edges {
-            for n in [&e.from, &e.to] {
-                if !names.contains(n) {
-                    names.push(n.clone());
-                }
-            }
-        }
+        let names = node_names(&edges);
         return Ok(Json(graph_json(&run.algorithm, (0, 0), &names, &edges)));
     }
     let mut pats = query::path_patterns(&st.db, sid, run.id).await?;
@@ -414,6 +427,42 @@ pub async fn run_graph(State(st): St, Path((s, r)): Path<(String, String)>) -> A
         &names,
         &edges,
     )))
+}
+
+/// The node names of `edges`, in order of appearance.
+fn node_names(edges: &[Edge]) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    for e in edges {
+        for n in [&e.from, &e.to] {
+            if !names.contains(n) {
+                names.push(n.clone());
+            }
+        }
+    }
+    names
+}
+
+/// A convolution run's spikes: where (the correlated edge's receiver → `to`), lag, height,
+/// messages explained and the verdict, the kept ones first.
+fn spikes_json(
+    edges: &[p5_tracedb::schema::ConvEdge],
+    spikes: &[p5_tracedb::schema::ConvSpike],
+) -> Value {
+    let at: HashMap<i64, &str> = edges.iter().map(|e| (e.id, e.to_node.as_str())).collect();
+    let mut v: Vec<&p5_tracedb::schema::ConvSpike> = spikes.iter().collect();
+    v.sort_by(|a, b| {
+        (a.verdict != "edge")
+            .cmp(&(b.verdict != "edge"))
+            .then(b.height_sd.total_cmp(&a.height_sd))
+    });
+    Value::Array(
+        v.iter()
+            .map(|x| {
+                json!({ "from": at.get(&x.edge_id).copied(), "to": x.to_node, "lag_ns": x.lag_ns,
+                        "height_sd": x.height_sd, "messages": x.messages, "verdict": x.verdict })
+            })
+            .collect(),
+    )
 }
 
 /// The graph document.

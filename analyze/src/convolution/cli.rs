@@ -104,7 +104,12 @@ pub fn run(a: &ConvolutionArgs, progress: &mut dyn FnMut(Progress)) -> Result<()
     for (url, session, source) in targets {
         let url = crate::db::parse_url(url)?;
         let ids = MessageIds::default();
-        let run = crate::db::save_result(&url, session, &g.result, &source, &ids)?;
+        let run = crate::db::save_result_with(
+            &url,
+            session,
+            (&g.result, &source, &ids),
+            |sid, run, rows| super::store_rows(&g, sid, run, rows),
+        )?;
         eprintln!("stored as analysis run {run} of session {session}");
     }
     let out = std::io::stdout().lock();

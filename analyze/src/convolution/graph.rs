@@ -32,6 +32,35 @@ pub struct Edge {
     pub height_sd: Option<f64>,
 }
 
+/// A spike of one correlation: under which edge it was found, where the receiver's messages
+/// went, and whether it became an edge.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SpikeSeen {
+    /// The edge whose messages were correlated (index into the edges).
+    pub edge: u32,
+    /// The receiver's receiver.
+    pub to: String,
+    /// Lag (ns).
+    pub lag_ns: Time,
+    /// Height in standard deviations.
+    pub height_sd: f64,
+    /// Messages its delay explains.
+    pub messages: u64,
+    /// `edge`, `cycle` or `few-messages`.
+    pub verdict: &'static str,
+    /// The edge it became.
+    pub child: Option<u32>,
+}
+
+/// What a walk found: edges and every spike seen.
+#[derive(Debug, Default)]
+pub struct Found {
+    /// Edges, depth first.
+    pub edges: Vec<Edge>,
+    /// Spikes, in the order the walk saw them.
+    pub spikes: Vec<SpikeSeen>,
+}
+
 /// Message times per (sender, receiver), sorted, and each sender's receivers.
 #[derive(Debug)]
 pub struct Flows {
@@ -99,15 +128,15 @@ fn caused(v: &[Time], z: &[Time], d: Time, tol: Time) -> Vec<Time> {
 }
 
 /// Walks the graph from `root`.
-pub fn from_root(trace: &Trace, flows: &Flows, root: NodeId, p: &Params) -> Vec<Edge> {
+pub fn from_root(trace: &Trace, flows: &Flows, root: NodeId, p: &Params) -> Found {
     let corr = Correlator::new(flows.len);
-    let mut edges = Vec::new();
+    let mut out = Found::default();
     for &j in flows.receivers(root) {
         let v = flows.times(root, j);
         if (v.len() as u64) < p.min_messages {
             continue;
         }
-        edges.push(Edge {
+        out.edges.push(Edge {
             parent: None,
             from: trace.nodes.name(root).to_owned(),
             to: trace.nodes.name(j).to_owned(),
@@ -116,23 +145,22 @@ pub fn from_root(trace: &Trace, flows: &Flows, root: NodeId, p: &Params) -> Vec<
             height_sd: None,
         });
         let mut path = vec![(root, usize::MAX), (j, 0)];
-        let at = edges.len() as u32 - 1;
-        walk(trace, flows, &corr, p, j, v, at, &mut path, &mut edges);
+        let at = out.edges.len() as u32 - 1;
+        walk(trace, flows, &corr, p, (j, v, at), &mut path, &mut out);
     }
-    edges
+    out
 }
 
-#[allow(clippy::too_many_arguments)]
+/// Follows edge `parent` (into `j`, messages `v`): correlates `v` with each set of messages
+/// `j` sends and continues along every spike that explains enough messages.
 fn walk(
     trace: &Trace,
     flows: &Flows,
     corr: &Correlator,
     p: &Params,
-    j: NodeId,
-    v: &[Time],
-    parent: u32,
+    (j, v, parent): (NodeId, &[Time], u32),
     path: &mut Vec<(NodeId, usize)>,
-    edges: &mut Vec<Edge>,
+    out: &mut Found,
 ) {
     if path.len() > p.max_depth {
         return;
@@ -145,20 +173,40 @@ fn walk(
         }
         let s2 = indicator(z, flows.t0, p.quantum, flows.len);
         let c = corr.lagged(&s1, &s2);
+        let cycle = path.iter().any(|&(n, _)| n == k);
         // Every spike with the messages it explains, the most frequent delay first (Fig. 9).
-        let mut found: Vec<(super::spikes::Spike, Time, Vec<Time>)> =
-            spikes(&c, p.spike_sd, p.valley_sd)
-                .into_iter()
-                .filter(|_| !path.iter().any(|&(n, _)| n == k))
-                .map(|sp| {
-                    let d = sp.lag as Time * p.quantum;
-                    (sp, d, caused(v, z, d, p.tolerance))
-                })
-                .filter(|f| f.2.len() as u64 >= p.min_messages)
-                .collect();
+        let mut found: Vec<(super::spikes::Spike, Time, Vec<Time>)> = Vec::new();
+        for sp in spikes(&c, p.spike_sd, p.valley_sd) {
+            let d = sp.lag as Time * p.quantum;
+            let w = if cycle {
+                Vec::new()
+            } else {
+                caused(v, z, d, p.tolerance)
+            };
+            let verdict = if cycle {
+                Some("cycle")
+            } else if (w.len() as u64) < p.min_messages {
+                Some("few-messages")
+            } else {
+                None
+            };
+            if let Some(verdict) = verdict {
+                out.spikes.push(SpikeSeen {
+                    edge: parent,
+                    to: trace.nodes.name(k).to_owned(),
+                    lag_ns: d,
+                    height_sd: sp.height_sd,
+                    messages: w.len() as u64,
+                    verdict,
+                    child: None,
+                });
+            } else {
+                found.push((sp, d, w));
+            }
+        }
         found.sort_by(|a, b| b.2.len().cmp(&a.2.len()).then(a.1.cmp(&b.1)));
         for (sp, d, w) in found {
-            edges.push(Edge {
+            out.edges.push(Edge {
                 parent: Some(parent),
                 from: trace.nodes.name(j).to_owned(),
                 to: trace.nodes.name(k).to_owned(),
@@ -166,9 +214,18 @@ fn walk(
                 delay_ns: Some(d),
                 height_sd: Some(sp.height_sd),
             });
-            let at = edges.len() as u32 - 1;
+            let at = out.edges.len() as u32 - 1;
+            out.spikes.push(SpikeSeen {
+                edge: parent,
+                to: trace.nodes.name(k).to_owned(),
+                lag_ns: d,
+                height_sd: sp.height_sd,
+                messages: w.len() as u64,
+                verdict: "edge",
+                child: Some(at),
+            });
             path.push((k, sp.lag));
-            walk(trace, flows, corr, p, k, &w, at, path, edges);
+            walk(trace, flows, corr, p, (k, &w, at), path, out);
             path.pop();
         }
     }

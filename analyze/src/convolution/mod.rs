@@ -57,6 +57,8 @@ impl Params {
 pub struct Graph {
     /// The edges, depth first from each root.
     pub edges: Vec<Edge>,
+    /// Every spike the correlations showed (`edge` indices into [`Graph::edges`]).
+    pub spikes: Vec<graph::SpikeSeen>,
     /// Its linear paths, root to leaf, in the shared pattern output (count: the messages of
     /// the path's last edge; call delay of a node: its edge's delay).
     pub result: AnalysisResult,
@@ -110,20 +112,63 @@ pub fn convolution(trace: &Trace, roots: &[NodeId], p: &Params) -> Result<Graph>
             flows.len, p.quantum
         )));
     }
-    let mut edges = Vec::new();
+    let (mut edges, mut spikes) = (Vec::new(), Vec::new());
     for &r in roots {
         let base = edges.len() as u32;
-        edges.extend(
-            graph::from_root(trace, &flows, r, p)
-                .into_iter()
-                .map(|mut e| {
-                    e.parent = e.parent.map(|x| x + base);
-                    e
-                }),
-        );
+        let found = graph::from_root(trace, &flows, r, p);
+        edges.extend(found.edges.into_iter().map(|mut e| {
+            e.parent = e.parent.map(|x| x + base);
+            e
+        }));
+        spikes.extend(found.spikes.into_iter().map(|mut s| {
+            s.edge += base;
+            s.child = s.child.map(|c| c + base);
+            s
+        }));
     }
     let result = linear_paths(&edges, p);
-    Ok(Graph { edges, result })
+    Ok(Graph {
+        edges,
+        spikes,
+        result,
+    })
+}
+
+/// The graph's `conv_edge` and `conv_spike` rows (ids 1-based, as stored).
+pub fn store_rows(g: &Graph, sid: i64, run: i64, rows: &mut p5_tracedb::analysis::RunResults) {
+    use p5_tracedb::schema::{ConvEdge, ConvSpike};
+    let id = |i: u32| i64::from(i) + 1;
+    rows.conv_edges = g
+        .edges
+        .iter()
+        .enumerate()
+        .map(|(i, e)| ConvEdge {
+            session_id: sid,
+            run_id: run,
+            id: i as i64 + 1,
+            parent_id: e.parent.map(id),
+            from_node: e.from.clone(),
+            to_node: e.to.clone(),
+            messages: e.messages as i64,
+            delay_ns: e.delay_ns,
+            height_sd: e.height_sd,
+        })
+        .collect();
+    rows.conv_spikes = g
+        .spikes
+        .iter()
+        .map(|s| ConvSpike {
+            session_id: sid,
+            run_id: run,
+            edge_id: id(s.edge),
+            to_node: s.to.clone(),
+            lag_ns: s.lag_ns,
+            height_sd: s.height_sd,
+            messages: s.messages as i64,
+            verdict: s.verdict.to_owned(),
+            child_edge_id: s.child.map(id),
+        })
+        .collect();
 }
 
 /// Every root-to-leaf path as a pattern: `A>B(C(D))`.
