@@ -179,7 +179,11 @@ fn demo_records_the_three_case_studies_and_shows_the_papers_findings() {
     }
     assert!(stdout.contains("view it:"), "{stdout}");
     // The black-box case study is in the default set (its checks: the test below).
-    for s in ["session blackbox ", "session blackbox-delayed ", "black-box case study"] {
+    for s in [
+        "session blackbox ",
+        "session blackbox-delayed ",
+        "black-box case study",
+    ] {
         assert!(stdout.contains(s), "{s}: {stdout}");
     }
     // The instrumenter's output: manifest and source copies for click-back.
