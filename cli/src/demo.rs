@@ -247,41 +247,8 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     );
 
     eprintln!("[2/5] compiling with gcc against the p5 runtime");
-    let lib = p5_instrument::runtime::static_lib()?;
-    let include = instr.join(p5_instrument::runtime::INCLUDE_DIR);
-    let mut exes = Exes {
-        cascade: bin.join("cascade"),
-        stream: bin.join("stream"),
-        cpw: bin.join("cpw"),
-        service: None,
-    };
-    p5_instrument::runtime::compile_c(
-        &[&instr.join("cascade/cascade.c")],
-        &include,
-        &exes.cascade,
-        &lib,
-    )?;
-    p5_instrument::runtime::compile_c(
-        &[&instr.join("stream/stream.c")],
-        &include,
-        &exes.stream,
-        &lib,
-    )?;
-    p5_instrument::runtime::compile_c(
-        &[&instr.join("cracker/cracker.c")],
-        &include,
-        &exes.cpw,
-        &lib,
-    )?;
-    // One binary: it is cpw or cow by the name it runs under.
-    std::fs::hard_link(&exes.cpw, bin.join("cow"))
-        .or_else(|_| std::fs::copy(&exes.cpw, bin.join("cow")).map(|_| ()))
-        .context("cannot create bin/cow")?;
-    if scenarios.iter().any(|n| n.starts_with(blackbox::BASE)) {
-        eprintln!("      the black-box service with plain cc (no p5; recorded with --preload)");
-        // The call-name manifest goes beside the binaries (both replaced on each run).
-        exes.service = Some(blackbox::Service::build(&src, &bin, &bin)?);
-    }
+    let with_service = scenarios.iter().any(|n| n.starts_with(blackbox::BASE));
+    let exes = build(&src, &instr, &bin, with_service)?;
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -311,30 +278,9 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
             session: name,
             work: &work.join(name),
         };
-        let agent = if args.no_agent {
-            None
-        } else {
-            let spool_dir = store.join(".agent-spool");
-            let options = crate::agent::AgentOptions {
-                logserver: &addr,
-                session: name,
-                interval: "50ms",
-                pids: &[],
-                sched,
-                spool_dir: &spool_dir,
-            };
-            match crate::agent::spawn(&options) {
-                Ok(a) => {
-                    // Let it connect and take its first sample before the programs start.
-                    std::thread::sleep(Duration::from_millis(250));
-                    Some(a)
-                }
-                Err(e) => {
-                    eprintln!("      no host agent: {e:#}");
-                    None
-                }
-            }
-        };
+        let agent = (!args.no_agent)
+            .then(|| start_agent(&addr, name, sched, &store))
+            .flatten();
         let r = run_scenario(name, &exes, &env, &sizes);
         if let Some(mut a) = agent
             && !crate::agent::stop(&mut a, Duration::from_secs(15))
@@ -440,6 +386,84 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         .and_then(blackbox::Report::compare_hash)
         .map(|h| format!("#{h}"))
         .unwrap_or_default();
+    serve(args, db, instr, &hash, &say)
+}
+
+/// Starts a host agent for session `name` (with the OS monitor when `sched`) and gives it a
+/// moment to connect and take its first sample; `None` (said why) if it cannot start.
+fn start_agent(addr: &str, name: &str, sched: bool, store: &Path) -> Option<Child> {
+    let spool_dir = store.join(".agent-spool");
+    let options = crate::agent::AgentOptions {
+        logserver: addr,
+        session: name,
+        interval: "50ms",
+        pids: &[],
+        sched,
+        spool_dir: &spool_dir,
+    };
+    match crate::agent::spawn(&options) {
+        Ok(a) => {
+            // Let it connect and take its first sample before the programs start.
+            std::thread::sleep(Duration::from_millis(250));
+            Some(a)
+        }
+        Err(e) => {
+            eprintln!("      no host agent: {e:#}");
+            None
+        }
+    }
+}
+
+/// Compiles the instrumented case studies against the runtime's static library and, when
+/// `with_service`, the black-box service with plain `cc`.
+fn build(src: &Path, instr: &Path, bin: &Path, with_service: bool) -> anyhow::Result<Exes> {
+    let lib = p5_instrument::runtime::static_lib()?;
+    let include = instr.join(p5_instrument::runtime::INCLUDE_DIR);
+    let mut exes = Exes {
+        cascade: bin.join("cascade"),
+        stream: bin.join("stream"),
+        cpw: bin.join("cpw"),
+        service: None,
+    };
+    p5_instrument::runtime::compile_c(
+        &[&instr.join("cascade/cascade.c")],
+        &include,
+        &exes.cascade,
+        &lib,
+    )?;
+    p5_instrument::runtime::compile_c(
+        &[&instr.join("stream/stream.c")],
+        &include,
+        &exes.stream,
+        &lib,
+    )?;
+    p5_instrument::runtime::compile_c(
+        &[&instr.join("cracker/cracker.c")],
+        &include,
+        &exes.cpw,
+        &lib,
+    )?;
+    // One binary: it is cpw or cow by the name it runs under.
+    std::fs::hard_link(&exes.cpw, bin.join("cow"))
+        .or_else(|_| std::fs::copy(&exes.cpw, bin.join("cow")).map(|_| ()))
+        .context("cannot create bin/cow")?;
+    if with_service {
+        eprintln!("      the black-box service with plain cc (no p5; recorded with --preload)");
+        // The call-name manifest goes beside the binaries (both replaced on each run).
+        exes.service = Some(blackbox::Service::build(src, bin, bin)?);
+    }
+    Ok(exes)
+}
+
+/// The demo's last step: serves the viewer (unless `--no-serve`) and says where, `hash`
+/// appended.
+fn serve(
+    args: &DemoArgs,
+    db: String,
+    instr: PathBuf,
+    hash: &str,
+    say: &dyn Fn(String),
+) -> anyhow::Result<()> {
     if args.no_serve {
         say(format!(
             "view it:  p5 web --db {db} --select-dir {}   (then open http://127.0.0.1:8055/{hash})",

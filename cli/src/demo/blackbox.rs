@@ -411,3 +411,50 @@ pub fn json(r: &Report) -> serde_json::Value {
         "compare_hash": r.compare_hash(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn node(key: &str, own: Option<i64>) -> NodeDelta {
+        NodeDelta {
+            key: key.into(),
+            node: key.rsplit('/').next().unwrap_or(key).into(),
+            depth: key.matches('/').count(),
+            latency: (Some(1), Some(2)),
+            call_delay: (None, None),
+            own_delta: own,
+        }
+    }
+
+    #[test]
+    fn the_grown_node_is_the_largest_own_delay_and_the_link_names_both_runs() {
+        let side = |sid, run| Side {
+            session_id: sid,
+            nesting_run: run,
+            ..Side::default()
+        };
+        let mut r = Report {
+            sides: vec![side(3, 1), side(4, 2)],
+            ..Report::default()
+        };
+        assert!(r.grown().is_none());
+        assert_eq!(r.compare_hash().as_deref(), Some("compare=3:1,4:2"));
+        r.compared = Some((
+            STRUCTURE.into(),
+            vec![
+                node("client", None),
+                node("client/front", Some(30)),
+                node("client/front/auth", Some(-10)),
+                node("client/front/catalog", Some(5000)),
+            ],
+        ));
+        assert_eq!(r.grown().map(|g| g.node.as_str()), Some("catalog"));
+        let mut text = String::new();
+        render(&r, &mut text);
+        assert!(text.contains("the delay grew in catalog"), "{text}");
+        assert_eq!(json(&r)["grown"]["own_delta_ns"], 5000);
+        r.sides.pop();
+        assert!(r.compare_hash().is_none());
+    }
+}
