@@ -16,7 +16,12 @@
 //! Scenarios: `cascade` (§4.1: client → shop → db), `nagle-on`, `nagle-off`, `small-mss`
 //! (§4.2: a stream of small messages with Nagle's algorithm, with `TCP_NODELAY`, and with
 //! `TCP_NODELAY` plus a small `TCP_MAXSEG`), `cracker-sync`, `cracker-async`, `cracker-salt`
-//! (§4.3: the master `cpw` and four workers `cow`, one of them on a "slower host").
+//! (§4.3: the master `cpw` and four workers `cow`, one of them on a "slower host"), and the
+//! black-box case study `blackbox`, `blackbox-delayed` ([`blackbox`]: an unmodified
+//! multi-tier service recorded with `--preload`, analysed, and compared with itself slowed
+//! down in one backend).
+
+mod blackbox;
 
 use anyhow::{Context as _, bail};
 use p5_logserver::LocalServer;
@@ -61,6 +66,14 @@ pub const SCENARIOS: &[(&str, &str)] = &[
         "cracker-salt",
         "§4.3 password cracker, asynchronous with the salt optimization",
     ),
+    (
+        "blackbox",
+        "black box: an unmodified C service (client, front, auth, catalog, db) under --preload",
+    ),
+    (
+        "blackbox-delayed",
+        "black box: the same service with a delay injected in the catalog backend",
+    ),
 ];
 
 /// Options of `p5 demo`.
@@ -77,8 +90,8 @@ pub struct DemoArgs {
     #[arg(long, default_value = "127.0.0.1:8055")]
     pub listen: SocketAddr,
     /// Run only these scenarios (repeatable or comma-separated): cascade, nagle-on, nagle-off,
-    /// small-mss, cracker-sync, cracker-async, cracker-salt; `nagle` (or `stream`) and `cracker` name
-    /// groups.
+    /// small-mss, cracker-sync, cracker-async, cracker-salt, blackbox, blackbox-delayed; `nagle`
+    /// (or `stream`), `cracker` and `blackbox` (both black-box sessions) name groups.
     #[arg(long, value_name = "NAME", value_delimiter = ',')]
     pub only: Vec<String>,
     /// Do not start a host agent beside the scenarios.
@@ -107,6 +120,9 @@ struct Sizes {
     cracker_words: u32,
     cracker_accounts: u32,
     cracker_cost: u32,
+    blackbox_requests: u32,
+    blackbox_gap_us: u32,
+    blackbox_delay_us: u32,
 }
 
 const NORMAL: Sizes = Sizes {
@@ -122,6 +138,9 @@ const NORMAL: Sizes = Sizes {
     cracker_words: 500,
     cracker_accounts: 24,
     cracker_cost: 40,
+    blackbox_requests: 200,
+    blackbox_gap_us: 500,
+    blackbox_delay_us: 5000,
 };
 
 const QUICK: Sizes = Sizes {
@@ -137,6 +156,9 @@ const QUICK: Sizes = Sizes {
     cracker_words: 200,
     cracker_accounts: 12,
     cracker_cost: 16,
+    blackbox_requests: 200,
+    blackbox_gap_us: 500,
+    blackbox_delay_us: 5000,
 };
 
 /// Selected scenario names, in run order.
@@ -155,6 +177,7 @@ fn selected(only: &[String]) -> anyhow::Result<Vec<&'static str>> {
                     || (o == "nagle" && matches!(*n, "nagle-on" | "nagle-off" | "small-mss"))
                     || (o == "stream" && matches!(*n, "nagle-on" | "nagle-off" | "small-mss"))
                     || (o == "cracker" && n.starts_with("cracker-"))
+                    || (o == "blackbox" && n.starts_with("blackbox"))
             })
             .collect();
         if hits.is_empty() {
@@ -224,35 +247,8 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     );
 
     eprintln!("[2/5] compiling with gcc against the p5 runtime");
-    let lib = p5_instrument::runtime::static_lib()?;
-    let include = instr.join(p5_instrument::runtime::INCLUDE_DIR);
-    let exes = Exes {
-        cascade: bin.join("cascade"),
-        stream: bin.join("stream"),
-        cpw: bin.join("cpw"),
-    };
-    p5_instrument::runtime::compile_c(
-        &[&instr.join("cascade/cascade.c")],
-        &include,
-        &exes.cascade,
-        &lib,
-    )?;
-    p5_instrument::runtime::compile_c(
-        &[&instr.join("stream/stream.c")],
-        &include,
-        &exes.stream,
-        &lib,
-    )?;
-    p5_instrument::runtime::compile_c(
-        &[&instr.join("cracker/cracker.c")],
-        &include,
-        &exes.cpw,
-        &lib,
-    )?;
-    // One binary: it is cpw or cow by the name it runs under.
-    std::fs::hard_link(&exes.cpw, bin.join("cow"))
-        .or_else(|_| std::fs::copy(&exes.cpw, bin.join("cow")).map(|_| ()))
-        .context("cannot create bin/cow")?;
+    let with_service = scenarios.iter().any(|n| n.starts_with(blackbox::BASE));
+    let exes = build(&src, &instr, &bin, with_service)?;
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
@@ -282,30 +278,9 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
             session: name,
             work: &work.join(name),
         };
-        let agent = if args.no_agent {
-            None
-        } else {
-            let spool_dir = store.join(".agent-spool");
-            let options = crate::agent::AgentOptions {
-                logserver: &addr,
-                session: name,
-                interval: "50ms",
-                pids: &[],
-                sched,
-                spool_dir: &spool_dir,
-            };
-            match crate::agent::spawn(&options) {
-                Ok(a) => {
-                    // Let it connect and take its first sample before the programs start.
-                    std::thread::sleep(Duration::from_millis(250));
-                    Some(a)
-                }
-                Err(e) => {
-                    eprintln!("      no host agent: {e:#}");
-                    None
-                }
-            }
-        };
+        let agent = (!args.no_agent)
+            .then(|| start_agent(&addr, name, sched, &store))
+            .flatten();
         let r = run_scenario(name, &exes, &env, &sizes);
         if let Some(mut a) = agent
             && !crate::agent::stop(&mut a, Duration::from_secs(15))
@@ -315,7 +290,7 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         match r {
             Ok(note) => {
                 eprintln!(
-                    "      {name:<14} {:>6.2} s  {note}",
+                    "      {name:<16} {:>6.2} s  {note}",
                     t.elapsed().as_secs_f64()
                 );
                 notes.insert(name, note);
@@ -331,9 +306,11 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     served?;
 
     eprintln!("[4/5] merging into SQLite (clock sync, message matching, source manifest)");
+    let mut manifests = vec![instr.clone()];
+    manifests.extend(exes.service.as_ref().map(|s| s.manifest().to_path_buf()));
     let merge = p5_merge::MergeArgs {
         quiet: true,
-        manifests: vec![instr.clone()],
+        manifests,
         ..p5_merge::MergeArgs::new(&store)
     };
     let db = merge.db_url();
@@ -357,6 +334,16 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     if let Some(c) = stream_comparison(&findings, &notes) {
         text.push_str(&c);
     }
+    let black = if [blackbox::BASE, blackbox::DELAYED]
+        .iter()
+        .all(|n| scenarios.contains(n))
+    {
+        let r = blackbox::analyze(&rt, &db, &merged, &sizes)?;
+        blackbox::render(&r, &mut text);
+        Some(r)
+    } else {
+        None
+    };
     if sched && !args.no_agent && findings.iter().any(|f| f.sched_rows == 0) {
         let _ = writeln!(
             text,
@@ -376,10 +363,11 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     );
     if args.json {
         eprint!("{text}");
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&findings_json(&findings))?
-        );
+        let mut v = findings_json(&findings);
+        if let Some(r) = &black {
+            v["blackbox"] = blackbox::json(r);
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
         print!("{text}");
     }
@@ -392,9 +380,93 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
             println!("{line}");
         }
     };
+    // The viewer opens on the black-box comparison when there is one.
+    let hash = black
+        .as_ref()
+        .and_then(blackbox::Report::compare_hash)
+        .map(|h| format!("#{h}"))
+        .unwrap_or_default();
+    serve(args, db, instr, &hash, &say)
+}
+
+/// Starts a host agent for session `name` (with the OS monitor when `sched`) and gives it a
+/// moment to connect and take its first sample; `None` (said why) if it cannot start.
+fn start_agent(addr: &str, name: &str, sched: bool, store: &Path) -> Option<Child> {
+    let spool_dir = store.join(".agent-spool");
+    let options = crate::agent::AgentOptions {
+        logserver: addr,
+        session: name,
+        interval: "50ms",
+        pids: &[],
+        sched,
+        spool_dir: &spool_dir,
+    };
+    match crate::agent::spawn(&options) {
+        Ok(a) => {
+            // Let it connect and take its first sample before the programs start.
+            std::thread::sleep(Duration::from_millis(250));
+            Some(a)
+        }
+        Err(e) => {
+            eprintln!("      no host agent: {e:#}");
+            None
+        }
+    }
+}
+
+/// Compiles the instrumented case studies against the runtime's static library and, when
+/// `with_service`, the black-box service with plain `cc`.
+fn build(src: &Path, instr: &Path, bin: &Path, with_service: bool) -> anyhow::Result<Exes> {
+    let lib = p5_instrument::runtime::static_lib()?;
+    let include = instr.join(p5_instrument::runtime::INCLUDE_DIR);
+    let mut exes = Exes {
+        cascade: bin.join("cascade"),
+        stream: bin.join("stream"),
+        cpw: bin.join("cpw"),
+        service: None,
+    };
+    p5_instrument::runtime::compile_c(
+        &[&instr.join("cascade/cascade.c")],
+        &include,
+        &exes.cascade,
+        &lib,
+    )?;
+    p5_instrument::runtime::compile_c(
+        &[&instr.join("stream/stream.c")],
+        &include,
+        &exes.stream,
+        &lib,
+    )?;
+    p5_instrument::runtime::compile_c(
+        &[&instr.join("cracker/cracker.c")],
+        &include,
+        &exes.cpw,
+        &lib,
+    )?;
+    // One binary: it is cpw or cow by the name it runs under.
+    std::fs::hard_link(&exes.cpw, bin.join("cow"))
+        .or_else(|_| std::fs::copy(&exes.cpw, bin.join("cow")).map(|_| ()))
+        .context("cannot create bin/cow")?;
+    if with_service {
+        eprintln!("      the black-box service with plain cc (no p5; recorded with --preload)");
+        // The call-name manifest goes beside the binaries (both replaced on each run).
+        exes.service = Some(blackbox::Service::build(src, bin, bin)?);
+    }
+    Ok(exes)
+}
+
+/// The demo's last step: serves the viewer (unless `--no-serve`) and says where, `hash`
+/// appended.
+fn serve(
+    args: &DemoArgs,
+    db: String,
+    instr: PathBuf,
+    hash: &str,
+    say: &dyn Fn(String),
+) -> anyhow::Result<()> {
     if args.no_serve {
         say(format!(
-            "view it:  p5 web --db {db} --select-dir {}   (then open http://127.0.0.1:8055/)",
+            "view it:  p5 web --db {db} --select-dir {}   (then open http://127.0.0.1:8055/{hash})",
             instr.display()
         ));
         return Ok(());
@@ -407,7 +479,11 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     }
     if listen.port() != 0 {
         say(format!(
-            "serving the viewer on http://{listen}/  (Ctrl-C to stop)"
+            "serving the viewer on http://{listen}/{hash}  (Ctrl-C to stop)"
+        ));
+    } else if !hash.is_empty() {
+        say(format!(
+            "the black-box comparison: the viewer's address below followed by {hash}"
         ));
     }
     Ok(p5_web::run(&p5_web::WebArgs {
@@ -426,6 +502,8 @@ struct Exes {
     cascade: PathBuf,
     stream: PathBuf,
     cpw: PathBuf,
+    /// The black-box service, when a black-box scenario runs.
+    service: Option<blackbox::Service>,
 }
 
 /// Where and under which session a scenario records.
@@ -501,6 +579,11 @@ fn run_scenario(name: &str, exes: &Exes, env: &Env<'_>, s: &Sizes) -> anyhow::Re
             check(&client, "stream client")?;
             Ok(last_line(&client.stdout))
         }
+        blackbox::BASE | blackbox::DELAYED => exes
+            .service
+            .as_ref()
+            .context("the black-box service was not built")?
+            .run(env, s, name == blackbox::DELAYED),
         _ => {
             let mode = name.trim_start_matches("cracker-");
             let out = env

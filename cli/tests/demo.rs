@@ -178,6 +178,14 @@ fn demo_records_the_three_case_studies_and_shows_the_papers_findings() {
         );
     }
     assert!(stdout.contains("view it:"), "{stdout}");
+    // The black-box case study is in the default set (its checks: the test below).
+    for s in [
+        "session blackbox ",
+        "session blackbox-delayed ",
+        "black-box case study",
+    ] {
+        assert!(stdout.contains(s), "{s}: {stdout}");
+    }
     // The instrumenter's output: manifest and source copies for click-back.
     assert!(out.join("instr/p5-manifest.json").is_file());
     assert!(out.join("instr/sources").is_dir());
@@ -368,4 +376,139 @@ fn demo_only_runs_the_named_scenarios() {
         .unwrap();
     assert!(!bad.status.success());
     assert!(String::from_utf8_lossy(&bad.stderr).contains("unknown scenario"));
+}
+
+/// The black-box case study (issue 20 item 5): the unmodified service recorded with
+/// `--preload` twice, analysed by nesting, the runs stored, and the comparison naming the
+/// delayed backend. The service's structure is checked against the messages themselves.
+#[test]
+fn demo_blackbox_finds_the_backend_whose_delay_grew() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("demo");
+    let output = run_demo(&out, &["--only", "blackbox", "--no-agent", "--json"]);
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    let v: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json findings");
+    let names: Vec<&str> = v["sessions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["blackbox", "blackbox-delayed"]);
+    let bb = &v["blackbox"];
+    let requests = bb["requests"].as_u64().unwrap();
+    assert!(requests >= 100, "{bb}");
+    let n = |s: &serde_json::Value, k: &str| s[k].as_u64().unwrap_or(u64::MAX);
+    let sides = bb["sessions"].as_array().unwrap();
+    assert_eq!(sides.len(), 2);
+    for s in sides {
+        // Every message matched: ten per request, none left over, none before its send...
+        assert_eq!(n(s, "matched"), 10 * requests, "{s}");
+        assert_eq!(n(s, "unmatched_sends"), 0, "{s}");
+        assert_eq!(n(s, "unmatched_recvs"), 0, "{s}");
+        assert_eq!(n(s, "violations"), 0, "{s}");
+        // ... and every one in a causal path: five calls per request, four of them nested.
+        assert_eq!(n(s, "call_pairs"), 5 * requests, "{s}");
+        assert_eq!(n(s, "nested"), 4 * requests, "{s}");
+        assert_eq!(n(s, "unmatched_calls"), 0, "{s}");
+        assert_eq!(n(s, "unmatched_returns"), 0, "{s}");
+        assert_eq!(n(s, "messages_in_paths"), 10 * requests, "{s}");
+        // The top pattern is the service's structure, once per request.
+        let top = &s["patterns"][0];
+        assert_eq!(
+            top["signature"], "client>front(auth(db),catalog(db))",
+            "{s}"
+        );
+        assert_eq!(n(top, "count"), requests, "{s}");
+    }
+    // The node whose own delay grew is the delayed backend, by about the injected delay.
+    let grown = &bb["grown"];
+    assert_eq!(grown["node"], "catalog", "{bb}");
+    assert_eq!(grown["key"], "client#0/front#0/catalog#0", "{bb}");
+    let injected = bb["injected_ns"].as_i64().unwrap();
+    let d = grown["own_delta_ns"].as_i64().unwrap();
+    eprintln!("catalog's own delay grew by {d} ns; {injected} ns injected");
+    assert!(
+        (d - injected).abs() * 4 <= injected,
+        "own delay {d} ns vs {injected} ns injected"
+    );
+    // The other nodes' own delays grew by much less.
+    for node in bb["nodes"].as_array().unwrap() {
+        if node["node"] != "catalog" {
+            let o = node["own_delta_ns"].as_i64().unwrap_or(0);
+            assert!(o.abs() * 4 < injected, "{node}");
+        }
+    }
+    assert!(stderr.contains("the delay grew in catalog"), "{stderr}");
+
+    // What the messages themselves say, the runs stored, and the viewer's comparison link.
+    let db = format!("sqlite:{}", out.join("store/p5.sqlite").display());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let (pairs, runs) = rt.block_on(async {
+        let r = q::Reader::open(&p5_tracedb::DbUrl::parse(&db).unwrap())
+            .await
+            .unwrap();
+        let mut pairs = BTreeMap::new();
+        let mut runs = Vec::new();
+        for s in q::sessions(&r).await.unwrap() {
+            let procs = q::processes(&r, s.id).await.unwrap();
+            let threads = q::threads(&r, s.id).await.unwrap();
+            let program = |t: i64| {
+                let t = threads.iter().find(|x| x.id == t).unwrap();
+                let p = procs.iter().find(|p| p.id == t.process_id).unwrap();
+                p.program.clone()
+            };
+            for m in q::messages(&r, s.id).await.unwrap() {
+                *pairs
+                    .entry((
+                        s.name.clone(),
+                        program(m.send_thread),
+                        program(m.recv_thread),
+                    ))
+                    .or_insert(0u64) += 1;
+            }
+            for run in q::analysis_runs(&r, s.id).await.unwrap() {
+                runs.push((s.name.clone(), s.id, run.id, run.algorithm));
+            }
+        }
+        (pairs, runs)
+    });
+    for session in ["blackbox", "blackbox-delayed"] {
+        for (from, to) in [
+            ("client", "front"),
+            ("front", "auth"),
+            ("auth", "db"),
+            ("db", "auth"),
+            ("auth", "front"),
+            ("front", "catalog"),
+            ("catalog", "db"),
+            ("db", "catalog"),
+            ("catalog", "front"),
+            ("front", "client"),
+        ] {
+            let k = (session.to_owned(), from.to_owned(), to.to_owned());
+            assert_eq!(pairs.get(&k).copied(), Some(requests), "{k:?}: {pairs:?}");
+        }
+    }
+    assert_eq!(pairs.len(), 20, "no other messages: {pairs:?}");
+    let run_of = |name: &str| {
+        let s = &sides[if name == "blackbox" { 0 } else { 1 }];
+        let (sid, run) = (n(s, "session_id"), n(s, "nesting_run"));
+        assert!(
+            runs.iter()
+                .any(|r| r.0 == name && r.1 as u64 == sid && r.2 as u64 == run && r.3 == "nesting"),
+            "{name}: nesting run {run} stored: {runs:?}"
+        );
+        format!("{sid}:{run}")
+    };
+    let hash = format!(
+        "compare={},{}",
+        run_of("blackbox"),
+        run_of("blackbox-delayed")
+    );
+    assert_eq!(bb["compare_hash"], hash.as_str());
+    assert!(stderr.contains(&format!("#{hash}")), "{stderr}");
 }

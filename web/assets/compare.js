@@ -99,8 +99,9 @@ export class CompareView {
     const lat = (v) => (v.mean_latency === null ? '–' : fmtDur(v.mean_latency));
     document.querySelector('#cmp-stats').innerHTML = `<h3>Statistics: ${esc(s.a.name)} (A) against ${esc(s.b.name)} (B)</h3>
       <p>messages: ${m.a.count.toLocaleString()} → ${m.b.count.toLocaleString()}, mean latency ${lat(m.a)} → ${lat(m.b)}</p>
-      <div class="grid"><div class="card wide"><table id="cmp-sensors"><thead><tr><th>sensor</th><th>A calls</th><th>B calls</th>
-      <th>A total</th><th>B total</th><th>Δ total</th><th>Δ mean</th></tr></thead><tbody>${top}</tbody></table></div>
+      <div class="grid"><div class="card wide">${top ? `<table id="cmp-sensors"><thead><tr><th>sensor</th><th>A calls</th><th>B calls</th>
+      <th>A total</th><th>B total</th><th>Δ total</th><th>Δ mean</th></tr></thead><tbody>${top}</tbody></table>`
+    : '<p class="empty"><small>No function calls timed in either session (programs recorded with --preload have only their socket calls: see the states).</small></p>'}</div>
       <div class="card"><table><thead><tr><th>state</th><th>A</th><th>B</th><th>Δ</th></tr></thead><tbody>${states}</tbody></table></div></div>`;
   }
 }
