@@ -155,7 +155,7 @@ mod tests {
             assert_eq!((a.0, a.1), (b.0, b.1));
         }
         let (s, p) = (indexes(Backend::Sqlite), indexes(Backend::Postgres));
-        assert_eq!(s.len(), 20, "{s:?}");
+        assert_eq!(s.len(), 21, "{s:?}");
         assert_eq!(
             s.iter().map(|x| x.0).collect::<Vec<_>>(),
             p.iter().map(|x| x.0).collect::<Vec<_>>()
