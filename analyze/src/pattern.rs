@@ -161,6 +161,11 @@ pub struct Instance {
     pub t_end: Time,
     /// `msg_ref`s of its messages, in path order.
     pub messages: Vec<u64>,
+    /// For each of `messages`, the index in its pattern's nodes of the node it enters (a
+    /// call enters its callee's node, a return its caller's); empty when not known. Stored
+    /// as `path_instance_message.node_id`; not part of the JSON output, not read back.
+    #[serde(skip)]
+    pub nodes: Vec<u32>,
 }
 
 /// What an analysis found.
@@ -552,10 +557,34 @@ impl Collector {
             t_start,
             t_end,
             messages,
+            nodes: Vec::new(),
         });
-        let mut node_of = vec![0u32; visits.len()];
+        self.node_of_visits(visits.len())
+    }
+
+    /// [`Collector::add`], also noting which pattern node each message enters: `entered[i]`
+    /// is the 1-based visit message `i` enters (0: the root caller).
+    pub fn add_entering(
+        &mut self,
+        root: &str,
+        visits: &[Visit<'_>],
+        prob: f64,
+        (messages, entered): (Vec<u64>, &[u32]),
+    ) {
+        let node_of = self.add(root, visits, prob, messages);
+        if let Some(last) = self.instances.last_mut() {
+            last.nodes = nodes_entered(&node_of, entered);
+        }
+    }
+
+    /// For the visits of the instance just aggregated, the index of each visit's node in its
+    /// pattern's nodes.
+    pub fn node_of_visits(&self, visits: usize) -> Vec<u32> {
+        let mut node_of = vec![0u32; visits];
         for (new, &old) in self.order_buf.iter().enumerate().skip(1) {
-            node_of[old - 1] = new as u32;
+            if let Some(slot) = node_of.get_mut(old - 1) {
+                *slot = new as u32;
+            }
         }
         node_of
     }
@@ -712,6 +741,17 @@ impl Collector {
             instances,
         }
     }
+}
+
+/// Pattern node indices from 1-based visits (0: the root caller, node 0), by `node_of`.
+pub fn nodes_entered(node_of: &[u32], entered: &[u32]) -> Vec<u32> {
+    entered
+        .iter()
+        .map(|&v| match v.checked_sub(1) {
+            Some(k) => node_of.get(k as usize).copied().unwrap_or(0),
+            None => 0,
+        })
+        .collect()
 }
 
 /// The signature of an instance (as [`signature_of_nodes`] gives it for its node list) into

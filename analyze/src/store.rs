@@ -196,11 +196,16 @@ pub fn result_rows(
             t_start: inst.t_start,
             t_end: inst.t_end,
         });
-        for &r in &inst.messages {
+        for (j, &r) in inst.messages.iter().enumerate() {
             let Some(message_id) = ids.id(r) else {
                 continue;
             };
-            let pos = ids.positions.get(&r).copied().unwrap_or(0) as usize;
+            let pos = inst
+                .nodes
+                .get(j)
+                .or_else(|| ids.positions.get(&r))
+                .copied()
+                .unwrap_or(0) as usize;
             messages += 1;
             rows.instance_messages.push(PathInstanceMessage {
                 session_id: sid,
@@ -319,6 +324,7 @@ pub fn result_of_rows(run: &AnalysisRun, rows: RunResults) -> Result<AnalysisRes
             t_start: i.t_start,
             t_end: i.t_end,
             messages: Vec::new(),
+            nodes: Vec::new(),
         });
     }
     for m in rows.instance_messages {

@@ -264,6 +264,7 @@ fn text_round_trip(url: &str) {
         let runs = read::analysis_runs(&db, sid).await.unwrap();
         let algos: Vec<&str> = runs.iter().map(|r| r.algorithm.as_str()).collect();
         assert_eq!(algos, ["truth", "nesting"]);
+        enter_their_receivers(&db, sid, runs[1].id, &session).await;
         db.close().await;
     });
     // From the text trace itself, stored into the session imported from it: the same run.
@@ -321,6 +322,47 @@ fn text_round_trip(url: &str) {
             .iter()
             .any(|p| p.expectation < p.count as f64)
     );
+    rt().block_on(async {
+        let db = Reader::open(&url_p).await.unwrap();
+        let sid = read::sessions(&db).await.unwrap()[0].id;
+        let run = read::analysis_runs(&db, sid)
+            .await
+            .unwrap()
+            .last()
+            .unwrap()
+            .id;
+        enter_their_receivers(&db, sid, run, &session).await;
+        db.close().await;
+    });
+}
+
+/// Every message of a stored run names the pattern node it enters: a call its callee's, a
+/// return its caller's — either way its receiver's node, in its instance's pattern.
+async fn enter_their_receivers(db: &Reader, sid: i64, run: i64, session: &Trace) {
+    let mut node = std::collections::HashMap::new();
+    for p in read::path_patterns(db, sid, run).await.unwrap() {
+        for n in read::path_nodes(db, sid, run, p.id).await.unwrap() {
+            node.insert(n.id, (p.id, n.node));
+        }
+    }
+    let inst: std::collections::HashMap<i64, i64> = read::path_instances(db, sid, run)
+        .await
+        .unwrap()
+        .iter()
+        .map(|i| (i.id, i.pattern_id))
+        .collect();
+    let receiver: std::collections::HashMap<i64, &str> = session
+        .messages
+        .iter()
+        .map(|m| (m.msg_ref as i64, session.nodes.name(m.dst)))
+        .collect();
+    let msgs = read::path_instance_messages(db, sid, run).await.unwrap();
+    assert!(msgs.len() >= 10, "{} messages in run {run}", msgs.len());
+    for m in &msgs {
+        let (pattern, name) = &node[&m.node_id];
+        assert_eq!(*pattern, inst[&m.instance_id], "{m:?}");
+        assert_eq!(name, receiver[&m.message_id], "run {run}: {m:?}");
+    }
 }
 
 #[test]

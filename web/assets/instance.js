@@ -41,7 +41,8 @@ export class InstancePanel {
         .map(([k, name]) => `${name} ${fmtDur(t[k])}`).join(' · ');
       const top = t.top.map((f) =>
         `<a href="#" data-sensor="${f.sensor}">${esc(f.name || `sensor ${f.sensor}`)}</a> ${fmtDur(f.self_ns)}`).join(', ');
-      return `<tr><td>${esc(t.label)}</td><td>${fmtDur(span)}</td><td class="split"><span class="bar">${bar}</span></td>
+      const node = t.nodes.length ? ` <small>as ${t.nodes.map(esc).join(', ')}</small>` : '';
+      return `<tr><td>${esc(t.label)}${node}</td><td>${fmtDur(span)}</td><td class="split"><span class="bar">${bar}</span></td>
         <td class="l">${parts}${t.sched ? '' : ' <small>(no scheduling data)</small>'}</td><td class="l">${top}</td></tr>`;
     }).join('');
     const body = document.querySelector('#inst-table tbody');

@@ -17,7 +17,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use p5_tracedb::read as query;
 use serde_json::{Value, json};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 
 /// Functions listed per thread.
 const TOP: usize = 5;
@@ -152,19 +152,33 @@ pub async fn instance(State(st): St, Path((s, r, i)): Path<(String, String, Stri
     let (inst, members) = query::instance(&st.db, sid, run.id, iid)
         .await?
         .ok_or_else(|| ApiError::NotFound(format!("no instance {iid} in run {}", run.id)))?;
+    let nodes = query::path_nodes(&st.db, sid, run.id, inst.pattern_id).await?;
+    let names: HashMap<i64, &str> = nodes.iter().map(|n| (n.id, n.node.as_str())).collect();
     let ix = st.cache.get(&st.db, sid).await?;
-    let wanted: HashSet<i64> = members.iter().map(|m| m.0).collect();
+    let node_of: HashMap<i64, i64> = members.iter().copied().collect();
+    // The pattern nodes each thread stood for: those its received messages entered.
+    let mut stood: HashMap<i64, Vec<&str>> = HashMap::new();
     let mut msgs = Vec::new();
     let mut rows = Vec::new();
-    for m in ix.messages.iter().filter(|m| wanted.contains(&m.id)) {
+    for m in ix.messages.iter().filter(|m| node_of.contains_key(&m.id)) {
         msgs.push((m.send_thread, m.send_t, m.recv_thread, m.recv_t));
+        let node = node_of.get(&m.id).and_then(|n| names.get(n)).copied();
+        if let Some(n) = node {
+            let v = stood.entry(m.recv_thread).or_default();
+            if !v.contains(&n) {
+                v.push(n);
+            }
+        }
         rows.push(json!({
-            "id": m.id, "bytes": m.bytes,
+            "id": m.id, "bytes": m.bytes, "node": node,
             "send_thread": m.send_thread, "send_t": m.send_t,
             "recv_thread": m.recv_thread, "recv_t": m.recv_t,
         }));
     }
-    let threads: Vec<Value> = visits(&msgs).iter().map(|v| visit_json(&ix, v)).collect();
+    let threads: Vec<Value> = visits(&msgs)
+        .iter()
+        .map(|v| visit_json(&ix, v, stood.get(&v.thread).map_or(&[][..], |n| n)))
+        .collect();
     Ok(Json(json!({
         "id": inst.id,
         "pattern": inst.pattern_id,
@@ -179,7 +193,7 @@ pub async fn instance(State(st): St, Path((s, r, i)): Path<(String, String, Stri
 }
 
 /// One thread of an instance with its split.
-fn visit_json(ix: &SessionIndex, v: &Visit) -> Value {
+fn visit_json(ix: &SessionIndex, v: &Visit, nodes: &[&str]) -> Value {
     let sp = ix
         .lanes
         .get(&v.thread)
@@ -196,6 +210,7 @@ fn visit_json(ix: &SessionIndex, v: &Visit) -> Value {
     json!({
         "thread": v.thread,
         "label": thread_label(ix, v.thread),
+        "nodes": nodes,
         "t0": v.t0,
         "t1": v.t1,
         "on_cpu_ns": sp.on_cpu,

@@ -237,6 +237,8 @@ async fn analysis_answers_say_what_the_runs_hold() {
         .sum();
     assert_eq!(parts, span, "{w}");
     assert!(w["top"][0]["name"].as_str().is_some(), "{w}");
+    // The worker stood for the pattern's cow node: the job it received entered it.
+    assert_eq!(w["nodes"], serde_json::json!(["cow"]));
     // Flows: the most suspect first; diff: both sides with both ranks and sensors to click.
     let (_, v) = get_json(&app, "/api/v1/sessions/1/runs/3/flows").await;
     assert_eq!(v["flows"][0]["id"], 2);

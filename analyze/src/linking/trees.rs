@@ -370,12 +370,21 @@ impl<'a> Builder<'a> {
                 .iter()
                 .map(|&(m, _)| trace.messages[m as usize].msg_ref)
                 .collect();
+            // Each message entered the open visit `ctx` noted for it (a return its caller's):
+            // as a 1-based visit in preorder, then as its pattern node.
+            let entered: Vec<u32> = self
+                .ctx
+                .iter()
+                .map(|&o| new_index.get(o as usize).copied().unwrap_or(0))
+                .collect();
+            let node_of = self.collector.node_of_visits(visits.len());
             self.best = Some(Instance {
                 pattern,
                 prob,
                 t_start,
                 t_end,
                 messages,
+                nodes: crate::pattern::nodes_entered(&node_of, &entered),
             });
         }
     }

@@ -32,6 +32,9 @@ pub fn collect(
     for (root, _) in parent.iter().enumerate().filter(|(_, p)| p.is_none()) {
         visits.clear();
         let mut refs = Vec::with_capacity(8);
+        // The visit each message enters (1-based; 0 = the root caller): a call its callee's,
+        // a return its caller's.
+        let mut entered: Vec<u32> = Vec::with_capacity(8);
         // (pair, visit index of its parent; 0 = the root caller), depth first, in order.
         stack.clear();
         stack.push((root as u32, 0u32, false));
@@ -39,9 +42,11 @@ pub fn collect(
             let p = &pairs[i as usize];
             if done {
                 refs.push(trace.messages[p.ret as usize].msg_ref);
+                entered.push(up);
                 continue;
             }
             refs.push(trace.messages[p.call as usize].msg_ref);
+            entered.push(visits.len() as u32 + 1);
             visits.push(Visit {
                 parent: up,
                 node: trace.nodes.name(p.callee),
@@ -59,7 +64,7 @@ pub fn collect(
             }
         }
         let root_name = trace.nodes.name(pairs[root].caller);
-        col.add(root_name, &visits, 1.0, refs);
+        col.add_entering(root_name, &visits, 1.0, (refs, &entered));
     }
     col.finish("nesting", params)
 }
