@@ -650,6 +650,9 @@ pub async fn message_roles(db: &Reader, sid: i64) -> Result<Vec<MessageRole>, Er
 
 /// The analysis runs of a session, by id (empty before migration 0004).
 pub async fn analysis_runs(db: &Reader, sid: i64) -> Result<Vec<schema::AnalysisRun>, Error> {
+    if db.schema_version().await? < 4 {
+        return Ok(Vec::new());
+    }
     const Q: &str = "SELECT session_id, id, algorithm, params_json, source, \
          session_merged_at_wall_ns, created_at_wall_ns, messages FROM analysis_run \
          WHERE session_id = $1 ORDER BY id";
@@ -1009,6 +1012,9 @@ pub async fn instance(
 
 /// A convolution run's graph edges, by id (empty for other runs and before migration 0011).
 pub async fn conv_edges(db: &Reader, sid: i64, run: i64) -> Result<Vec<schema::ConvEdge>, Error> {
+    if db.schema_version().await? < 11 {
+        return Ok(Vec::new());
+    }
     const Q: &str = "SELECT session_id, run_id, id, parent_id, from_node, to_node, messages, \
          delay_ns, height_sd FROM conv_edge WHERE session_id = $1 AND run_id = $2 ORDER BY id";
     Ok(fetch!(db, Q, [sid, run], |r| schema::ConvEdge {
@@ -1024,8 +1030,12 @@ pub async fn conv_edges(db: &Reader, sid: i64, run: i64) -> Result<Vec<schema::C
     }))
 }
 
-/// A convolution run's spikes, by the edge they were found under and lag.
+/// A convolution run's spikes, by the edge they were found under and lag (empty before
+/// migration 0011).
 pub async fn conv_spikes(db: &Reader, sid: i64, run: i64) -> Result<Vec<schema::ConvSpike>, Error> {
+    if db.schema_version().await? < 11 {
+        return Ok(Vec::new());
+    }
     const Q: &str = "SELECT session_id, run_id, edge_id, to_node, lag_ns, height_sd, messages, \
          verdict, child_edge_id FROM conv_spike WHERE session_id = $1 AND run_id = $2 \
          ORDER BY edge_id, to_node, lag_ns";

@@ -991,3 +991,40 @@ async fn slow_and_idle_sockets_cannot_stop_the_service() {
         String::from_utf8_lossy(&got)
     );
 }
+
+/// A database written before the analysis tables existed (migration 0002, kept by
+/// `p5-tracedb` as test data) still answers the analysis routes: no runs, clear 404s.
+#[tokio::test]
+async fn an_older_database_has_no_runs_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("old.sqlite");
+    std::fs::copy(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tracedb/test_data/merged-v0002.sqlite"),
+        &db,
+    )
+    .unwrap();
+    let cfg = Config {
+        db: format!("sqlite:{}", db.display()),
+        select_dir: None,
+        token: None,
+        cache_dir: None,
+    };
+    let (app, _) = server::app(&cfg).await.unwrap();
+    let (s, sessions) = get_json(&app, "/api/v1/sessions").await;
+    assert_eq!(s, StatusCode::OK, "{sessions}");
+    let sid = sessions[0]["id"].as_i64().unwrap();
+    let (s, v) = get_json(&app, &format!("/api/v1/sessions/{sid}/runs")).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+    assert_eq!(v["runs"], serde_json::json!([]));
+    for uri in [
+        format!("/api/v1/sessions/{sid}/runs/1/paths"),
+        format!("/api/v1/sessions/{sid}/runs/1/graph"),
+        format!("/api/v1/compare/paths?a={sid}:1&b={sid}:1"),
+    ] {
+        let (s, v) = get_json(&app, &uri).await;
+        assert_eq!(s, StatusCode::NOT_FOUND, "{uri}: {v}");
+        assert!(v["error"].as_str().unwrap().contains("no analysis run"), "{v}");
+    }
+    let (s, v) = get_json(&app, &format!("/api/v1/compare/stats?a={sid}&b={sid}")).await;
+    assert_eq!(s, StatusCode::OK, "{v}");
+}
