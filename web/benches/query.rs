@@ -591,7 +591,7 @@ async fn generate(path: &Path, events: i64) {
         &samples,
     )
     .await;
-    sqlx::raw_sql(sqlx::AssertSqlSafe(indexes.join("\n")))
+    sqlx::raw_sql(sqlx::AssertSqlSafe(indexes.join(";\n")))
         .execute(&pool)
         .await
         .expect("create indexes");
