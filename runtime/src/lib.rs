@@ -42,6 +42,7 @@ pub mod record;
 mod registry;
 pub mod ring;
 mod sensor;
+pub mod site;
 pub mod spool;
 pub mod stats;
 mod waker;

@@ -51,6 +51,11 @@ pub const SQLITE: &[(i64, &str, &str)] = &[
         "flows",
         include_str!("../migrations/sqlite/0009_flows.sql"),
     ),
+    (
+        10,
+        "sensor_calls",
+        include_str!("../migrations/sqlite/0010_sensor_calls.sql"),
+    ),
 ];
 
 /// `(version, description, SQL)` of every PostgreSQL migration.
@@ -84,6 +89,11 @@ pub const POSTGRES: &[(i64, &str, &str)] = &[
         9,
         "flows",
         include_str!("../migrations/postgres/0009_flows.sql"),
+    ),
+    (
+        10,
+        "sensor_calls",
+        include_str!("../migrations/postgres/0010_sensor_calls.sql"),
     ),
 ];
 
@@ -145,7 +155,7 @@ mod tests {
             assert_eq!((a.0, a.1), (b.0, b.1));
         }
         let (s, p) = (indexes(Backend::Sqlite), indexes(Backend::Postgres));
-        assert_eq!(s.len(), 20, "{s:?}");
+        assert_eq!(s.len(), 21, "{s:?}");
         assert_eq!(
             s.iter().map(|x| x.0).collect::<Vec<_>>(),
             p.iter().map(|x| x.0).collect::<Vec<_>>()
