@@ -69,7 +69,7 @@ static inline void p5_mark_inline(uint64_t sensor) {
  * work inline: a relaxed load of p5_active, the thread's ring pointer (a C thread-local set
  * by the runtime), rdtsc and two stores into the ring, a release store of the head. Only
  * the first event of a thread, a ring past its limit and the rare throttling transitions
- * call into the runtime. Throttling (TAU's rule, P5_THROTTLE=N,T, default 100000,10us):
+ * call into the runtime. Throttling (TAU's rule, P5_THROTTLE=N,T, default 1000,10us):
  * after N timed calls with a mean below T a site stops recording and only counts calls;
  * every 64th call is still timed and recorded if it takes longer than T. The selection
  * file can pin a site on (P5_SCOPE_ALWAYS: always recorded) or off (P5_SCOPE_COUNT:
@@ -82,7 +82,7 @@ static inline void p5_mark_inline(uint64_t sensor) {
 enum p5_site_state { P5_SITE_AUTO = 0, P5_SITE_ALWAYS = 1, P5_SITE_THROTTLED = 2, P5_SITE_COUNT = 3 };
 
 typedef struct p5_site {
-    uint64_t sensor;
+    uint64_t sensor;   /* the id of its first call */
     uint64_t calls;    /* calls begun */
     uint64_t timed;    /* calls timed (recorded ones, sampled throttled ones) */
     uint64_t ticks;    /* their summed duration, TSC ticks */
@@ -148,19 +148,30 @@ static inline p5_scope_t p5_scope_begin(uint64_t sensor) {
     return s;
 }
 
-P5_ALWAYS_INLINE_ p5_scope_t p5_scope_begin_site(p5_site_t *site) {
+/* The site takes the id of its first call; a guard whose id differs from its site's (an id
+ * computed at run time) records out of line. */
+P5_ALWAYS_INLINE_ p5_scope_t p5_scope_begin_site(p5_site_t *site, uint64_t sensor) {
     p5_scope_t s;
-    s.sensor = site->sensor;
+    s.sensor = sensor;
     s.on = P5_OFF_;
     s.site = site;
     s.t0 = 0;
     if (!p5_is_active()) return s;
+    uint64_t id = __atomic_load_n(&site->sensor, __ATOMIC_RELAXED);
+    if (__builtin_expect(id != sensor, 0)) {
+        if (id != 0 || sensor == 0) {
+            s.on = P5_OUTLINE_;
+            p5_enter(sensor);
+            return s;
+        }
+        __atomic_store_n(&site->sensor, sensor, __ATOMIC_RELAXED);
+    }
+    uint64_t c = __atomic_load_n(&site->calls, __ATOMIC_RELAXED);
+    __atomic_store_n(&site->calls, c + 1, __ATOMIC_RELAXED);
 #ifdef P5_HOT
     struct p5_ring_hot *r = p5_tls_ring;
     if (__builtin_expect(r != 0, 1)) {
         uint32_t st = __atomic_load_n(&site->state, __ATOMIC_RELAXED);
-        uint64_t c = __atomic_load_n(&site->calls, __ATOMIC_RELAXED);
-        __atomic_store_n(&site->calls, c + 1, __ATOMIC_RELAXED);
         if (st >= P5_SITE_THROTTLED) {
             if (__builtin_expect(!__atomic_load_n(&site->listed, __ATOMIC_RELAXED), 0))
                 p5_site_list(site);
@@ -174,12 +185,12 @@ P5_ALWAYS_INLINE_ p5_scope_t p5_scope_begin_site(p5_site_t *site) {
         }
         s.t0 = __builtin_ia32_rdtsc();
         s.on = P5_INLINE_;
-        p5_push_(r, 0, s.t0, site->sensor);
+        p5_push_(r, 0, s.t0, sensor);
         return s;
     }
 #endif
     s.on = P5_OUTLINE_;
-    p5_enter(site->sensor);
+    p5_enter(sensor);
     return s;
 }
 
@@ -217,9 +228,9 @@ P5_ALWAYS_INLINE_ void p5_scope_end(p5_scope_t *s) {
 #define P5_CONCAT_(a, b) a##b
 #define P5_CONCAT(a, b) P5_CONCAT_(a, b)
 #define P5_SCOPE_AT_(sensor, state, n)                                                        \
-    static p5_site_t P5_CONCAT(p5_site_, n) = {(sensor), 0, 0, 0, (state), 0, 0, 0, 0};        \
+    static p5_site_t P5_CONCAT(p5_site_, n) = {0, 0, 0, 0, (state), 0, 0, 0, 0};              \
     p5_scope_t P5_CONCAT(p5_scope_, n) __attribute__((cleanup(p5_scope_end))) =                \
-        p5_scope_begin_site(&P5_CONCAT(p5_site_, n))
+        p5_scope_begin_site(&P5_CONCAT(p5_site_, n), (sensor))
 /* Enter `sensor` now and exit it when the enclosing block is left (any way but longjmp);
  * throttled automatically when hot and tiny. */
 #define P5_SCOPE(sensor) P5_SCOPE_AT_(sensor, P5_SITE_AUTO, __COUNTER__)

@@ -10,7 +10,7 @@
 //! | `P5_EXIT_TIMEOUT_MS` | how long exit and [`crate::flush`] wait for acknowledgements | 3000 |
 //! | `P5_RING` (or `P5_RING_SLOTS`) | slots per thread ring (rounded up to a power of two, 16 bytes each; `K`/`M` suffixes multiply by 1024 / 1024²) | 1M (16 MiB, touched only as it fills) |
 //! | `P5_FULL=drop\|wait` | a full ring drops and counts (the application never waits), or waits for the flusher (a complete trace, perturbed) | `drop` |
-//! | `P5_THROTTLE=N,T` or `off` | a scope sensor (`P5_SCOPE`) that fired `N` times with a mean below `T` (`10us`, `500ns`, plain numbers are µs) only counts calls from then on; calls longer than `T` are still recorded | `100000,10us` |
+//! | `P5_THROTTLE=N,T` or `off` | a scope sensor (`P5_SCOPE`) that fired `N` times with a mean below `T` (`10us`, `500ns`, plain numbers are µs) only counts calls from then on; calls longer than `T` are still recorded | `1000,10us` |
 //! | `P5_FLUSH_MS` | flusher period | 20 |
 //! | `P5_CLOCK=mono` | use CLOCK_MONOTONIC even where the TSC is invariant | TSC if invariant |
 //! | `P5_DISCARD=1` | drain rings but keep nothing (overhead measurements) | off |
@@ -60,10 +60,17 @@ pub struct Config {
 }
 
 /// TAU's throttling rule: after `calls` calls with a mean duration below `ns`, a scope sensor
-/// only counts calls (and their total time); a call longer than `ns` is still recorded.
+/// only counts calls (and the time of every 64th); a sampled call longer than `ns` is still
+/// recorded.
+///
+/// The default keeps TAU's 10 µs but lowers TAU's 100,000 calls to 1,000: a fully recorded
+/// call costs ≈ 45–50 ns here (two `rdtsc` at ≈ 22 ns each on this VM), so 100,000 recorded
+/// calls per hot sensor cost ≈ 5 ms each — more than the whole 15–20 ms Lua workload of
+/// issue 21, which ran 9–11× slower with 100,000, 5–7× with 10,000 and 2.2–2.7× with 1,000
+/// (`runtime/benches/lua.rs`, loaded machine).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Throttle {
-    /// Calls before the rule is applied (TAU: 100,000).
+    /// Calls before the rule is applied (TAU: 100,000; here 1,000, see above).
     pub calls: u64,
     /// Mean duration below which a sensor is throttled, in ns (TAU: 10 µs).
     pub ns: u64,
@@ -72,7 +79,7 @@ pub struct Throttle {
 impl Default for Throttle {
     fn default() -> Self {
         Throttle {
-            calls: 100_000,
+            calls: 1_000,
             ns: 10_000,
         }
     }

@@ -44,8 +44,8 @@ pub const SAMPLE_MASK: u64 = 63;
 #[repr(C)]
 #[derive(Debug)]
 pub struct Site {
-    /// Sensor id.
-    pub sensor: u64,
+    /// Sensor id (set by the guard's first call).
+    pub sensor: AtomicU64,
     /// Calls begun.
     pub calls: AtomicU64,
     /// Calls timed (every recorded call, and the sampled throttled ones).
@@ -68,7 +68,7 @@ impl Site {
     /// A site in state `state`.
     pub const fn new(sensor: u64, state: u32) -> Self {
         Site {
-            sensor,
+            sensor: AtomicU64::new(sensor),
             calls: AtomicU64::new(0),
             timed: AtomicU64::new(0),
             ticks: AtomicU64::new(0),
@@ -156,7 +156,7 @@ pub fn listed() -> Vec<Report> {
     // SAFETY: only `&'static Site`s are ever put on the list.
     while let Some(s) = unsafe { p.as_ref() } {
         out.push(Report {
-            sensor: s.sensor,
+            sensor: s.sensor.load(Ordering::Relaxed),
             since: s.since.load(Ordering::Relaxed),
             calls: s.calls.load(Ordering::Relaxed),
             timed: s.timed.load(Ordering::Relaxed),
@@ -236,8 +236,9 @@ pub unsafe extern "C" fn p5_site_long(site: *mut Site, t0: u64, t1: u64) {
     };
     s.recorded
         .store(s.recorded.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
-    crate::sensor::emit_raw(Kind::Enter, t0, s.sensor);
-    crate::sensor::emit_raw(Kind::Exit, t1, s.sensor);
+    let id = s.sensor.load(Ordering::Relaxed);
+    crate::sensor::emit_raw(Kind::Enter, t0, id);
+    crate::sensor::emit_raw(Kind::Exit, t1, id);
 }
 
 /// The ring slow path of `p5.h`'s inline guards (ring past its limit, or no ring yet):
