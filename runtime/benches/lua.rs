@@ -5,10 +5,12 @@
 //! same build without p5 in one run.
 //!
 //! Per program and setting (`default`, `P5_THROTTLE=off`) it prints the best wall time of
-//! `P5_BENCH_RUNS` (default 7) runs of both builds, interleaved, their ratio, and — from the
-//! spool file of one more recorded run (local-file mode, decoded with `p5_wire`) — the
-//! events recorded, the sensors throttled and the calls they only counted, and the events
-//! dropped. Needs gcc and the crates (network or a warm cargo cache).
+//! `P5_BENCH_RUNS` (default 7) runs of both builds, interleaved (the instrumented one sending
+//! to a `p5-logserver` on loopback, as under `p5 record`), their ratio, and — from the spool
+//! file of one more recorded run (local-file mode, decoded with `p5_wire`) — the events
+//! recorded, the sensors throttled and the calls they only counted, and the events dropped. Needs gcc and the crates (network or a warm cargo cache).
+//!
+//! First it prints the C microbenchmark of the inlined guard (`benches/c/inline.c`).
 //!
 //! `cargo bench -p p5-runtime --bench lua`
 
@@ -175,18 +177,27 @@ fn build(
     }
 }
 
-/// Wall time of one run.
-fn run_once(exe: &Path, args: &[String], envs: &[(&str, &str)], spool: &Path) -> Duration {
+/// Wall time of one run: against the log server at `server` (as `p5 record` runs programs),
+/// or in local-file mode into `spool` when `server` is `None`.
+fn run_once(
+    exe: &Path,
+    args: &[String],
+    envs: &[(&str, &str)],
+    spool: &Path,
+    server: Option<&str>,
+) -> Duration {
     let _ = std::fs::remove_dir_all(spool);
-    let t = Instant::now();
-    let out = Command::new(exe)
-        .args(args)
+    let mut c = Command::new(exe);
+    c.args(args)
         .env_remove("P5_LOGSERVER")
         .env_remove("P5_THROTTLE")
         .env("P5_DIR", spool)
-        .envs(envs.iter().copied())
-        .output()
-        .expect("run program");
+        .envs(envs.iter().copied());
+    if let Some(s) = server {
+        c.env("P5_LOGSERVER", s);
+    }
+    let t = Instant::now();
+    let out = c.output().expect("run program");
     let d = t.elapsed();
     assert!(out.status.success(), "{} failed", exe.display());
     d
@@ -246,14 +257,16 @@ fn counts(spool: &Path) -> Counts {
     c
 }
 
-fn bench(p: &Program, setting: &str, envs: &[(&str, &str)], runs: usize, work: &Path) {
+fn bench(p: &Program, setting: &str, envs: &[(&str, &str)], runs: usize, ctx: (&Path, &str)) {
+    let (work, server) = ctx;
     let spool = work.join("spool");
     let (mut plain, mut p5) = (Duration::MAX, Duration::MAX);
     for _ in 0..runs {
-        plain = plain.min(run_once(&p.plain, &p.args, &[], &spool));
-        p5 = p5.min(run_once(&p.p5, &p.args, envs, &spool));
+        plain = plain.min(run_once(&p.plain, &p.args, &[], &spool, None));
+        p5 = p5.min(run_once(&p.p5, &p.args, envs, &spool, Some(server)));
     }
-    run_once(&p.p5, &p.args, envs, &spool);
+    // The counts: one more run in local-file mode, its spool decoded here.
+    run_once(&p.p5, &p.args, envs, &spool, None);
     let c = counts(&spool);
     let total = c.events + c.dropped;
     println!(
@@ -273,6 +286,53 @@ fn bench(p: &Program, setting: &str, envs: &[(&str, &str)], runs: usize, work: &
             0.0
         }
     );
+}
+
+/// Starts `p5-logserver` on a free loopback port with a fresh store; returns it and its
+/// address.
+fn log_server(profile: &Path, work: &Path) -> (std::process::Child, String) {
+    use std::io::BufRead;
+    let store = work.join("store");
+    let _ = std::fs::remove_dir_all(&store);
+    let mut child = Command::new(profile.join("p5-logserver"))
+        .args(["--listen", "127.0.0.1:0", "--store"])
+        .arg(&store)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start p5-logserver");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut line)
+        .expect("read the listening line");
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .expect("`listening on ADDR`")
+        .to_owned();
+    (child, addr)
+}
+
+/// The inlined C guard in a plain loop (`benches/c/inline.c`), discard mode.
+fn micro(lib: &Path, work: &Path) {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let exe = work.join("inline");
+    let st = Command::new("gcc")
+        .args(["-O2", "-I"])
+        .arg(root.join("include"))
+        .arg(root.join("benches/c/inline.c"))
+        .arg(lib)
+        .args(["-lpthread", "-ldl", "-lm", "-lrt", "-o"])
+        .arg(&exe)
+        .status()
+        .expect("run gcc");
+    assert!(st.success(), "gcc failed for inline.c");
+    let out = Command::new(&exe)
+        .env_remove("P5_LOGSERVER")
+        .env("P5_DISCARD", "1")
+        .output()
+        .expect("run inline");
+    print!("{}", String::from_utf8_lossy(&out.stdout));
 }
 
 fn main() {
@@ -327,10 +387,20 @@ fn main() {
         ),
         build("zlib", &zlib_src, ZLIB_MAIN, vec![], tools, &work),
     ];
+    micro(&lib, &work);
+    let (mut server, addr) = log_server(&profile, &work);
     for p in &programs {
-        bench(p, "default", &[], runs, &work);
-        bench(p, "P5_THROTTLE=off", &[("P5_THROTTLE", "off")], runs, &work);
+        bench(p, "default", &[], runs, (&work, &addr));
+        bench(
+            p,
+            "P5_THROTTLE=off",
+            &[("P5_THROTTLE", "off")],
+            runs,
+            (&work, &addr),
+        );
     }
+    let _ = server.kill();
+    let _ = server.wait();
     println!(
         "(best of {runs} interleaved runs; the 2-core machine is shared with other builds, so \
          ratios move by 25 % and more between runs)"

@@ -317,10 +317,14 @@ impl Flusher {
         }
         while !self.outbox.all_acked() && Instant::now() < deadline {
             self.outbox.service(Instant::now());
-            if !self.outbox.connected() && !self.outbox.connecting() {
+            // The last acknowledgement may have just arrived: no 10 ms nap after it (a short
+            // program's exit paid it every time).
+            if self.outbox.all_acked() || (!self.outbox.connected() && !self.outbox.connecting()) {
                 break;
             }
-            self.wait(deadline.min(Instant::now() + Duration::from_millis(10)));
+            // The connector thread does not ring the doorbell: look again soon while it runs.
+            let slice = if self.outbox.connecting() { 1 } else { 10 };
+            self.wait(deadline.min(Instant::now() + Duration::from_millis(slice)));
         }
         self.outbox
             .close(deadline.max(Instant::now() + Duration::from_millis(100)));
