@@ -1280,8 +1280,11 @@ fn record_c(exe: &Path, out_dir: &Path, envs: &[(&str, &str)]) -> Recording {
     Recording::from_spool(&files[0])
 }
 
-/// (enters of `sensor`, its last `Calls` report as (calls, timed, recorded, pinned, t)).
-fn enters_and_calls(r: &Recording, sensor: u64) -> (usize, Option<(u64, u64, u64, u8, u64)>) {
+/// A `Calls` report: (calls, timed, recorded, pinned, t).
+type CallsReport = (u64, u64, u64, u8, u64);
+
+/// (enters of `sensor`, its last `Calls` report).
+fn enters_and_calls(r: &Recording, sensor: u64) -> (usize, Option<CallsReport>) {
     let mut enters = 0;
     let mut calls = None;
     for s in r.streams.values() {
@@ -1323,7 +1326,7 @@ fn hot_tiny_scopes_are_throttled_and_counted() {
     assert_eq!(pinned, 0);
     assert!(t > 0, "throttled at a time in the run");
     assert!(
-        timed >= 100 && timed < 100 + 50_000 / 64 + 2,
+        (100..100 + 50_000 / 64 + 2).contains(&timed),
         "timed {timed}"
     );
     // The thread's first event goes out of line (it registers the ring) and is not timed.

@@ -150,7 +150,7 @@ pub fn throttled(ix: &SessionIndex, rows: &[p5_tracedb::schema::SensorCalls]) ->
             (calls, v)
         })
         .collect();
-    out.sort_by(|a, b| b.0.cmp(&a.0));
+    out.sort_by_key(|v| std::cmp::Reverse(v.0));
     out.into_iter().map(|(_, v)| v).collect()
 }
 
