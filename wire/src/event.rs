@@ -770,3 +770,34 @@ impl Iterator for EventDecoder<'_> {
 pub fn decode_all(buf: &[u8]) -> Result<Vec<Event>> {
     EventDecoder::new(buf)?.collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache_index(sensor: SensorId) -> u64 {
+        sensor.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - CACHE_BITS)
+    }
+
+    /// Sensors that share a slot of the encoder's direct-mapped cache still get their own
+    /// table entries, within a batch and after `clear`.
+    #[test]
+    fn colliding_sensors_keep_their_own_slots() {
+        let a = 1u64;
+        let b = (2..).find(|&s| cache_index(s) == cache_index(a)).unwrap();
+        let c = (b + 1..).find(|&s| cache_index(s) == cache_index(a)).unwrap();
+        let mut enc = EventEncoder::new();
+        for round in 0..2 {
+            enc.clear();
+            let mut want = Vec::new();
+            for (i, s) in [a, b, a, c, b, c, a].into_iter().enumerate() {
+                let t = 1000 * round + i as u64;
+                enc.enter(t, s);
+                want.push(Event::Enter { t, sensor: s });
+            }
+            let mut buf = Vec::new();
+            enc.write_to(&mut buf);
+            assert_eq!(decode_all(&buf).unwrap(), want, "round {round}");
+        }
+    }
+}
