@@ -785,7 +785,9 @@ mod tests {
     fn colliding_sensors_keep_their_own_slots() {
         let a = 1u64;
         let b = (2..).find(|&s| cache_index(s) == cache_index(a)).unwrap();
-        let c = (b + 1..).find(|&s| cache_index(s) == cache_index(a)).unwrap();
+        let c = (b + 1..)
+            .find(|&s| cache_index(s) == cache_index(a))
+            .unwrap();
         let mut enc = EventEncoder::new();
         for round in 0..2 {
             enc.clear();
