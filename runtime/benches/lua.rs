@@ -10,6 +10,10 @@
 //! file of one more recorded run (local-file mode, decoded with `p5_wire`) — the events
 //! recorded, the sensors throttled and the calls they only counted, and the events dropped. Needs gcc and the crates (network or a warm cargo cache).
 //!
+//! A third line per program runs the build compiled with `-DP5_NO_INLINE` (every guard calls
+//! `p5_enter`/`p5_exit`; nothing is throttled) against the inlined one with throttling off:
+//! the inlined hot path measured inside a real program.
+//!
 //! First it prints the C microbenchmark of the inlined guard (`benches/c/inline.c`).
 //!
 //! `cargo bench -p p5-runtime --bench lua`
@@ -138,6 +142,8 @@ struct Program {
     name: &'static str,
     plain: PathBuf,
     p5: PathBuf,
+    /// The same instrumented build with `-DP5_NO_INLINE`: the guards call the runtime.
+    p5_outline: PathBuf,
     args: Vec<String>,
 }
 
@@ -169,10 +175,14 @@ fn build(
     let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
     let inc = format!("-I{}", include.display());
     gcc(&out, &main, &[&inc, lib.to_str().expect("utf-8 path")], &p5);
+    let p5_outline = dir.join("p5-outline");
+    let lib = lib.to_str().expect("utf-8 path");
+    gcc(&out, &main, &[&inc, "-DP5_NO_INLINE", lib], &p5_outline);
     Program {
         name,
         plain,
         p5,
+        p5_outline,
         args,
     }
 }
@@ -257,20 +267,26 @@ fn counts(spool: &Path) -> Counts {
     c
 }
 
-fn bench(p: &Program, setting: &str, envs: &[(&str, &str)], runs: usize, ctx: (&Path, &str)) {
+fn bench(
+    (p, exe): (&Program, &Path),
+    setting: &str,
+    envs: &[(&str, &str)],
+    runs: usize,
+    ctx: (&Path, &str),
+) {
     let (work, server) = ctx;
     let spool = work.join("spool");
     let (mut plain, mut p5) = (Duration::MAX, Duration::MAX);
     for _ in 0..runs {
         plain = plain.min(run_once(&p.plain, &p.args, &[], &spool, None));
-        p5 = p5.min(run_once(&p.p5, &p.args, envs, &spool, Some(server)));
+        p5 = p5.min(run_once(exe, &p.args, envs, &spool, Some(server)));
     }
     // The counts: one more run in local-file mode, its spool decoded here.
-    run_once(&p.p5, &p.args, envs, &spool, None);
+    run_once(exe, &p.args, envs, &spool, None);
     let c = counts(&spool);
     let total = c.events + c.dropped;
     println!(
-        "{:<5} {setting:<14} plain {:>8.4} s  p5 {:>8.4} s  ratio {:>5.2}x  events recorded {:>9}  \
+        "{:<5} {setting:<26} plain {:>8.4} s  p5 {:>8.4} s  ratio {:>5.2}x  events recorded {:>9}  \
          throttled {:>3} sensors ({} calls counted only)  dropped {} ({:.2} %)",
         p.name,
         plain.as_secs_f64(),
