@@ -10,9 +10,10 @@
 //! file of one more recorded run (local-file mode, decoded with `p5_wire`) — the events
 //! recorded, the sensors throttled and the calls they only counted, and the events dropped. Needs gcc and the crates (network or a warm cargo cache).
 //!
-//! A third line per program runs the build compiled with `-DP5_NO_INLINE` (every guard calls
-//! `p5_enter`/`p5_exit`; nothing is throttled) against the inlined one with throttling off:
-//! the inlined hot path measured inside a real program.
+//! Two more lines per program run the builds compiled with `-DP5_NO_INLINE` (every guard
+//! calls `p5_enter`/`p5_exit`, nothing is throttled) and `-DP5_INLINE_RECORD` (recorded calls
+//! stamp and write the ring inline), throttling off: the guard variants measured inside a
+//! real program.
 //!
 //! First it prints the C microbenchmark of the inlined guard (`benches/c/inline.c`).
 //!
@@ -142,8 +143,8 @@ struct Program {
     name: &'static str,
     plain: PathBuf,
     p5: PathBuf,
-    /// The same instrumented build with `-DP5_NO_INLINE`: the guards call the runtime.
-    p5_outline: PathBuf,
+    /// The same instrumented build with other guard flags: `(label, executable)`.
+    variants: Vec<(&'static str, PathBuf)>,
     args: Vec<String>,
 }
 
@@ -175,14 +176,21 @@ fn build(
     let include = Path::new(env!("CARGO_MANIFEST_DIR")).join("include");
     let inc = format!("-I{}", include.display());
     gcc(&out, &main, &[&inc, lib.to_str().expect("utf-8 path")], &p5);
-    let p5_outline = dir.join("p5-outline");
     let lib = lib.to_str().expect("utf-8 path");
-    gcc(&out, &main, &[&inc, "-DP5_NO_INLINE", lib], &p5_outline);
+    let mut variants = Vec::new();
+    for (label, flag) in [
+        ("P5_NO_INLINE", "-DP5_NO_INLINE"),
+        ("P5_INLINE_RECORD", "-DP5_INLINE_RECORD"),
+    ] {
+        let exe = dir.join(format!("p5-{flag}"));
+        gcc(&out, &main, &[&inc, flag, lib], &exe);
+        variants.push((label, exe));
+    }
     Program {
         name,
         plain,
         p5,
-        p5_outline,
+        variants,
         args,
     }
 }
@@ -329,26 +337,29 @@ fn log_server(profile: &Path, work: &Path) -> (std::process::Child, String) {
     (child, addr)
 }
 
-/// The inlined C guard in a plain loop (`benches/c/inline.c`), discard mode.
+/// The C guards in a plain loop (`benches/c/inline.c`), discard mode, as built by default
+/// and with `-DP5_INLINE_RECORD`.
 fn micro(lib: &Path, work: &Path) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let exe = work.join("inline");
-    let st = Command::new("gcc")
-        .args(["-O2", "-I"])
-        .arg(root.join("include"))
-        .arg(root.join("benches/c/inline.c"))
-        .arg(lib)
-        .args(["-lpthread", "-ldl", "-lm", "-lrt", "-o"])
-        .arg(&exe)
-        .status()
-        .expect("run gcc");
-    assert!(st.success(), "gcc failed for inline.c");
-    let out = Command::new(&exe)
-        .env_remove("P5_LOGSERVER")
-        .env("P5_DISCARD", "1")
-        .output()
-        .expect("run inline");
-    print!("{}", String::from_utf8_lossy(&out.stdout));
+    for flag in ["-DP5_DEFAULT_GUARDS", "-DP5_INLINE_RECORD"] {
+        let exe = work.join("inline");
+        let st = Command::new("gcc")
+            .args(["-O2", flag, "-I"])
+            .arg(root.join("include"))
+            .arg(root.join("benches/c/inline.c"))
+            .arg(lib)
+            .args(["-lpthread", "-ldl", "-lm", "-lrt", "-o"])
+            .arg(&exe)
+            .status()
+            .expect("run gcc");
+        assert!(st.success(), "gcc failed for inline.c");
+        let out = Command::new(&exe)
+            .env_remove("P5_LOGSERVER")
+            .env("P5_DISCARD", "1")
+            .output()
+            .expect("run inline");
+        print!("{}", String::from_utf8_lossy(&out.stdout));
+    }
 }
 
 fn main() {
@@ -405,15 +416,14 @@ fn main() {
     ];
     micro(&lib, &work);
     let (mut server, addr) = log_server(&profile, &work);
+    let off = [("P5_THROTTLE", "off")];
     for p in &programs {
-        bench(p, "default", &[], runs, (&work, &addr));
-        bench(
-            p,
-            "P5_THROTTLE=off",
-            &[("P5_THROTTLE", "off")],
-            runs,
-            (&work, &addr),
-        );
+        bench((p, &p.p5), "default", &[], runs, (&work, &addr));
+        bench((p, &p.p5), "P5_THROTTLE=off", &off, runs, (&work, &addr));
+        for (label, exe) in &p.variants {
+            let setting = format!("{label}, throttle off");
+            bench((p, exe), &setting, &off, runs, (&work, &addr));
+        }
     }
     let _ = server.kill();
     let _ = server.wait();

@@ -65,11 +65,14 @@ static inline void p5_mark_inline(uint64_t sensor) {
 
 /* ---- scope sensors: the inline hot path and throttling -------------------------------
  *
- * P5_SCOPE(id) gives the scope a static call site (struct p5_site) and a guard that does the
- * work inline: a relaxed load of p5_active, the thread's ring pointer (a C thread-local set
- * by the runtime), rdtsc and two stores into the ring, a release store of the head. Only
- * the first event of a thread, a ring past its limit and the rare throttling transitions
- * call into the runtime. Throttling (TAU's rule, P5_THROTTLE=N,T, default 1000,10us):
+ * P5_SCOPE(id) gives the scope a static call site (struct p5_site) and a guard that decides
+ * inline: a relaxed load of p5_active, the site's state, the thread's ring pointer (a C
+ * thread-local set by the runtime). A throttled call is counted inline and costs ~3 ns; a
+ * recorded call calls p5_site_enter/p5_site_exit, which stamp the TSC and write the ring.
+ * With -DP5_INLINE_RECORD the guard also stamps and writes the ring itself (rdtsc, two
+ * stores, a release store of the head; only a full ring calls the runtime): that is faster
+ * in a tight loop but slower in a real program, whose every function grows by it (see
+ * ARCHITECTURE.md, `cargo bench -p p5-runtime --bench lua`). Throttling (TAU's rule, P5_THROTTLE=N,T, default 1000,10us):
  * after N timed calls with a mean below T a site stops recording and only counts calls;
  * every 64th call is still timed and recorded if it takes longer than T. The selection
  * file can pin a site on (P5_SCOPE_ALWAYS: always recorded) or off (P5_SCOPE_COUNT:
@@ -93,7 +96,10 @@ typedef struct p5_site {
     struct p5_site *next;
 } p5_site_t;
 
-/* Runtime side of the guards (rarely called). */
+/* Runtime side of the guards: a recorded call's enter (returns its TSC stamp) and exit (which
+ * also applies the throttling rule), and the rare transitions. */
+uint64_t p5_site_enter(p5_site_t *site, uint64_t sensor);
+void p5_site_exit(p5_site_t *site, uint64_t sensor, uint64_t t0);
 void p5_site_throttle(p5_site_t *site);
 void p5_site_list(p5_site_t *site);
 void p5_site_long(p5_site_t *site, uint64_t t0, uint64_t t1);
@@ -128,7 +134,8 @@ P5_ALWAYS_INLINE_ void p5_push_(struct p5_ring_hot *r, uint64_t kind, uint64_t t
 #endif
 
 /* Guard modes (p5_scope.on). */
-enum { P5_OFF_ = 0, P5_OUTLINE_ = 1, P5_INLINE_ = 2, P5_COUNTED_ = 3, P5_SAMPLED_ = 4 };
+enum { P5_OFF_ = 0, P5_OUTLINE_ = 1, P5_INLINE_ = 2, P5_COUNTED_ = 3, P5_SAMPLED_ = 4,
+       P5_RECORDED_ = 5 };
 
 typedef struct p5_scope {
     uint64_t sensor;
@@ -183,9 +190,14 @@ P5_ALWAYS_INLINE_ p5_scope_t p5_scope_begin_site(p5_site_t *site, uint64_t senso
             s.on = P5_SAMPLED_;
             return s;
         }
+#ifdef P5_INLINE_RECORD
         s.t0 = __builtin_ia32_rdtsc();
         s.on = P5_INLINE_;
         p5_push_(r, 0, s.t0, sensor);
+#else
+        s.t0 = p5_site_enter(site, sensor);
+        s.on = P5_RECORDED_;
+#endif
         return s;
     }
 #endif
@@ -198,6 +210,10 @@ P5_ALWAYS_INLINE_ void p5_scope_end(p5_scope_t *s) {
     if (s->on == P5_OFF_ || s->on == P5_COUNTED_) return;
     if (s->on == P5_OUTLINE_) {
         p5_exit(s->sensor);
+        return;
+    }
+    if (s->on == P5_RECORDED_) {
+        p5_site_exit(s->site, s->sensor, s->t0);
         return;
     }
 #ifdef P5_HOT

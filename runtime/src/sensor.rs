@@ -100,22 +100,29 @@ fn emit_slow(kind: Kind, sensor: u64, origin: RuntimeKind) {
     }
 }
 
-/// Records a one-slot event stamped with raw ticks `t` (the C inline guards' slow path and
-/// long throttled calls). Out of line; the slow path runs under `catch_unwind`.
-#[inline(never)]
+/// Records a one-slot event stamped with raw ticks `t` (the C guards' recorded calls, the
+/// ring slow path and long throttled calls). The slow path (registration) runs under
+/// `catch_unwind`.
+#[inline(always)]
 pub fn emit_raw(kind: Kind, t: u64, sensor: u64) {
     if !ACTIVE.load(Ordering::Relaxed) {
         return;
     }
-    let mut r = CURRENT.get();
+    let r = CURRENT.get();
     if !is_ring(r) {
-        match std::panic::catch_unwind(|| register(RuntimeKind::C)) {
-            Ok(Some(p)) => r = p,
-            _ => return,
-        }
+        return emit_raw_slow(kind, t, sensor);
     }
-    // SAFETY: as in `emit`.
+    // SAFETY: the pointer is this thread's live ring and we are its producer.
     unsafe { (*r).push_raw(kind, t, sensor) }
+}
+
+#[cold]
+#[inline(never)]
+fn emit_raw_slow(kind: Kind, t: u64, sensor: u64) {
+    if let Ok(Some(r)) = std::panic::catch_unwind(|| register(RuntimeKind::C)) {
+        // SAFETY: as in `emit`.
+        unsafe { (*r).push_raw(kind, t, sensor) }
+    }
 }
 
 unsafe extern "C" {

@@ -241,6 +241,50 @@ pub unsafe extern "C" fn p5_site_long(site: *mut Site, t0: u64, t1: u64) {
     crate::sensor::emit_raw(Kind::Exit, t1, id);
 }
 
+/// A recorded call of a site begins: stamps the TSC, records the enter, returns the stamp.
+/// Out of line on purpose: inlining this into every instrumented function made a real
+/// program slower (code size) than the call does.
+///
+/// # Safety
+/// `site` is null or a static `struct p5_site`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn p5_site_enter(site: *mut Site, sensor: u64) -> u64 {
+    let _ = site;
+    let t = crate::clock::rdtsc();
+    crate::sensor::emit_raw(Kind::Enter, t, sensor);
+    t
+}
+
+/// A recorded call of a site ends: records the exit, adds the call's duration to the site and
+/// applies the throttling rule.
+///
+/// # Safety
+/// `site` is null or a static `struct p5_site`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn p5_site_exit(site: *mut Site, sensor: u64, t0: u64) {
+    let t = crate::clock::rdtsc();
+    crate::sensor::emit_raw(Kind::Exit, t, sensor);
+    // SAFETY: per the contract.
+    let Some(s) = (unsafe { site_ref(site) }) else {
+        return;
+    };
+    let timed = s.timed.load(Ordering::Relaxed) + 1;
+    let ticks = s
+        .ticks
+        .load(Ordering::Relaxed)
+        .wrapping_add(t.wrapping_sub(t0));
+    s.timed.store(timed, Ordering::Relaxed);
+    s.ticks.store(ticks, Ordering::Relaxed);
+    let n = THROTTLE_CALLS.load(Ordering::Relaxed);
+    if n != 0
+        && timed >= n
+        && (ticks as u128) < timed as u128 * THROTTLE_TICKS.load(Ordering::Relaxed) as u128
+        && s.state.load(Ordering::Relaxed) == AUTO
+    {
+        throttle(s);
+    }
+}
+
 /// The ring slow path of `p5.h`'s inline guards (ring past its limit, or no ring yet):
 /// records a one-slot event stamped with raw TSC ticks `t`. Never panics.
 #[unsafe(no_mangle)]

@@ -1307,7 +1307,8 @@ fn enters_and_calls(r: &Recording, sensor: u64) -> (usize, Option<CallsReport>) 
     (enters, calls)
 }
 
-/// Issue 21 item 1: with `P5_THROTTLE=100,10us` the hot tiny scope is recorded 100 times
+/// Issue 21 item 1 (both guard builds: recorded calls through the runtime, the default, and
+/// written inline, `-DP5_INLINE_RECORD`): with `P5_THROTTLE=100,10us` the hot tiny scope is recorded 100 times
 /// (plus long sampled calls) and then only counted — and its `Calls` report has every call;
 /// the slow scope (mean above 10 µs) and the scope pinned on are recorded on every call; the
 /// scope pinned off is counted from the first call. With `P5_THROTTLE=off` everything but the
@@ -1315,8 +1316,20 @@ fn enters_and_calls(r: &Recording, sensor: u64) -> (usize, Option<CallsReport>) 
 #[test]
 fn hot_tiny_scopes_are_throttled_and_counted() {
     let dir = tempdir();
-    let exe = build_c(dir.path(), "throttle", &[]);
-    let r = record_c(&exe, &dir.path().join("on"), &[("P5_THROTTLE", "100,10us")]);
+    for (k, flags) in [&[][..], &["-DP5_INLINE_RECORD"][..]]
+        .into_iter()
+        .enumerate()
+    {
+        let sub = dir.path().join(k.to_string());
+        std::fs::create_dir_all(&sub).unwrap();
+        let exe = build_c(&sub, "throttle", flags);
+        check_throttling(&exe, &sub);
+    }
+}
+
+/// The assertions of [`hot_tiny_scopes_are_throttled_and_counted`] for one build.
+fn check_throttling(exe: &Path, dir: &Path) {
+    let r = record_c(exe, &dir.join("on"), &[("P5_THROTTLE", "100,10us")]);
     for s in r.streams.values() {
         s.assert_complete("throttle");
     }
@@ -1351,7 +1364,7 @@ fn hot_tiny_scopes_are_throttled_and_counted() {
         "slow scopes are never throttled"
     );
 
-    let r = record_c(&exe, &dir.path().join("off"), &[("P5_THROTTLE", "off")]);
+    let r = record_c(exe, &dir.join("off"), &[("P5_THROTTLE", "off")]);
     assert_eq!(enters_and_calls(&r, 0x7100), (50_000, None));
     assert_eq!(enters_and_calls(&r, 0x7300), (50_000, None));
     assert_eq!(enters_and_calls(&r, 0x7400).1.map(|c| c.0), Some(50_000));

@@ -1,7 +1,8 @@
-/* The C hot path in a plain loop (issue 21 item 2), run by `cargo bench --bench lua` in
- * discard mode (P5_DISCARD=1): ns per enter+exit pair of an inlined scope guard (pinned on,
- * so never throttled), of a throttled one (pinned count-only), of the out-of-line calls
- * p5_enter/p5_exit, and of one bare rdtsc, best of 5 rounds each. */
+/* The C guards in a plain loop (issue 21 item 2), run by `cargo bench --bench lua` in
+ * discard mode (P5_DISCARD=1), built as p5.h is by default and with -DP5_INLINE_RECORD: ns
+ * per enter+exit pair of a recorded scope guard (pinned on, so never throttled), of a
+ * throttled one (pinned count-only), of the plain calls p5_enter/p5_exit, and of one bare
+ * rdtsc, best of 5 rounds each. */
 #define _POSIX_C_SOURCE 199309L
 #include "p5.h"
 #include <stdio.h>
@@ -41,9 +42,15 @@ int main(void) {
     p5_init();
     outline(0); /* registers this thread's ring */
     double b = best(bare);
-    printf("c-inline  bare call %.2f ns; rdtsc %.2f ns; inline guard pair %.2f ns; throttled "
-           "(counted) pair %.2f ns; out-of-line p5_enter+p5_exit %.2f ns (all including the "
+#ifdef P5_INLINE_RECORD
+    const char *how = "P5_INLINE_RECORD";
+#else
+    const char *how = "default";
+#endif
+    printf("c guards (%s): bare call %.2f ns; rdtsc %.2f ns; recorded guard pair %.2f ns; "
+           "throttled (counted) pair %.2f ns; p5_enter+p5_exit %.2f ns (all including the "
            "bare call)\n",
+           how,
            b, best(tsc) - b, best(inlined), best(counted), best(outline));
     return 0;
 }
