@@ -11,9 +11,9 @@
 //! recorded, the sensors throttled and the calls they only counted, and the events dropped. Needs gcc and the crates (network or a warm cargo cache).
 //!
 //! Two more lines per program run the builds compiled with `-DP5_NO_INLINE` (every guard
-//! calls `p5_enter`/`p5_exit`, nothing is throttled) and `-DP5_INLINE_RECORD` (recorded calls
-//! stamp and write the ring inline), throttling off: the guard variants measured inside a
-//! real program.
+//! calls `p5_enter`/`p5_exit`, nothing is throttled) and `-DP5_CALL_RECORD` (recorded calls
+//! go through `p5_site_enter`/`p5_site_exit` instead of writing the ring inline), throttling
+//! off: the guard variants measured inside a real program.
 //!
 //! First it prints the C microbenchmark of the inlined guard (`benches/c/inline.c`).
 //!
@@ -180,7 +180,7 @@ fn build(
     let mut variants = Vec::new();
     for (label, flag) in [
         ("P5_NO_INLINE", "-DP5_NO_INLINE"),
-        ("P5_INLINE_RECORD", "-DP5_INLINE_RECORD"),
+        ("P5_CALL_RECORD", "-DP5_CALL_RECORD"),
     ] {
         let exe = dir.join(format!("p5-{flag}"));
         gcc(&out, &main, &[&inc, flag, lib], &exe);
@@ -338,10 +338,10 @@ fn log_server(profile: &Path, work: &Path) -> (std::process::Child, String) {
 }
 
 /// The C guards in a plain loop (`benches/c/inline.c`), discard mode, as built by default
-/// and with `-DP5_INLINE_RECORD`.
+/// and with `-DP5_CALL_RECORD`.
 fn micro(lib: &Path, work: &Path) {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    for flag in ["-DP5_DEFAULT_GUARDS", "-DP5_INLINE_RECORD"] {
+    for flag in ["-DP5_DEFAULT_GUARDS", "-DP5_CALL_RECORD"] {
         let exe = work.join("inline");
         let st = Command::new("gcc")
             .args(["-O2", flag, "-I"])

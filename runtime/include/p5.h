@@ -65,14 +65,14 @@ static inline void p5_mark_inline(uint64_t sensor) {
 
 /* ---- scope sensors: the inline hot path and throttling -------------------------------
  *
- * P5_SCOPE(id) gives the scope a static call site (struct p5_site) and a guard that decides
- * inline: a relaxed load of p5_active, the site's state, the thread's ring pointer (a C
- * thread-local set by the runtime). A throttled call is counted inline and costs ~3 ns; a
- * recorded call calls p5_site_enter/p5_site_exit, which stamp the TSC and write the ring.
- * With -DP5_INLINE_RECORD the guard also stamps and writes the ring itself (rdtsc, two
- * stores, a release store of the head; only a full ring calls the runtime): that is faster
- * in a tight loop but slower in a real program, whose every function grows by it (see
- * ARCHITECTURE.md, `cargo bench -p p5-runtime --bench lua`). Throttling (TAU's rule, P5_THROTTLE=N,T, default 1000,10us):
+ * P5_SCOPE(id) gives the scope a static call site (struct p5_site) and a guard that does the
+ * work inline: a relaxed load of p5_active, the site's state, the thread's ring pointer (a C
+ * thread-local set by the runtime), rdtsc and two stores into the ring, a release store of
+ * the head. Only the first event of a thread, a ring past its limit and the rare throttling
+ * transitions call into the runtime; a throttled call is only counted (2-3 ns a pair). With
+ * -DP5_CALL_RECORD a recorded call goes through p5_site_enter/p5_site_exit instead (smaller
+ * code; no difference beyond the noise in the real programs measured, ARCHITECTURE.md).
+ * Throttling (TAU's rule, P5_THROTTLE=N,T, default 1000,10us):
  * after N timed calls with a mean below T a site stops recording and only counts calls;
  * every 64th call is still timed and recorded if it takes longer than T. The selection
  * file can pin a site on (P5_SCOPE_ALWAYS: always recorded) or off (P5_SCOPE_COUNT:
@@ -190,7 +190,7 @@ P5_ALWAYS_INLINE_ p5_scope_t p5_scope_begin_site(p5_site_t *site, uint64_t senso
             s.on = P5_SAMPLED_;
             return s;
         }
-#ifdef P5_INLINE_RECORD
+#ifndef P5_CALL_RECORD
         s.t0 = __builtin_ia32_rdtsc();
         s.on = P5_INLINE_;
         p5_push_(r, 0, s.t0, sensor);

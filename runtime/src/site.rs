@@ -4,7 +4,8 @@
 //! own data: the sensor id, calls, timed calls and their ticks, and a state. The guard runs
 //! inline in the instrumented code (see `p5.h`): a recorded call stamps the TSC and writes
 //! its enter and exit slots straight into the thread's ring; only a full ring, the first
-//! event of a thread and the rare transitions below call into the runtime.
+//! event of a thread and the rare transitions below call into the runtime (with
+//! `-DP5_CALL_RECORD`, recorded calls use [`p5_site_enter`] and [`p5_site_exit`]).
 //!
 //! ```text
 //! state AUTO       record every call; at exit, once `timed ≥ N` and `ticks < timed·T`
@@ -241,9 +242,8 @@ pub unsafe extern "C" fn p5_site_long(site: *mut Site, t0: u64, t1: u64) {
     crate::sensor::emit_raw(Kind::Exit, t1, id);
 }
 
-/// A recorded call of a site begins: stamps the TSC, records the enter, returns the stamp.
-/// Out of line on purpose: inlining this into every instrumented function made a real
-/// program slower (code size) than the call does.
+/// A recorded call of a site begins (guards built with `-DP5_CALL_RECORD`): stamps the TSC,
+/// records the enter, returns the stamp.
 ///
 /// # Safety
 /// `site` is null or a static `struct p5_site`.
@@ -255,7 +255,7 @@ pub unsafe extern "C" fn p5_site_enter(site: *mut Site, sensor: u64) -> u64 {
     t
 }
 
-/// A recorded call of a site ends: records the exit, adds the call's duration to the site and
+/// A recorded call of a site ends (`-DP5_CALL_RECORD`): records the exit, adds the call's duration to the site and
 /// applies the throttling rule.
 ///
 /// # Safety

@@ -1307,8 +1307,8 @@ fn enters_and_calls(r: &Recording, sensor: u64) -> (usize, Option<CallsReport>) 
     (enters, calls)
 }
 
-/// Issue 21 item 1 (both guard builds: recorded calls through the runtime, the default, and
-/// written inline, `-DP5_INLINE_RECORD`): with `P5_THROTTLE=100,10us` the hot tiny scope is recorded 100 times
+/// Issue 21 item 1 (both guard builds: recorded calls written inline, the default, and
+/// through the runtime, `-DP5_CALL_RECORD`): with `P5_THROTTLE=100,10us` the hot tiny scope is recorded 100 times
 /// (plus long sampled calls) and then only counted — and its `Calls` report has every call;
 /// the slow scope (mean above 10 µs) and the scope pinned on are recorded on every call; the
 /// scope pinned off is counted from the first call. With `P5_THROTTLE=off` everything but the
@@ -1316,10 +1316,7 @@ fn enters_and_calls(r: &Recording, sensor: u64) -> (usize, Option<CallsReport>) 
 #[test]
 fn hot_tiny_scopes_are_throttled_and_counted() {
     let dir = tempdir();
-    for (k, flags) in [&[][..], &["-DP5_INLINE_RECORD"][..]]
-        .into_iter()
-        .enumerate()
-    {
+    for (k, flags) in [&[][..], &["-DP5_CALL_RECORD"][..]].into_iter().enumerate() {
         let sub = dir.path().join(k.to_string());
         std::fs::create_dir_all(&sub).unwrap();
         let exe = build_c(&sub, "throttle", flags);

@@ -1,5 +1,5 @@
 /* The C guards in a plain loop (issue 21 item 2), run by `cargo bench --bench lua` in
- * discard mode (P5_DISCARD=1), built as p5.h is by default and with -DP5_INLINE_RECORD: ns
+ * discard mode (P5_DISCARD=1), built as p5.h is by default and with -DP5_CALL_RECORD: ns
  * per enter+exit pair of a recorded scope guard (pinned on, so never throttled), of a
  * throttled one (pinned count-only), of the plain calls p5_enter/p5_exit, and of one bare
  * rdtsc, best of 5 rounds each. */
@@ -42,8 +42,8 @@ int main(void) {
     p5_init();
     outline(0); /* registers this thread's ring */
     double b = best(bare);
-#ifdef P5_INLINE_RECORD
-    const char *how = "P5_INLINE_RECORD";
+#ifdef P5_CALL_RECORD
+    const char *how = "P5_CALL_RECORD";
 #else
     const char *how = "default";
 #endif
