@@ -310,17 +310,30 @@ impl Flusher {
         self.drain();
         // Nothing is drained after this: `P5_FULL=wait` producers drop from now on.
         self.p.waker.set_consumer_gone(true);
-        // One wait, bounded by the deadline: at most one connection attempt (the running
-        // one, or a new one if none runs), then acknowledgements until the deadline.
-        if !self.outbox.all_acked() {
+        // One wait, bounded by the deadline: at most one connection attempt of its own. An
+        // attempt already running may predate a server that came up since (it then fails):
+        // only after that one is over does exit make its own.
+        let mut own_attempt = false;
+        if !self.outbox.all_acked() && !self.outbox.connecting() {
             self.outbox.connect(Instant::now());
+            own_attempt = true;
         }
         while !self.outbox.all_acked() && Instant::now() < deadline {
             self.outbox.service(Instant::now());
             // The last acknowledgement may have just arrived: no 10 ms nap after it (a short
             // program's exit paid it every time).
-            if self.outbox.all_acked() || (!self.outbox.connected() && !self.outbox.connecting()) {
+            if self.outbox.all_acked() {
                 break;
+            }
+            if !self.outbox.connected() && !self.outbox.connecting() {
+                if own_attempt {
+                    break;
+                }
+                self.outbox.connect(Instant::now());
+                own_attempt = true;
+                if !self.outbox.connecting() {
+                    break;
+                }
             }
             // The connector thread does not ring the doorbell: look again soon while it runs.
             let slice = if self.outbox.connecting() { 1 } else { 10 };
