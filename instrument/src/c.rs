@@ -540,10 +540,16 @@ fn is_constexpr(def: Node<'_>, src: &str) -> bool {
     })
 }
 
-/// The id in `P5_SCOPE(<id>)` if `stmt` is such a statement.
+/// The id in `P5_SCOPE(<id>)` (or `P5_SCOPE_ALWAYS`, `P5_SCOPE_COUNT`) if `stmt` is such a
+/// statement.
 fn scope_id(stmt: Node<'_>, src: &str) -> Option<u64> {
     let t = text(stmt, src).trim();
-    let inner = t.strip_prefix("P5_SCOPE(")?.strip_suffix(");")?;
+    let rest = t.strip_prefix("P5_SCOPE")?;
+    let rest = rest
+        .strip_prefix("_ALWAYS")
+        .or_else(|| rest.strip_prefix("_COUNT"))
+        .unwrap_or(rest);
+    let inner = rest.strip_prefix('(')?.strip_suffix(");")?;
     parse_literal(inner)
 }
 
@@ -624,9 +630,15 @@ fn function_sensor(u: &mut Unit<'_>, def: Node<'_>, name: &str) {
         .add(Kind::Function, name, name, Span::of(def), existing);
     if existing.is_none() {
         let lit = u.lit(id);
+        let guard = u.pin(name, bare_name(name)).c_macro();
         u.edits
-            .open(body.start_byte() + 1, format!(" P5_SCOPE({lit});"));
+            .open(body.start_byte() + 1, format!(" {guard}({lit});"));
     }
+}
+
+/// The last `::`-separated part of a qualified name.
+fn bare_name(name: &str) -> &str {
+    name.rsplit("::").next().unwrap_or(name)
 }
 
 fn arg_count(call: Node<'_>) -> usize {

@@ -8,6 +8,8 @@
 //! exclude_files = ["src/vendor/**"]
 //! functions = ["net_*", "Server::*"]  # function-name globs; default: every function
 //! exclude_functions = ["*_fast"]
+//! always = ["parse_*"]                # pinned on: recorded on every call, never throttled
+//! count_only = ["hash_*"]             # pinned off: calls only counted (C/C++ `P5_SCOPE_COUNT`)
 //!
 //! [[region]]                          # a region by line range (inclusive)
 //! name = "parse loop"
@@ -69,6 +71,12 @@ pub struct SelectionFile {
     /// Function globs to leave alone.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub exclude_functions: Vec<String>,
+    /// Function globs pinned on: every call recorded, never throttled (`P5_SCOPE_ALWAYS`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub always: Vec<String>,
+    /// Function globs pinned off: calls counted only, from the first (`P5_SCOPE_COUNT`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub count_only: Vec<String>,
     /// Regions by line range (`[[region]]` tables in the file; `regions` in JSON).
     #[serde(
         default,
@@ -124,8 +132,32 @@ pub struct Selection {
     exclude_files: GlobSet,
     functions: Option<GlobSet>,
     exclude_functions: GlobSet,
+    always: GlobSet,
+    count_only: GlobSet,
     /// Regions by line range.
     pub regions: Vec<LineRegion>,
+}
+
+/// How a selected function's scope sensor may be throttled at run time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Pin {
+    /// Throttled by the runtime when hot and tiny (`P5_SCOPE`).
+    Auto,
+    /// Always recorded (`P5_SCOPE_ALWAYS`).
+    Always,
+    /// Only counted (`P5_SCOPE_COUNT`).
+    CountOnly,
+}
+
+impl Pin {
+    /// The C/C++ guard macro.
+    pub fn c_macro(self) -> &'static str {
+        match self {
+            Pin::Auto => "P5_SCOPE",
+            Pin::Always => "P5_SCOPE_ALWAYS",
+            Pin::CountOnly => "P5_SCOPE_COUNT",
+        }
+    }
 }
 
 impl Default for Selection {
@@ -135,6 +167,8 @@ impl Default for Selection {
             exclude_files: GlobSet::empty(),
             functions: None,
             exclude_functions: GlobSet::empty(),
+            always: GlobSet::empty(),
+            count_only: GlobSet::empty(),
             regions: Vec::new(),
         }
     }
@@ -190,6 +224,8 @@ impl Selection {
             exclude_files: set(&raw.exclude_files, true, origin)?,
             functions: opt(&raw.functions, false)?,
             exclude_functions: set(&raw.exclude_functions, false, origin)?,
+            always: set(&raw.always, false, origin)?,
+            count_only: set(&raw.count_only, false, origin)?,
             regions: raw.regions,
         })
     }
@@ -203,6 +239,18 @@ impl Selection {
     pub fn function(&self, qualified: &str, bare: &str) -> bool {
         let hit = |s: &GlobSet| s.is_match(qualified) || s.is_match(bare);
         self.functions.as_ref().is_none_or(hit) && !hit(&self.exclude_functions)
+    }
+
+    /// The function's pinning (`always` wins over `count_only`).
+    pub fn pin(&self, qualified: &str, bare: &str) -> Pin {
+        let hit = |s: &GlobSet| s.is_match(qualified) || s.is_match(bare);
+        if hit(&self.always) {
+            Pin::Always
+        } else if hit(&self.count_only) {
+            Pin::CountOnly
+        } else {
+            Pin::Auto
+        }
     }
 
     /// Line regions for file `rel`.
@@ -222,6 +270,8 @@ mod tests {
             exclude_files: vec![],
             functions: vec!["try_word".into(), "a\"b\\c\u{1}".into()],
             exclude_functions: vec!["main".into()],
+            always: vec!["parse_*".into()],
+            count_only: vec!["hash".into()],
             regions: vec![LineRegion {
                 name: "loop \"x\"".into(),
                 file: "src/cow.c".into(),
@@ -234,6 +284,9 @@ mod tests {
         assert_eq!(SelectionFile::from_toml(&text, "t").unwrap(), file);
         let sel = Selection::parse(&text, "t").unwrap();
         assert!(sel.function("try_word", "try_word") && !sel.function("main", "main"));
+        assert_eq!(sel.pin("parse_x", "parse_x"), Pin::Always);
+        assert_eq!(sel.pin("S::hash", "hash"), Pin::CountOnly);
+        assert_eq!(sel.pin("try_word", "try_word"), Pin::Auto);
         assert_eq!(sel.regions, file.regions);
         // The browser's JSON spells the list `regions`.
         let json = r#"{"functions":["f"],"regions":[{"name":"r","file":"f.c","lines":[1,2]}]}"#;

@@ -225,6 +225,11 @@ impl<'a> Unit<'a> {
     pub fn selected(&self, qualified: &str, bare: &str) -> bool {
         self.file_selected && self.selection.function(qualified, bare)
     }
+
+    /// A selected function's pinning (throttling).
+    pub fn pin(&self, qualified: &str, bare: &str) -> crate::select::Pin {
+        self.selection.pin(qualified, bare)
+    }
 }
 
 /// A region the parser could not read (an ERROR or MISSING node).

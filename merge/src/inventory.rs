@@ -46,10 +46,31 @@ pub async fn write(
     }
     let spans = threads(w, sid, plan, &mut inv, diags).await?;
     processes(w, sid, plan, &spans, &mut inv).await?;
+    sensor_calls(w, sid, plan).await?;
     followed(w, sid, plan, &mut inv).await?;
     sources(w, sid, plan, manifests, diags).await?;
     metrics(w, sid, plan, manifests, &mut inv).await?;
     Ok(inv)
+}
+
+/// Call counts of throttled and count-only sensors (`sensor_calls`).
+async fn sensor_calls(w: &mut Writer, sid: i64, plan: &Plan) -> Result<(), Error> {
+    let big = |v: u64| v.min(i64::MAX as u64) as i64;
+    for (&(p, sensor), c) in &plan.scan.throttled {
+        w.row(schema::SensorCalls {
+            session_id: sid,
+            process_id: p as i64 + 1,
+            sensor_id: sensor as i64,
+            t_throttled: plan.fit(p).map(c.t),
+            calls: big(c.calls),
+            timed: big(c.timed),
+            timed_ns: big(c.timed_ns),
+            recorded: big(c.recorded),
+            pinned: i64::from(c.pinned),
+        })
+        .await?;
+    }
+    Ok(())
 }
 
 /// Threads; returns each process's span on the base.

@@ -36,7 +36,7 @@ pub mod states;
 
 pub use error::Error;
 pub use progress::{Progress, Silent};
-pub use session::{Diagnostic, ProcessClock, SessionSummary, Severity};
+pub use session::{Diagnostic, ProcessClock, SessionSummary, Severity, ThrottledSensor};
 
 use clap::Args;
 use p5_logserver::reader::StoreDir;
@@ -204,6 +204,34 @@ pub fn render(s: &SessionSummary) -> String {
              has gaps there (table drop_range; the Gantt marks them)"
         );
     }
+    if !s.throttled.is_empty() {
+        let calls: u64 = s.throttled.iter().map(|t| t.calls).sum();
+        let _ = writeln!(
+            o,
+            "  throttled: {} sensor(s) only counted calls after a while ({calls} calls in all; \
+             table sensor_calls, the statistics view and the source panel list them; \
+             P5_THROTTLE=off records everything):",
+            s.throttled.len()
+        );
+        for t in s.throttled.iter().take(10) {
+            let _ = writeln!(
+                o,
+                "    {:<40} {:>12} calls, {} long ones recorded, {} {:.3} s in",
+                t.name,
+                t.calls,
+                t.recorded,
+                if t.pinned {
+                    "pinned count-only"
+                } else {
+                    "throttled"
+                },
+                t.after_ns as f64 / 1e9
+            );
+        }
+        if s.throttled.len() > 10 {
+            let _ = writeln!(o, "    … and {} more", s.throttled.len() - 10);
+        }
+    }
     let _ = writeln!(
         o,
         "  causality: {} violations from the samples alone, {} after tightening",
@@ -236,5 +264,29 @@ mod tests {
             "messages: 0 matched, 0 sends and 0 receives unmatched, 1135 calls on sockets the \
              runtime never described (not matchable)\n"
         ));
+    }
+
+    /// Throttled sensors are named in the summary with their calls and when.
+    #[test]
+    fn the_summary_lists_throttled_sensors() {
+        let mut s = SessionSummary::default();
+        assert!(!render(&s).contains("throttled"));
+        s.throttled = vec![ThrottledSensor {
+            name: "lvm.c:luaV_execute".into(),
+            calls: 4_000_000,
+            recorded: 12,
+            after_ns: 1_500_000_000,
+            pinned: false,
+        }];
+        let r = render(&s);
+        assert!(
+            r.contains("throttled: 1 sensor(s) only counted calls"),
+            "{r}"
+        );
+        assert!(r.contains("lvm.c:luaV_execute"), "{r}");
+        assert!(
+            r.contains("4000000 calls, 12 long ones recorded, throttled 1.500 s in"),
+            "{r}"
+        );
     }
 }

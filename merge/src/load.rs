@@ -159,6 +159,8 @@ pub struct Scan {
     pub counters: BTreeSet<(usize, u64, bool)>,
     /// Threads an OS monitor followed: (monitoring process, tid) → what it said of them.
     pub tasks: BTreeMap<(usize, u32), TaskInfo>,
+    /// (process, sensor) → the latest `Calls` report of a throttled or count-only sensor.
+    pub throttled: BTreeMap<(usize, u64), CallsInfo>,
     /// Events decoded.
     pub events: u64,
     /// Event batches that failed to decode part-way (events before the error are kept).
@@ -180,6 +182,23 @@ pub struct Scan {
     pending_role: HashMap<(usize, i64), Role>,
     /// Highest data-frame sequence seen per (process, stream).
     dedup: Dedup,
+}
+
+/// A throttled (or count-only) sensor's call counts, as its runtime last reported them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallsInfo {
+    /// When it was throttled, process clock.
+    pub t: i64,
+    /// Calls begun (cumulative).
+    pub calls: u64,
+    /// Calls timed.
+    pub timed: u64,
+    /// Their summed duration, ns.
+    pub timed_ns: u64,
+    /// Long calls recorded while throttled.
+    pub recorded: u64,
+    /// Pinned count-only by the selection file.
+    pub pinned: bool,
 }
 
 /// Whether a stored data frame repeats one already read: its sequence number is not above
@@ -392,6 +411,31 @@ impl Scan {
                 self.bad_batches += 1;
                 break;
             };
+            if let Event::Calls {
+                t,
+                sensor,
+                calls,
+                timed,
+                timed_ns,
+                recorded,
+                pinned,
+            } = e
+            {
+                // Not an event of the thread's timeline: a report; the latest one counts.
+                self.sensors.insert(sensor);
+                let c = self.throttled.entry((p, sensor)).or_default();
+                if calls >= c.calls {
+                    *c = CallsInfo {
+                        t: t as i64,
+                        calls,
+                        timed,
+                        timed_ns,
+                        recorded,
+                        pinned: pinned != 0,
+                    };
+                }
+                continue;
+            }
             n += 1;
             let t = e.time() as i64;
             first.get_or_insert(t);

@@ -112,6 +112,9 @@ pub struct SessionSummary {
     pub undescribed: u64,
     /// Events the runtimes lost to full buffers, and in how many threads.
     pub dropped: (u64, u64),
+    /// Scope sensors throttled by the runtime or pinned count-only (table `sensor_calls`),
+    /// most calls first.
+    pub throttled: Vec<ThrottledSensor>,
     /// Messages received before they were sent under the sample-based fits.
     pub violations_before: u64,
     /// Remaining after tightening.
@@ -219,6 +222,7 @@ pub async fn merge(
             .iter()
             .filter(|s| s.dropped > 0)
             .fold((0, 0), |(n, k), s| (n + s.dropped, k + 1)),
+        throttled: throttled(&plan, manifests, inv.t_range.map(|r| r.0)),
         violations_before: plan.sync.violations_before,
         violations,
         diagnostics: diags,
@@ -226,6 +230,45 @@ pub async fn merge(
         t_range: inv.t_range,
     };
     Ok((db, summary))
+}
+
+/// A throttled (or count-only) sensor for the summary.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ThrottledSensor {
+    /// The manifest's name of the sensor (`file:function`), or its hex id.
+    pub name: String,
+    /// Calls in all, summed over processes.
+    pub calls: u64,
+    /// Long calls still recorded while throttled.
+    pub recorded: u64,
+    /// When it was first throttled, ns after the session's first event.
+    pub after_ns: i64,
+    /// Pinned count-only by the selection file.
+    pub pinned: bool,
+}
+
+/// The summary's view of `sensor_calls`: one entry per sensor, most calls first.
+fn throttled(plan: &Plan, manifests: &Manifests, t0: Option<i64>) -> Vec<ThrottledSensor> {
+    let mut by: BTreeMap<u64, ThrottledSensor> = BTreeMap::new();
+    for (&(p, sensor), c) in &plan.scan.throttled {
+        let t = plan.fit(p).map(c.t) - t0.unwrap_or(0);
+        let e = by.entry(sensor).or_insert_with(|| ThrottledSensor {
+            name: manifests.sensors.get(&sensor).map_or_else(
+                || p5_wire::manifest::format_id(sensor),
+                |(s, _)| format!("{}:{}", s.file, s.function),
+            ),
+            calls: 0,
+            recorded: 0,
+            after_ns: t,
+            pinned: c.pinned,
+        });
+        e.calls += c.calls;
+        e.recorded += c.recorded;
+        e.after_ns = e.after_ns.min(t);
+    }
+    let mut v: Vec<ThrottledSensor> = by.into_values().collect();
+    v.sort_by(|a, b| b.calls.cmp(&a.calls).then_with(|| a.name.cmp(&b.name)));
+    v
 }
 
 /// The first pass, with the diagnostics of what it found damaged or unknown.

@@ -1809,3 +1809,73 @@ fn a_wait_becomes_a_waiting_state() {
         assert_eq!(rows, want);
     });
 }
+
+/// Issue 21 item 1: a runtime's `Calls` reports (event kind 10) become one `sensor_calls` row
+/// per process and sensor — the latest report, on the session's base — are not counted as
+/// timeline events, and the summary lists the throttled sensor.
+#[test]
+fn throttled_sensors_are_stored_with_their_calls() {
+    let tmp = tempfile::tempdir().unwrap();
+    let store = tmp.path().join("store");
+    let mut b = StoreBuilder::new(&store, "hot", 4, 1_000_000_000_000);
+    let uid = 0x7A7A;
+    b.process(
+        1_000,
+        &identity(uid, 4343, "", "h", "hot", 1_000_000_000_000, 1),
+    );
+    let open = stream_open(1, 10, 1, 4343, "main");
+    b.data(2_000, uid, p5_wire::frame::FrameType::StreamOpen, &open);
+    let calls = |calls: u64, recorded: u64| Event::Calls {
+        t: (5 * MS) as u64,
+        sensor: S_MAIN,
+        calls,
+        timed: 1_000 + calls / 64,
+        timed_ns: 250_000,
+        recorded,
+        pinned: 0,
+    };
+    let batches: [Vec<Event>; 2] = [
+        vec![
+            Event::Enter {
+                t: MS as u64,
+                sensor: S_MAIN,
+            },
+            Event::Exit {
+                t: 2 * MS as u64,
+                sensor: S_MAIN,
+            },
+            calls(40_000, 1),
+        ],
+        vec![calls(90_000, 3)],
+    ];
+    for (k, evs) in batches.iter().enumerate() {
+        let body = events(1, k as u64 + 1, (10 * MS) as u64 * (k as u64 + 1), 0, evs);
+        let t_s = 1_000_000_000_000 + (10 * MS) as u64 * (k as u64 + 1);
+        b.data(t_s, uid, p5_wire::frame::FrameType::Events, &body);
+    }
+    b.finish();
+    rt().block_on(async {
+        let url = format!("sqlite:{}", tmp.path().join("d.sqlite").display());
+        let s = merge(&store, &url, vec![]).await;
+        assert_eq!(s[0].events, 2, "reports are not timeline events");
+        assert_eq!(s[0].throttled.len(), 1);
+        assert_eq!((s[0].throttled[0].calls, s[0].throttled[0].recorded), (90_000, 3));
+        let text = p5_merge::render(&s[0]);
+        assert!(text.contains("throttled: 1 sensor(s)"), "{text}");
+        let rows = query_csv(
+            &url,
+            "SELECT c.process_id, c.calls, c.timed, c.timed_ns, c.recorded, c.pinned, \
+             c.t_throttled - t.t_start AS after_first FROM sensor_calls c \
+             JOIN thread t ON t.session_id = c.session_id",
+        )
+        .await;
+        // Throttled at 5 ms, the thread's first event at 1 ms.
+        assert_eq!(
+            rows,
+            format!(
+                "process_id,calls,timed,timed_ns,recorded,pinned,after_first\n1,90000,2406,250000,3,0,{}\n",
+                4 * MS
+            )
+        );
+    });
+}

@@ -149,6 +149,11 @@ impl Origin {
         }
     }
 
+    /// Raw ticks as ticks since this origin (may be negative).
+    pub fn rel_ticks(&self, raw: u64) -> i64 {
+        raw.wrapping_sub(self.ticks0) as i64
+    }
+
     /// Nanoseconds since the origin on CLOCK_MONOTONIC (used for `t_p` stamps).
     pub fn elapsed_ns(&self) -> u64 {
         mono_ns().saturating_sub(self.mono0)
@@ -333,11 +338,21 @@ impl Segment {
         }
     }
 
+    #[inline]
     fn covers(&self, t: i64) -> bool {
         (t >= self.a.ticks || self.first) && self.b_ticks.is_none_or(|b| t < b)
     }
 
+    #[inline]
     fn apply(&self, t: i64) -> u64 {
+        // Fast path (nearly always: `t` at or after the segment start, a slope below 2^16
+        // ns per tick): one widening 64×64 multiplication instead of i128 arithmetic.
+        if let (Some(d), Ok(m)) = (t.checked_sub(self.a.ticks), u64::try_from(self.mult))
+            && d >= 0
+        {
+            let off = ((d as u128 * m as u128 + (1 << (FRAC - 1))) >> FRAC).min(u64::MAX as u128);
+            return self.a.ns.saturating_add(off as u64).min(self.b_ns);
+        }
         let d = t as i128 - self.a.ticks as i128;
         // Round to nearest (monotone, and exact at the snapshots despite a truncated slope).
         let off = (d.saturating_mul(self.mult as i128) + (1 << (FRAC - 1))) >> FRAC;

@@ -8,11 +8,14 @@
 //! | `P5_DIR` | spool directory; without `P5_LOGSERVER`: local-file mode (never connect) | `$TMPDIR/p5` |
 //! | `P5_SESSION` | session name sent in the handshake and used in file names | empty |
 //! | `P5_EXIT_TIMEOUT_MS` | how long exit and [`crate::flush`] wait for acknowledgements | 3000 |
-//! | `P5_RING_SLOTS` | slots per thread ring (power of two, 16 bytes each) | 65536 |
+//! | `P5_RING` (or `P5_RING_SLOTS`) | slots per thread ring (rounded up to a power of two, 16 bytes each; `K`/`M` suffixes multiply by 1024 / 1024²) | 1M (16 MiB, touched only as it fills) |
+//! | `P5_FULL=drop\|wait` | a full ring drops and counts (the application never waits), or waits for the flusher (a complete trace, perturbed) | `drop` |
+//! | `P5_THROTTLE=N,T` or `off` | a scope sensor (`P5_SCOPE`) that fired `N` times with a mean below `T` (`10us`, `500ns`, plain numbers are µs) only counts calls from then on; calls longer than `T` are still recorded | `1000,10us` |
 //! | `P5_FLUSH_MS` | flusher period | 20 |
 //! | `P5_CLOCK=mono` | use CLOCK_MONOTONIC even where the TSC is invariant | TSC if invariant |
 //! | `P5_DISCARD=1` | drain rings but keep nothing (overhead measurements) | off |
 
+use crate::ring::Full;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -50,7 +53,41 @@ pub struct Config {
     pub flush_interval: Duration,
     /// Allow the TSC as tick source (if invariant).
     pub allow_tsc: bool,
+    /// What a full ring does.
+    pub full: Full,
+    /// Adaptive throttling of hot tiny scope sensors (`None`: off).
+    pub throttle: Option<Throttle>,
 }
+
+/// TAU's throttling rule: after `calls` calls with a mean duration below `ns`, a scope sensor
+/// only counts calls (and the time of every 64th); a sampled call longer than `ns` is still
+/// recorded.
+///
+/// The default keeps TAU's 10 µs but lowers TAU's 100,000 calls to 1,000: a fully recorded
+/// call costs ≈ 45–50 ns here (two `rdtsc` at ≈ 22 ns each on this VM), so 100,000 recorded
+/// calls per hot sensor cost ≈ 5 ms each — more than the whole 15–20 ms Lua workload of
+/// issue 21, which ran 9–11× slower with 100,000, 5–7× with 10,000 and 2.2–2.7× with 1,000
+/// (`runtime/benches/lua.rs`, loaded machine).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Throttle {
+    /// Calls before the rule is applied (TAU: 100,000; here 1,000, see above).
+    pub calls: u64,
+    /// Mean duration below which a sensor is throttled, in ns (TAU: 10 µs).
+    pub ns: u64,
+}
+
+impl Default for Throttle {
+    fn default() -> Self {
+        Throttle {
+            calls: 1_000,
+            ns: 10_000,
+        }
+    }
+}
+
+/// Default slots per ring: 1 Mi slots (16 MiB, faulted in only as the ring fills) absorb
+/// about 40 ms of a producer at 25 M events/s while the flusher is descheduled.
+pub const DEFAULT_RING_SLOTS: usize = 1 << 20;
 
 impl Default for Config {
     fn default() -> Self {
@@ -59,9 +96,11 @@ impl Default for Config {
             dir: default_dir(None),
             session: String::new(),
             exit_timeout: Duration::from_millis(3000),
-            ring_slots: 1 << 16,
+            ring_slots: DEFAULT_RING_SLOTS,
             flush_interval: Duration::from_millis(20),
             allow_tsc: true,
+            full: Full::Drop,
+            throttle: Some(Throttle::default()),
         }
     }
 }
@@ -81,6 +120,54 @@ fn truthy(v: &Option<OsString>) -> bool {
 
 fn number(v: Option<OsString>) -> Option<u64> {
     v?.to_str()?.trim().parse().ok()
+}
+
+/// A slot count with an optional `K` or `M` suffix (×1024, ×1024²).
+fn slots(v: Option<OsString>) -> Option<u64> {
+    let v = v?.into_string().ok()?;
+    let v = v.trim();
+    let (digits, mul) = match v.char_indices().last()? {
+        (i, 'k' | 'K') => (&v[..i], 1 << 10),
+        (i, 'm' | 'M') => (&v[..i], 1 << 20),
+        _ => (v, 1),
+    };
+    digits.trim().parse::<u64>().ok()?.checked_mul(mul)
+}
+
+/// A duration in ns from `10us`, `10µs`, `500ns`, `1ms`, `2.5` (µs).
+fn duration_ns(v: &str) -> Option<u64> {
+    let v = v.trim();
+    let (num, scale) = if let Some(n) = v.strip_suffix("ns") {
+        (n, 1.0)
+    } else if let Some(n) = v.strip_suffix("us").or_else(|| v.strip_suffix("µs")) {
+        (n, 1e3)
+    } else if let Some(n) = v.strip_suffix("ms") {
+        (n, 1e6)
+    } else {
+        (v, 1e3)
+    };
+    let x: f64 = num.trim().parse().ok()?;
+    (x.is_finite() && x >= 0.0).then(|| (x * scale).round() as u64)
+}
+
+/// `P5_THROTTLE`: `off` (or `0`), `N`, `N,T`. `None` inside means off; an unparsable value
+/// keeps the default.
+fn throttle(v: Option<OsString>) -> Option<Option<Throttle>> {
+    let v = v?.into_string().ok()?;
+    let v = v.trim();
+    if matches!(v, "off" | "0" | "no" | "false") {
+        return Some(None);
+    }
+    let (n, t) = match v.split_once(',') {
+        Some((n, t)) => (n, Some(t)),
+        None => (v, None),
+    };
+    let calls: u64 = n.trim().parse().ok()?;
+    let ns = match t {
+        Some(t) => duration_ns(t)?,
+        None => Throttle::default().ns,
+    };
+    Some((calls > 0).then_some(Throttle { calls, ns }))
 }
 
 impl Config {
@@ -116,8 +203,15 @@ impl Config {
         if let Some(ms) = number(get("P5_EXIT_TIMEOUT_MS")) {
             c.exit_timeout = Duration::from_millis(ms);
         }
-        if let Some(n) = number(get("P5_RING_SLOTS")) {
-            c.ring_slots = (n as usize).clamp(64, 1 << 28);
+        if let Some(n) = slots(get("P5_RING")).or_else(|| slots(get("P5_RING_SLOTS"))) {
+            c.ring_slots = n.clamp(64, 1 << 28) as usize;
+        }
+        c.full = match get("P5_FULL").as_ref().and_then(|v| v.to_str()) {
+            Some(v) if v.trim() == "wait" => Full::Wait,
+            _ => Full::Drop,
+        };
+        if let Some(t) = throttle(get("P5_THROTTLE")) {
+            c.throttle = t;
         }
         if let Some(ms) = number(get("P5_FLUSH_MS")) {
             c.flush_interval = Duration::from_millis(ms.clamp(1, 10_000));
@@ -181,5 +275,48 @@ mod tests {
         assert_eq!(c.flush_interval, Duration::from_millis(20));
         assert!(!c.allow_tsc);
         assert_eq!(c.session, "s1");
+    }
+
+    #[test]
+    fn ring_full_and_throttle() {
+        let d = cfg(&[]);
+        assert_eq!(d.ring_slots, DEFAULT_RING_SLOTS);
+        assert_eq!(d.full, Full::Drop);
+        assert_eq!(d.throttle, Some(Throttle::default()));
+        assert_eq!(cfg(&[("P5_RING", "256K")]).ring_slots, 256 << 10);
+        assert_eq!(cfg(&[("P5_RING", "2m")]).ring_slots, 2 << 20);
+        assert_eq!(cfg(&[("P5_RING_SLOTS", "4096")]).ring_slots, 4096);
+        assert_eq!(
+            cfg(&[("P5_RING", "128"), ("P5_RING_SLOTS", "4096")]).ring_slots,
+            128
+        );
+        assert_eq!(cfg(&[("P5_RING", "x")]).ring_slots, DEFAULT_RING_SLOTS);
+        assert_eq!(cfg(&[("P5_FULL", "wait")]).full, Full::Wait);
+        assert_eq!(cfg(&[("P5_FULL", "drop")]).full, Full::Drop);
+        assert_eq!(cfg(&[("P5_THROTTLE", "off")]).throttle, None);
+        let t = |v: &str| cfg(&[("P5_THROTTLE", v)]).throttle;
+        assert_eq!(
+            t("500,2us"),
+            Some(Throttle {
+                calls: 500,
+                ns: 2000
+            })
+        );
+        assert_eq!(
+            t("500,250ns"),
+            Some(Throttle {
+                calls: 500,
+                ns: 250
+            })
+        );
+        assert_eq!(t("7,1.5"), Some(Throttle { calls: 7, ns: 1500 }));
+        assert_eq!(
+            t("7"),
+            Some(Throttle {
+                calls: 7,
+                ns: 10_000
+            })
+        );
+        assert_eq!(t("junk"), Some(Throttle::default()));
     }
 }

@@ -27,10 +27,15 @@ use crate::stats::add;
 use p5_wire::data::{self, DataHeader, StreamClose, StreamKind, StreamOpen};
 use p5_wire::frame::{self, FrameType};
 use p5_wire::{Caps, Event, EventEncoder};
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 /// Events frames are closed once their encoding passes this size.
 pub const FRAME_TARGET: usize = 64 * 1024;
+/// How far ahead of the slot being read the flusher prefetches (4 slots per cache line).
+const PREFETCH_SLOTS: u64 = 32;
+/// A drain that took at least this many slots from one ring is followed by another at once.
+const BUSY_SLOTS: u64 = 4096;
 /// How long the flusher waits for the first connection before its first drain.
 const STARTUP_CONNECT_WAIT: Duration = Duration::from_millis(20);
 
@@ -42,6 +47,7 @@ pub fn run(p: &'static Process) {
         // A bug in here must not leave rings filling forever.
         crate::sensor::ACTIVE.store(false, std::sync::atomic::Ordering::Relaxed);
     }
+    p.waker.set_consumer_gone(true);
     p.control.gone();
 }
 
@@ -69,6 +75,8 @@ struct Flusher {
     next_drain: Instant,
     flush_seen: u64,
     flush_pending: Option<(u64, u64)>,
+    /// Calls of each listed site at its last report.
+    reported: HashMap<u64, u64>,
 }
 
 impl Flusher {
@@ -95,10 +103,12 @@ impl Flusher {
             next_drain: Instant::now(),
             flush_seen: 0,
             flush_pending: None,
+            reported: HashMap::new(),
         }
     }
 
     fn run(mut self) {
+        self.calibrate_early();
         // Give the connection a moment before the first drain, so frames go straight to a
         // server that is there rather than through the spool; a hung one costs only this.
         self.outbox.service(Instant::now());
@@ -118,8 +128,11 @@ impl Flusher {
             }
             let now = Instant::now();
             let flush_asked = ctl.flush_req > self.flush_seen;
+            let mut busy = false;
             if woken || flush_asked || now >= self.next_drain {
-                self.drain();
+                // A ring that held many slots belongs to a hot producer: drain again right
+                // away instead of sleeping, so the ring never fills while we nap.
+                busy = self.drain() >= BUSY_SLOTS;
                 self.next_drain = now + self.p.config.flush_interval;
                 if flush_asked {
                     self.flush_seen = ctl.flush_req;
@@ -140,8 +153,29 @@ impl Flusher {
             {
                 deadline = deadline.min(d);
             }
-            woken = self.wait(deadline);
+            if busy {
+                self.wait(Instant::now());
+                woken = true;
+            } else {
+                woken = self.wait(deadline);
+            }
         }
+    }
+
+    /// Arms the throttling rule within a fraction of a millisecond of the start (a short
+    /// program is over before the first regular drain): spins ~200 µs on this thread
+    /// measuring the tick rate, which each drain's snapshot then refines.
+    fn calibrate_early(&self) {
+        if !self.p.origin.tsc {
+            return;
+        }
+        let start = Instant::now();
+        let a = self.p.origin.snapshot();
+        while start.elapsed() < Duration::from_micros(200) {
+            std::hint::spin_loop();
+        }
+        let b = self.p.origin.snapshot();
+        crate::site::calibrate_over(self.p.config.throttle, b.ticks - a.ticks, b.ns - a.ns);
     }
 
     /// Sleeps until `deadline`, the doorbell or socket activity; returns whether the
@@ -173,7 +207,8 @@ impl Flusher {
         (fds[0].revents != 0 || fds[0].fd < 0) && self.p.waker.take()
     }
 
-    fn drain(&mut self) {
+    /// Drains every ring; returns the most slots taken from one ring.
+    fn drain(&mut self) -> u64 {
         for r in self.p.registry.take() {
             add(&self.p.counters.streams, 1);
             self.streams.push(Stream {
@@ -190,9 +225,20 @@ impl Flusher {
                 (closed, s.ring().published())
             })
             .collect();
-        self.timebase.push(self.p.origin.snapshot());
+        let snap = self.p.origin.snapshot();
+        self.timebase.push(snap);
+        if self.p.origin.tsc {
+            crate::site::calibrate(self.p.config.throttle, snap.ticks, snap.ns);
+        }
         let discard = self.p.config.mode == Mode::Discard;
+        let mut calls = if discard || !self.outbox.caps().contains(Caps::CALLS) {
+            Vec::new()
+        } else {
+            self.site_reports(snap)
+        };
+        let mut most = 0;
         for (s, &(closed, head)) in self.streams.iter_mut().zip(&bounds) {
+            most = most.max(head - s.ring().consumed());
             if discard {
                 let ring = s.ring();
                 add(&self.p.counters.events, head - ring.consumed());
@@ -200,12 +246,12 @@ impl Flusher {
             } else {
                 drain_stream(
                     s,
-                    head,
-                    closed,
+                    (head, closed),
                     &self.timebase,
                     &mut self.enc,
                     &mut self.outbox,
                     self.p,
+                    &std::mem::take(&mut calls),
                 );
             }
             let d = s.ring().dropped();
@@ -227,23 +273,71 @@ impl Flusher {
             // slots were drained above, and its Stream was just removed.
             drop(unsafe { Box::from_raw(r.0.as_ptr()) });
         }
+        most
+    }
+
+    /// `Calls` events for the throttled and count-only sites whose counts changed since
+    /// their last report (sent with the first stream drained).
+    fn site_reports(&mut self, snap: crate::clock::Snapshot) -> Vec<Event> {
+        let mut conv = self.timebase.converter();
+        let mut out = Vec::new();
+        for r in crate::site::listed() {
+            if self.reported.get(&r.sensor) == Some(&r.calls) {
+                continue;
+            }
+            self.reported.insert(r.sensor, r.calls);
+            let timed_ns = if snap.ticks > 0 {
+                (r.ticks as u128 * snap.ns as u128 / snap.ticks as u128) as u64
+            } else {
+                r.ticks
+            };
+            out.push(Event::Calls {
+                t: conv.ns(self.p.origin.rel_ticks(r.since)),
+                sensor: r.sensor,
+                calls: r.calls,
+                timed: r.timed,
+                timed_ns,
+                recorded: r.recorded,
+                pinned: r.pinned as u8,
+            });
+        }
+        out
     }
 
     fn exit(&mut self) {
         let start = Instant::now();
         let deadline = start + self.p.config.exit_timeout;
         self.drain();
-        // One wait, bounded by the deadline: at most one connection attempt (the running
-        // one, or a new one if none runs), then acknowledgements until the deadline.
-        if !self.outbox.all_acked() {
+        // Nothing is drained after this: `P5_FULL=wait` producers drop from now on.
+        self.p.waker.set_consumer_gone(true);
+        // One wait, bounded by the deadline: at most one connection attempt of its own. An
+        // attempt already running may predate a server that came up since (it then fails):
+        // only after that one is over does exit make its own.
+        let mut own_attempt = false;
+        if !self.outbox.all_acked() && !self.outbox.connecting() {
             self.outbox.connect(Instant::now());
+            own_attempt = true;
         }
         while !self.outbox.all_acked() && Instant::now() < deadline {
             self.outbox.service(Instant::now());
-            if !self.outbox.connected() && !self.outbox.connecting() {
+            // The last acknowledgement may have just arrived: no 10 ms nap after it (a short
+            // program's exit paid it every time).
+            if self.outbox.all_acked() {
                 break;
             }
-            self.wait(deadline.min(Instant::now() + Duration::from_millis(10)));
+            if !self.outbox.connected() && !self.outbox.connecting() {
+                if own_attempt {
+                    break;
+                }
+                self.outbox.connect(Instant::now());
+                own_attempt = true;
+                if !self.outbox.connecting() {
+                    break;
+                }
+            }
+            // The connector thread does not ring the doorbell: look again soon while it runs.
+            let slice = if self.outbox.connecting() { 1 } else { 10 };
+            self.wait(deadline.min(Instant::now() + Duration::from_millis(slice)));
         }
         self.outbox
             .close(deadline.max(Instant::now() + Duration::from_millis(100)));
@@ -253,12 +347,12 @@ impl Flusher {
 /// Drains one ring up to `head` into frames.
 fn drain_stream(
     s: &mut Stream,
-    head: u64,
-    closed: bool,
+    (head, closed): (u64, bool),
     timebase: &Timebase,
     enc: &mut EventEncoder,
     outbox: &mut Outbox,
     p: &Process,
+    extra: &[Event],
 ) {
     // SAFETY: see Stream::ring; borrowing through the pointer keeps `s` mutable.
     let ring: &Ring = unsafe { s.ring.0.as_ref() };
@@ -287,7 +381,25 @@ fn drain_stream(
     while i < head {
         // SAFETY: consumed() <= i < head <= published().
         let first = unsafe { ring.slot(i) };
+        ring.prefetch(i + PREFETCH_SLOTS);
         i += 1;
+        // Fast path: enter and exit, nearly every slot of a hot trace, without the general
+        // decoder (whose result type is large).
+        let w0 = first.0[0];
+        if w0 >> record::TICK_BITS <= Kind::Exit as u64 {
+            let t = conv.ns(record::ticks_of(w0));
+            if w0 >> record::TICK_BITS == Kind::Enter as u64 {
+                enc.enter(t, first.0[1]);
+            } else {
+                enc.exit(t, first.0[1]);
+            }
+            events += 1;
+            if enc.encoded_len() >= FRAME_TARGET {
+                emit_events(s, stream, ring.dropped(), enc, outbox);
+                ring.release(i);
+            }
+            continue;
+        }
         let mut next = || {
             (i < head).then(|| {
                 i += 1;
@@ -366,6 +478,9 @@ fn drain_stream(
     }
     ring.release(head);
     add(&p.counters.events, events);
+    for e in extra {
+        enc.push(e);
+    }
     let dropped = ring.dropped();
     if !enc.is_empty() || dropped != s.dropped_seen {
         emit_events(s, stream, dropped, enc, outbox);

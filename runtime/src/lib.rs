@@ -22,7 +22,8 @@
 //! ```
 //!
 //! Module map: [`clock`] (ticks and their conversion), [`record`] and [`ring`] (slots and
-//! the per-thread queue), `sensor` (the hot path), `registry` (thread registration),
+//! the per-thread queue), `sensor` (the hot path), [`site`] (C/C++ scope call sites and
+//! their adaptive throttling), `registry` (thread registration),
 //! `process` (life cycle: init, exit, fork), `flusher` (draining and framing), `outbox`,
 //! `conn` and `spool` (delivery and durability), `comm` and [`net`] (communication events),
 //! [`ffi`] (the C ABI), [`interpose`] (for `libp5_preload.so`), [`config`], [`identity`], [`mod@stats`].
@@ -43,6 +44,7 @@ pub mod record;
 mod registry;
 pub mod ring;
 mod sensor;
+pub mod site;
 pub mod spool;
 pub mod stats;
 mod waker;

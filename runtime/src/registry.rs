@@ -36,10 +36,11 @@ impl Registry {
             tid,
             name: thread_name(),
         };
-        let ring = Ring::new(
+        let ring = Ring::with_full(
             p.config.ring_slots,
             p.origin.ticks0,
             p.origin.tsc,
+            p.config.full,
             &p.waker,
             meta,
         )?;

@@ -9,7 +9,15 @@
 //! is where the producer must next look at `tail`, which is either "half full" (so it can wake
 //! the flusher early through its doorbell) or "full". Only that slow path loads the consumer's line. When
 //! the ring is full the record is dropped and counted in `dropped`, which the flusher ships
-//! in-band in every `Events` frame; the application never waits.
+//! in-band in every `Events` frame; the application never waits — unless the ring was made
+//! with [`Full::Wait`] (`P5_FULL=wait`), where the producer rings the doorbell and yields until
+//! the flusher has freed room (or is gone, when it drops after all).
+//!
+//! No false sharing: the consumer keeps its own copies of the slot pointer and mask on its
+//! line, so reading slots never touches the producer's line; it reads the producer's `head`
+//! once per drain (batched publication on the consumer side) and writes `tail` once per frame.
+//! The drop counter has a single writer (the producer) and is bumped with a plain
+//! load and store rather than a locked read-modify-write.
 //!
 //! The ring memory comes from a zeroed allocation, so pages are faulted in only as the ring
 //! fills: an idle thread costs little even with the default 64 Ki slots (1 MiB).
@@ -33,15 +41,31 @@ struct Producer {
     base: u64,
     /// Whether ticks come from the TSC.
     tsc: bool,
+    /// What a full ring does.
+    full: Full,
     dropped: AtomicU64,
 }
 
-/// Consumer-owned fields (another cache line).
+/// Consumer-owned fields (another cache line), with the consumer's copies of the immutable
+/// slot pointer and mask.
 #[repr(C, align(64))]
 struct Consumer {
     tail: AtomicU64,
     closed: AtomicBool,
     close_ticks: AtomicU64,
+    slots: NonNull<Slot>,
+    mask: u64,
+}
+
+/// What the producer does when its ring is full (`P5_FULL`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Full {
+    /// Drop the record and count it: the application never waits (the default).
+    #[default]
+    Drop,
+    /// Wake the flusher and wait for room: a complete trace at the price of stalls. Drops
+    /// only once the flusher is gone (process exit).
+    Wait,
 }
 
 /// What a stream is about, captured on the producing thread at registration.
@@ -95,6 +119,18 @@ impl Ring {
         waker: &'static Waker,
         meta: StreamMeta,
     ) -> Option<Self> {
+        Self::with_full(slots, base, tsc, Full::Drop, waker, meta)
+    }
+
+    /// [`Ring::new`] with a choice of what a full ring does.
+    pub fn with_full(
+        slots: usize,
+        base: u64,
+        tsc: bool,
+        full: Full,
+        waker: &'static Waker,
+        meta: StreamMeta,
+    ) -> Option<Self> {
         let cap = slots.clamp(64, 1 << 28).next_power_of_two();
         let layout = Layout::array::<Slot>(cap).ok()?;
         // SAFETY: the layout has non-zero size.
@@ -107,12 +143,15 @@ impl Ring {
                 mask: cap as u64 - 1,
                 base,
                 tsc,
+                full,
                 dropped: AtomicU64::new(0),
             },
             c: Consumer {
                 tail: AtomicU64::new(0),
                 closed: AtomicBool::new(false),
                 close_ticks: AtomicU64::new(0),
+                slots: ptr,
+                mask: cap as u64 - 1,
             },
             cap: cap as u64,
             waker,
@@ -150,6 +189,22 @@ impl Ring {
         }
         let t = crate::clock::rdtsc().wrapping_sub(self.p.base);
         self.push_at(kind, t, sensor);
+    }
+
+    /// Records a one-slot event stamped with raw clock ticks `t`. Producer only.
+    #[inline]
+    pub fn push_raw(&self, kind: Kind, t: u64, sensor: u64) {
+        self.push_at(kind, t.wrapping_sub(self.p.base), sensor);
+    }
+
+    /// True if this ring stamps with the TSC (then `p5.h`'s inline guards may write it).
+    pub fn uses_tsc(&self) -> bool {
+        self.p.tsc
+    }
+
+    /// The producer half, as `p5.h`'s `struct p5_ring_hot` sees it.
+    pub fn hot_ptr(&self) -> *const std::ffi::c_void {
+        &self.p as *const Producer as *const std::ffi::c_void
     }
 
     #[inline(never)]
@@ -219,14 +274,19 @@ impl Ring {
     #[cold]
     #[inline(never)]
     fn reserve_slow(&self, head: u64, n: u64) -> bool {
-        let tail = self.c.tail.load(Ordering::Acquire);
-        let used = head.wrapping_sub(tail);
+        let mut tail = self.c.tail.load(Ordering::Acquire);
         let half = self.cap / 2;
-        if used + n > half {
+        if head.wrapping_sub(tail) + n > half {
             self.waker.wake();
         }
+        if head.wrapping_sub(tail) + n > self.cap && self.p.full == Full::Wait {
+            tail = self.wait_for_room(head, n);
+        }
+        let used = head.wrapping_sub(tail);
         let limit = if used + n > self.cap {
-            self.p.dropped.fetch_add(1, Ordering::Relaxed);
+            // Single writer: a plain load and store, no locked instruction.
+            let d = self.p.dropped.load(Ordering::Relaxed);
+            self.p.dropped.store(d + 1, Ordering::Relaxed);
             head
         } else if used + n <= half {
             tail + half
@@ -238,6 +298,29 @@ impl Ring {
         // SAFETY: producer-private field.
         unsafe { *self.p.limit.get() = limit };
         used + n <= self.cap
+    }
+
+    /// `P5_FULL=wait`: rings the doorbell and yields until the flusher freed room for `n`
+    /// slots or is gone; returns the last tail seen.
+    #[cold]
+    #[inline(never)]
+    fn wait_for_room(&self, head: u64, n: u64) -> u64 {
+        let mut spins = 0u32;
+        loop {
+            let tail = self.c.tail.load(Ordering::Acquire);
+            if head.wrapping_sub(tail) + n <= self.cap || self.waker.consumer_gone() {
+                return tail;
+            }
+            self.waker.wake();
+            spins += 1;
+            if spins < 64 {
+                std::hint::spin_loop();
+            } else if spins < 1024 {
+                std::thread::yield_now();
+            } else {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
+        }
     }
 
     /// Marks the stream ended (the thread is exiting). Producer only, after its last event.
@@ -284,12 +367,34 @@ impl Ring {
         // SAFETY: per the contract the producer finished writing this slot (Acquire on head)
         // and will not touch it before we release it.
         unsafe {
-            self.p
+            self.c
                 .slots
                 .as_ptr()
-                .add((idx & self.p.mask) as usize)
+                .add((idx & self.c.mask) as usize)
                 .read()
         }
+    }
+
+    /// Hints that slot `idx` will be read soon (consumer; a no-op off x86-64). Reading past
+    /// the published head is harmless: a prefetch never faults and changes nothing.
+    #[inline(always)]
+    pub fn prefetch(&self, idx: u64) {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let p = self
+                .c
+                .slots
+                .as_ptr()
+                .wrapping_add((idx & self.c.mask) as usize);
+            // SAFETY: a prefetch hint has no memory effects; the address lies inside the ring.
+            unsafe {
+                std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+                    p as *const i8,
+                )
+            };
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = idx;
     }
 
     /// Frees all slots before `idx`. Consumer only.

@@ -40,6 +40,7 @@ struct ExitGuard;
 impl Drop for ExitGuard {
     fn drop(&mut self) {
         let r = CURRENT.replace(CLOSED);
+        set_c_ring(CLOSED);
         if is_ring(r) {
             // SAFETY: a registered ring stays alive until it has been closed and drained.
             unsafe { (*r).close() };
@@ -99,6 +100,54 @@ fn emit_slow(kind: Kind, sensor: u64, origin: RuntimeKind) {
     }
 }
 
+/// Records a one-slot event stamped with raw ticks `t` (the C guards' recorded calls, the
+/// ring slow path and long throttled calls). The slow path (registration) runs under
+/// `catch_unwind`.
+#[inline(always)]
+pub fn emit_raw(kind: Kind, t: u64, sensor: u64) {
+    if !ACTIVE.load(Ordering::Relaxed) {
+        return;
+    }
+    let r = CURRENT.get();
+    if !is_ring(r) {
+        return emit_raw_slow(kind, t, sensor);
+    }
+    // SAFETY: the pointer is this thread's live ring and we are its producer.
+    unsafe { (*r).push_raw(kind, t, sensor) }
+}
+
+#[cold]
+#[inline(never)]
+fn emit_raw_slow(kind: Kind, t: u64, sensor: u64) {
+    if let Ok(Some(r)) = std::panic::catch_unwind(|| register(RuntimeKind::C)) {
+        // SAFETY: as in `emit`.
+        unsafe { (*r).push_raw(kind, t, sensor) }
+    }
+}
+
+unsafe extern "C" {
+    /// Sets the C thread-local `p5_tls_ring` (`csrc/tls.c`).
+    fn p5_tls_ring_set(ring: *const std::ffi::c_void);
+}
+
+/// Points this thread's C-visible ring pointer at `r` (null: none), for `p5.h`'s inline
+/// guards. Only TSC rings are shown to C: the guards stamp with `rdtsc` themselves.
+fn set_c_ring(r: *const Ring) {
+    let hot = if is_ring(r) {
+        // SAFETY: a live ring.
+        let ring = unsafe { &*r };
+        if ring.uses_tsc() && cfg!(target_arch = "x86_64") {
+            ring.hot_ptr()
+        } else {
+            std::ptr::null()
+        }
+    } else {
+        std::ptr::null()
+    };
+    // SAFETY: plain store into this thread's own thread-local.
+    unsafe { p5_tls_ring_set(hot) };
+}
+
 /// Records a multi-slot record built from the ring (for its clock and origin).
 #[inline]
 pub fn emit_record(origin: RuntimeKind, build: impl FnOnce(&Ring) -> Record) {
@@ -145,6 +194,7 @@ fn register_inner(origin: RuntimeKind) -> Option<*const Ring> {
     }
     let ring = p.registry.register(p)?.as_ptr() as *const Ring;
     CURRENT.set(ring);
+    set_c_ring(ring);
     Some(ring)
 }
 
@@ -168,5 +218,6 @@ pub fn on_flusher_thread() -> bool {
 pub fn forget_thread_ring() {
     if is_ring(CURRENT.get()) {
         CURRENT.set(std::ptr::null());
+        set_c_ring(std::ptr::null());
     }
 }

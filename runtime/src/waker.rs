@@ -13,6 +13,8 @@ use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 pub struct Waker {
     fd: AtomicI32,
     pending: AtomicBool,
+    /// The flusher stopped draining for good (`P5_FULL=wait` producers then drop).
+    gone: AtomicBool,
 }
 
 impl Default for Waker {
@@ -29,7 +31,18 @@ impl Waker {
         Waker {
             fd: AtomicI32::new(fd),
             pending: AtomicBool::new(false),
+            gone: AtomicBool::new(false),
         }
+    }
+
+    /// Says that nobody drains any more (or again, with `false`: a forked child's flusher).
+    pub fn set_consumer_gone(&self, gone: bool) {
+        self.gone.store(gone, Ordering::Release);
+    }
+
+    /// True once the flusher stopped draining for good.
+    pub fn consumer_gone(&self) -> bool {
+        self.gone.load(Ordering::Acquire)
     }
 
     /// The descriptor to poll, if any.

@@ -1246,3 +1246,163 @@ fn hung_server_does_not_stall_draining() {
         "exit waits once, bounded by the exit timeout (took {took:?})"
     );
 }
+
+/// Builds `tests/c/<name>.c` against the static library with extra gcc flags.
+fn build_c(dir: &Path, name: &str, extra: &[&str]) -> PathBuf {
+    let exe = dir.join(name);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let st = Command::new("gcc")
+        .args(["-std=c11", "-Wall", "-Wextra", "-Werror", "-O2"])
+        .args(extra)
+        .arg("-I")
+        .arg(root.join("include"))
+        .arg(root.join(format!("tests/c/{name}.c")))
+        .arg(staticlib())
+        .args(["-lpthread", "-ldl", "-lm", "-lrt", "-o"])
+        .arg(&exe)
+        .status()
+        .expect("run gcc");
+    assert!(st.success(), "gcc failed");
+    exe
+}
+
+/// Runs `exe` in local-file mode with `envs`; returns its recording.
+fn record_c(exe: &Path, out_dir: &Path, envs: &[(&str, &str)]) -> Recording {
+    let mut c = Command::new(exe);
+    c.env_remove("P5_LOGSERVER")
+        .env_remove("P5_DISABLE")
+        .env_remove("P5_THROTTLE")
+        .env("P5_DIR", out_dir)
+        .envs(envs.iter().copied());
+    run_ok(c);
+    let files = spool_files(out_dir);
+    assert_eq!(files.len(), 1);
+    Recording::from_spool(&files[0])
+}
+
+/// A `Calls` report: (calls, timed, recorded, pinned, t).
+type CallsReport = (u64, u64, u64, u8, u64);
+
+/// (enters of `sensor`, its last `Calls` report).
+fn enters_and_calls(r: &Recording, sensor: u64) -> (usize, Option<CallsReport>) {
+    let mut enters = 0;
+    let mut calls = None;
+    for s in r.streams.values() {
+        for e in s.events() {
+            match e {
+                Event::Enter { sensor: x, .. } if x == sensor => enters += 1,
+                Event::Calls {
+                    sensor: x,
+                    calls: c,
+                    timed,
+                    recorded,
+                    pinned,
+                    t,
+                    ..
+                } if x == sensor => calls = Some((c, timed, recorded, pinned, t)),
+                _ => {}
+            }
+        }
+    }
+    (enters, calls)
+}
+
+/// Issue 21 item 1 (both guard builds: recorded calls written inline, the default, and
+/// through the runtime, `-DP5_CALL_RECORD`): with `P5_THROTTLE=100,10us` the hot tiny scope is recorded 100 times
+/// (plus long sampled calls) and then only counted — and its `Calls` report has every call;
+/// the slow scope (mean above 10 µs) and the scope pinned on are recorded on every call; the
+/// scope pinned off is counted from the first call. With `P5_THROTTLE=off` everything but the
+/// pinned-off scope is recorded.
+#[test]
+fn hot_tiny_scopes_are_throttled_and_counted() {
+    let dir = tempdir();
+    for (k, flags) in [&[][..], &["-DP5_CALL_RECORD"][..]].into_iter().enumerate() {
+        let sub = dir.path().join(k.to_string());
+        std::fs::create_dir_all(&sub).unwrap();
+        let exe = build_c(&sub, "throttle", flags);
+        check_throttling(&exe, &sub);
+    }
+}
+
+/// The assertions of [`hot_tiny_scopes_are_throttled_and_counted`] for one build.
+fn check_throttling(exe: &Path, dir: &Path) {
+    let r = record_c(exe, &dir.join("on"), &[("P5_THROTTLE", "100,10us")]);
+    for s in r.streams.values() {
+        s.assert_complete("throttle");
+    }
+    let (tiny, calls) = enters_and_calls(&r, 0x7100);
+    let (calls, timed, recorded, pinned, t) = calls.expect("a Calls report for the hot scope");
+    assert_eq!(calls, 50_000, "every call counted");
+    assert_eq!(pinned, 0);
+    assert!(t > 0, "throttled at a time in the run");
+    assert!(
+        (100..100 + 50_000 / 64 + 2).contains(&timed),
+        "timed {timed}"
+    );
+    // The thread's first event goes out of line (it registers the ring) and is not timed.
+    assert_eq!(
+        tiny as u64,
+        1 + 100 + recorded,
+        "recorded: the first 101 and the long ones"
+    );
+    let (on, on_calls) = enters_and_calls(&r, 0x7300);
+    assert_eq!((on, on_calls), (50_000, None), "pinned on: always recorded");
+    let (off, off_calls) = enters_and_calls(&r, 0x7400);
+    let off_calls = off_calls.expect("a Calls report for the pinned-off scope");
+    assert_eq!((off_calls.0, off_calls.3), (50_000, 1));
+    assert_eq!(
+        off as u64, off_calls.2,
+        "pinned off: only long calls recorded"
+    );
+    let (slow, slow_calls) = enters_and_calls(&r, 0x7200);
+    assert_eq!(
+        (slow, slow_calls),
+        (300, None),
+        "slow scopes are never throttled"
+    );
+
+    let r = record_c(exe, &dir.join("off"), &[("P5_THROTTLE", "off")]);
+    assert_eq!(enters_and_calls(&r, 0x7100), (50_000, None));
+    assert_eq!(enters_and_calls(&r, 0x7300), (50_000, None));
+    assert_eq!(enters_and_calls(&r, 0x7400).1.map(|c| c.0), Some(50_000));
+}
+
+/// The guards without the inline path (`-DP5_NO_INLINE`, as on other architectures) call
+/// `p5_enter`/`p5_exit` and never throttle.
+#[test]
+fn scope_guards_without_the_inline_path_record_every_call() {
+    let dir = tempdir();
+    let exe = build_c(dir.path(), "throttle", &["-DP5_NO_INLINE"]);
+    let r = record_c(
+        &exe,
+        &dir.path().join("out"),
+        &[("P5_THROTTLE", "100,10us")],
+    );
+    assert_eq!(enters_and_calls(&r, 0x7100), (50_000, None));
+    assert_eq!(enters_and_calls(&r, 0x7400), (50_000, None));
+}
+
+/// Issue 21 item 3: `P5_FULL=wait` loses nothing even with the smallest ring; the same run
+/// with the default `drop` loses events and counts every one.
+#[test]
+fn full_wait_loses_nothing_with_a_tiny_ring() {
+    let dir = tempdir();
+    let d = dir.path().to_str().unwrap();
+    run_ok(load(
+        &[
+            ("P5_DIR", d),
+            ("P5_RING", "64"),
+            ("P5_FULL", "wait"),
+            ("P5_FLUSH_MS", "500"),
+        ],
+        "--threads 2 --events 20000",
+    ));
+    let files = spool_files(dir.path());
+    let r = Recording::from_spool(&files[0]);
+    for t in 0..2 {
+        let s = r.stream_named(&format!("load-{t}"));
+        s.assert_complete(&format!("thread {t}"));
+        assert_eq!(s.close.unwrap().dropped, 0);
+        assert_eq!(s.events().len(), 40_000);
+    }
+}

@@ -52,6 +52,11 @@ pub const SQLITE: &[(i64, &str, &str)] = &[
         include_str!("../migrations/sqlite/0009_flows.sql"),
     ),
     (
+        10,
+        "sensor_calls",
+        include_str!("../migrations/sqlite/0010_sensor_calls.sql"),
+    ),
+    (
         11,
         "convolution",
         include_str!("../migrations/sqlite/0011_convolution.sql"),
@@ -89,6 +94,11 @@ pub const POSTGRES: &[(i64, &str, &str)] = &[
         9,
         "flows",
         include_str!("../migrations/postgres/0009_flows.sql"),
+    ),
+    (
+        10,
+        "sensor_calls",
+        include_str!("../migrations/postgres/0010_sensor_calls.sql"),
     ),
     (
         11,
@@ -155,7 +165,7 @@ mod tests {
             assert_eq!((a.0, a.1), (b.0, b.1));
         }
         let (s, p) = (indexes(Backend::Sqlite), indexes(Backend::Postgres));
-        assert_eq!(s.len(), 21, "{s:?}");
+        assert_eq!(s.len(), 22, "{s:?}");
         assert_eq!(
             s.iter().map(|x| x.0).collect::<Vec<_>>(),
             p.iter().map(|x| x.0).collect::<Vec<_>>()

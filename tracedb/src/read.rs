@@ -572,6 +572,28 @@ pub async fn clock_bounds(db: &Reader, sid: i64) -> Result<Vec<(i64, Option<i64>
     Ok(fetch!(db, Q, [sid], |r| (r.i(0)?, r.oi(1)?)))
 }
 
+/// Throttled and count-only sensors with their call counts, most calls first (empty for a
+/// database written before migration 0010).
+pub async fn sensor_calls(db: &Reader, sid: i64) -> Result<Vec<schema::SensorCalls>, Error> {
+    if db.schema_version().await? < 10 {
+        return Ok(Vec::new());
+    }
+    const Q: &str = "SELECT process_id, sensor_id, t_throttled, calls, timed, timed_ns, \
+         recorded, pinned FROM sensor_calls WHERE session_id = $1 \
+         ORDER BY calls DESC, sensor_id, process_id";
+    Ok(fetch!(db, Q, [sid], |r| schema::SensorCalls {
+        session_id: sid,
+        process_id: r.i(0)?,
+        sensor_id: r.i(1)?,
+        t_throttled: r.i(2)?,
+        calls: r.i(3)?,
+        timed: r.i(4)?,
+        timed_ns: r.i(5)?,
+        recorded: r.i(6)?,
+        pinned: r.i(7)?,
+    }))
+}
+
 /// Where each thread lost events to full buffers, by thread and time (empty for a database
 /// written before migration 0008).
 pub async fn drop_ranges(db: &Reader, sid: i64) -> Result<Vec<schema::DropRange>, Error> {

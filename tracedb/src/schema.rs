@@ -874,6 +874,29 @@ tables! {
         /// Rank by length, 1 = shortest.
         rank_len: i64,
     }
+
+    /// Call counts of a scope sensor the runtime throttled or the selection file pinned
+    /// count-only (`sensor_calls`, migration 0010): the runtime's last report per process.
+    SENSOR_CALLS SensorCalls = "sensor_calls" {
+        /// Session.
+        session_id: i64,
+        /// → `process.id`.
+        process_id: i64,
+        /// → `sensor.id`.
+        sensor_id: i64,
+        /// When it was throttled (or first counted), on the base.
+        t_throttled: i64,
+        /// Calls made in all (recorded or not).
+        calls: i64,
+        /// Calls timed: every call before throttling, every 64th after.
+        timed: i64,
+        /// Their summed duration, ns.
+        timed_ns: i64,
+        /// Long calls still recorded as intervals while throttled.
+        recorded: i64,
+        /// 1 if pinned count-only by the selection file rather than throttled.
+        pinned: i64,
+    }
 }
 
 /// Every table keyed by session (everything but `session`), in deletion order: re-merging a
@@ -907,6 +930,7 @@ pub const PER_SESSION: &[Table] = &[
     FLOW_SEGMENT,
     FLOW_PATH,
     FLOW_DIFF,
+    SENSOR_CALLS,
     CONV_EDGE,
     CONV_SPIKE,
 ];

@@ -2,7 +2,7 @@
 // database (so it still works after the tree changed) with the sensor's lines highlighted, and
 // edits the next instrumentation selection: functions switched off become `exclude_functions`,
 // highlighted line ranges become `[[region]]`s, rendered by the server as p5.select.toml.
-import { api, esc } from './util.js';
+import { api, esc, fmtDur } from './util.js';
 
 export class SourcePanel {
   constructor(ctx) {
@@ -48,7 +48,11 @@ export class SourcePanel {
     document.querySelector('#src-title').textContent = path;
     document.querySelector('#src-info').innerHTML =
       `<b>${esc(s.name)}</b> — ${esc(s.kind || 'sensor')}${s.function ? ` in <code>${esc(s.function)}()</code>` : ''}` +
-      `${r.line ? `, line ${r.line}${r.end_line && r.end_line !== r.line ? `–${r.end_line}` : ''}` : ''} <small>${esc(s.hex)}</small>`;
+      `${r.line ? `, line ${r.line}${r.end_line && r.end_line !== r.line ? `–${r.end_line}` : ''}` : ''} <small>${esc(s.hex)}</small>` +
+      (r.throttled ? `<div class="throttled">${r.throttled.pinned ? 'Pinned count-only' : 'Throttled'}: ` +
+        `${r.throttled.calls} calls in all, ${r.throttled.recorded} recorded while throttled ` +
+        `(mean of the timed calls ${fmtDur(r.throttled.mean)}); only the calls before it and the ` +
+        `long ones are bars on the Gantt.</div>` : '');
     const first = r.line || 0;
     const last = Math.max(first, r.end_line || first);
     this.mark = first ? [first, first] : null;

@@ -54,6 +54,7 @@ export class StatsView {
     this.data = data;
     this.bySensor = new Map(this.data.sensors.map((s) => [s.sensor, s]));
     this.table();
+    this.throttled();
     this.bar();
     this.pie();
     this.kiviat();
@@ -101,6 +102,38 @@ export class StatsView {
       </tr>`).join('');
     for (const tr of document.querySelectorAll('#sensor-table tbody tr')) {
       tr.onclick = () => this.pick(Number(tr.dataset.sensor), true);
+    }
+  }
+
+  /**
+   * Throttled sensors (issue 21): after the runtime throttled them (or the selection pinned
+   * them count-only) their calls were counted, not recorded, so the table above holds only
+   * their recorded calls. This card lists each with its calls in all and when it happened.
+   */
+  throttled() {
+    const list = this.data.throttled || [];
+    let card = document.querySelector('#throttled-card');
+    if (!card) {
+      card = document.createElement('div');
+      card.id = 'throttled-card';
+      card.className = 'card wide';
+      const sensors = document.querySelector('#sensor-table').closest('.card');
+      sensors.after(card);
+    }
+    card.hidden = list.length === 0;
+    if (!list.length) return;
+    const t0 = (this.ctx.rows && this.ctx.rows.session && this.ctx.rows.session.t_min) || 0;
+    card.innerHTML = `<h3>Throttled sensors (${list.length}): calls counted, not recorded</h3>
+      <div class="tablewrap"><table id="throttled-table"><thead><tr><th>sensor</th><th>calls</th>
+      <th>recorded while throttled</th><th>mean (timed calls)</th><th>since</th><th>why</th></tr></thead>
+      <tbody>${list.map((t) => `<tr data-sensor="${t.sensor ?? ''}">
+        <td>${esc(t.name || t.hex)}${t.function ? ` <small>${esc(t.function)}()</small>` : ''}</td>
+        <td>${t.calls}</td><td>${t.recorded}</td><td>${fmtDur(t.mean)}</td>
+        <td>${fmtDur(Math.max(0, t.t_throttled - t0))}</td>
+        <td>${t.pinned ? 'pinned count-only (selection)' : 'hot and tiny (P5_THROTTLE)'}</td></tr>`).join('')}
+      </tbody></table></div>`;
+    for (const tr of card.querySelectorAll('tbody tr')) {
+      if (tr.dataset.sensor !== '') tr.onclick = () => this.pick(Number(tr.dataset.sensor), true);
     }
   }
 

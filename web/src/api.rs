@@ -8,8 +8,8 @@
 //! | `GET /sessions/{id}/gantt?t0=&t1=&px=` | per thread: states, interval levels, scheduling; per host: IRQs — level of detail per pixel column (`lod`) |
 //! | `GET /sessions/{id}/messages?t0=&t1=&limit=` | message arrows crossing the window (evenly thinned beyond `limit`; `total` is estimated when `total_exact` is false) |
 //! | `GET /sessions/{id}/metrics?t0=&t1=&px=` | host CPU, memory, load and network series (with the interfaces that carried traffic) |
-//! | `GET /sessions/{id}/stats` | per-sensor statistics, nesting tree, state totals, Kiviat |
-//! | `GET /sessions/{id}/sensors/{hex}/source` | the sensor's source text (from the database) and the file's other sensors |
+//! | `GET /sessions/{id}/stats` | per-sensor statistics, nesting tree, state totals, Kiviat, throttled sensors with their call counts |
+//! | `GET /sessions/{id}/sensors/{hex}/source` | the sensor's source text (from the database), the file's other sensors, and its throttling (`throttled`, or null) |
 //! | `GET /sessions/{id}/runs` | the analysis runs (`p5 analyze … --db`) and the pattern sorts |
 //! | `GET /sessions/{id}/runs/{run}/paths?sort=&offset=&limit=&q=` | path patterns, sorted (`paths`) |
 //! | `GET /sessions/{id}/runs/{run}/paths/{pattern}` | a pattern's call tree, timeline, histograms, critical path, instances |
@@ -393,6 +393,16 @@ async fn stats(State(st): St, Path(s): Path<String>) -> ApiResult {
     })
     .await
     .map_err(|e| ApiError::Io(std::io::Error::other(e.to_string())))?;
+    // Throttled sensors: from `sensor_calls`, not from the index (their calls are counted,
+    // not intervals).
+    let calls = query::sensor_calls(&st.db, ix.session.id).await?;
+    let mut v = v;
+    if let Some(o) = v.as_object_mut() {
+        o.insert(
+            "throttled".into(),
+            json!(crate::stats::throttled(&ix, &calls)),
+        );
+    }
     Ok(Json(v))
 }
 
@@ -423,6 +433,12 @@ async fn source(State(st): St, Path((s, sensor)): Path<(String, String)>) -> Api
         Some(f) => query::source_file(&st.db, sid, f).await?,
         None => None,
     };
+    let throttled = query::sensor_calls(&st.db, sid)
+        .await?
+        .into_iter()
+        .filter(|r| r.sensor_id == id)
+        .collect::<Vec<_>>();
+    let throttled = crate::stats::throttled(&ix, &throttled).pop();
     let siblings: Vec<Value> = ix
         .sensors
         .iter()
@@ -442,6 +458,7 @@ async fn source(State(st): St, Path((s, sensor)): Path<(String, String)>) -> Api
         "line": sen.line,
         "end_line": sen.end_line,
         "sensors_in_file": siblings,
+        "throttled": throttled,
     })))
 }
 

@@ -115,6 +115,45 @@ pub fn compute(ix: &SessionIndex) -> Value {
     })
 }
 
+/// The throttled (and count-only) sensors of `sensor_calls`, summed over processes, most
+/// calls first: which sensor, when it was throttled (base ns), its calls in all, the calls
+/// its intervals hold (`recorded` long calls) and the mean of its timed calls.
+pub fn throttled(ix: &SessionIndex, rows: &[p5_tracedb::schema::SensorCalls]) -> Vec<Value> {
+    let mut by: std::collections::BTreeMap<i64, (i64, i64, i64, i64, i64, bool)> =
+        std::collections::BTreeMap::new();
+    for r in rows {
+        let e = by
+            .entry(r.sensor_id)
+            .or_insert((i64::MAX, 0, 0, 0, 0, r.pinned != 0));
+        e.0 = e.0.min(r.t_throttled);
+        e.1 = e.1.saturating_add(r.calls);
+        e.2 = e.2.saturating_add(r.recorded);
+        e.3 = e.3.saturating_add(r.timed);
+        e.4 = e.4.saturating_add(r.timed_ns);
+    }
+    let mut out: Vec<(i64, Value)> = by
+        .into_iter()
+        .map(|(id, (t, calls, recorded, timed, timed_ns, pinned))| {
+            let idx = ix.sensor_index.get(&id).copied();
+            let s = idx.map(|i| &ix.sensors[i as usize]);
+            let v = json!({
+                "sensor": idx,
+                "hex": s.map_or_else(|| format!("0x{:016x}", id as u64), |s| s.hex.clone()),
+                "name": s.map(|s| s.name.clone()),
+                "function": s.and_then(|s| s.function.clone()),
+                "t_throttled": t,
+                "calls": calls,
+                "recorded": recorded,
+                "mean": timed_ns as f64 / timed.max(1) as f64,
+                "pinned": pinned,
+            });
+            (calls, v)
+        })
+        .collect();
+    out.sort_by_key(|v| std::cmp::Reverse(v.0));
+    out.into_iter().map(|(_, v)| v).collect()
+}
+
 /// Per host, the mean of each load series; axes are normalised by the largest host value
 /// (percentages by 100) so every host's polygon fits the same diagram.
 fn kiviat(ix: &SessionIndex) -> Value {

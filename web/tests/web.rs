@@ -1023,7 +1023,10 @@ async fn an_older_database_has_no_runs_and_says_so() {
     ] {
         let (s, v) = get_json(&app, &uri).await;
         assert_eq!(s, StatusCode::NOT_FOUND, "{uri}: {v}");
-        assert!(v["error"].as_str().unwrap().contains("no analysis run"), "{v}");
+        assert!(
+            v["error"].as_str().unwrap().contains("no analysis run"),
+            "{v}"
+        );
     }
     let (s, v) = get_json(&app, &format!("/api/v1/compare/stats?a={sid}&b={sid}")).await;
     assert_eq!(s, StatusCode::OK, "{v}");

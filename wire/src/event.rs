@@ -16,7 +16,12 @@
 //!   7 Wakeup:   varint cpu | varint tid                                          (sensor 0)
 //!   8 Irq:      varint cpu | varint irq | varint duration_ns | u8 handled        (sensor 0)
 //!   9 Task:     varint tid | varint pid | string comm                            (sensor 0)
+//!  10 Calls:    varint calls | varint timed | varint timed_ns | varint recorded | u8 pinned
 //! ```
+//!
+//! Kind 10 reports a throttled (or count-only) scope sensor's cumulative call counts; `t`
+//! is when it was throttled. A runtime sends it only when the server accepted the `CALLS`
+//! capability.
 //!
 //! Kinds 6–9 come from OS monitors (kernel scheduling and interrupt events, stamped relative
 //! to the monitor's start like every other time) and need the `SCHED` capability. Host
@@ -293,6 +298,25 @@ pub enum Event {
         /// The kernel's name of the thread (at most 15 bytes there).
         comm: String,
     },
+    /// A scope sensor that was throttled at `t` (TAU's rule) or pinned count-only by the
+    /// selection file: its cumulative calls since the process start. Later reports of the same
+    /// sensor supersede earlier ones.
+    Calls {
+        /// When the sensor was throttled (or first counted).
+        t: u64,
+        /// Sensor.
+        sensor: SensorId,
+        /// Calls begun.
+        calls: u64,
+        /// Calls timed (all calls before throttling, sampled ones after).
+        timed: u64,
+        /// Their summed duration, ns.
+        timed_ns: u64,
+        /// Long calls recorded as enter/exit while throttled.
+        recorded: u64,
+        /// 1 if pinned count-only by the selection file rather than throttled by the rule.
+        pinned: u8,
+    },
 }
 
 impl Event {
@@ -308,7 +332,8 @@ impl Event {
             | Event::Switch { t, .. }
             | Event::Wakeup { t, .. }
             | Event::Irq { t, .. }
-            | Event::Task { t, .. } => *t,
+            | Event::Task { t, .. }
+            | Event::Calls { t, .. } => *t,
         }
     }
 
@@ -320,7 +345,8 @@ impl Event {
             | Event::Mark { sensor, .. }
             | Event::Counter { sensor, .. }
             | Event::Comm { sensor, .. }
-            | Event::Socket { sensor, .. } => *sensor,
+            | Event::Socket { sensor, .. }
+            | Event::Calls { sensor, .. } => *sensor,
             Event::Switch { .. }
             | Event::Wakeup { .. }
             | Event::Irq { .. }
@@ -340,6 +366,7 @@ impl Event {
             Event::Wakeup { .. } => 7,
             Event::Irq { .. } => 8,
             Event::Task { .. } => 9,
+            Event::Calls { .. } => 10,
         }
     }
 }
@@ -365,11 +392,17 @@ impl Hasher for SensorHasher {
     }
 }
 
+/// log2 of the encoder's direct-mapped sensor cache size.
+const CACHE_BITS: u32 = 8;
+
 /// Builds the sensor table and event bytes of one `Events` frame.
 #[derive(Debug, Default)]
 pub struct EventEncoder {
     sensors: Vec<SensorId>,
     slots: HashMap<SensorId, u32, BuildHasherDefault<SensorHasher>>,
+    /// Direct-mapped cache in front of `slots` (hot sensors repeat): `(sensor, slot)`, slot
+    /// `u32::MAX` for empty; allocated on first use.
+    cache: Vec<(SensorId, u32)>,
     bytes: Vec<u8>,
     base: u64,
     last: u64,
@@ -401,18 +434,38 @@ impl EventEncoder {
     pub fn clear(&mut self) {
         self.sensors.clear();
         self.slots.clear();
+        self.cache.fill((0, u32::MAX));
         self.bytes.clear();
         self.base = 0;
         self.last = 0;
         self.count = 0;
     }
 
-    fn head(&mut self, kind: u8, t: u64, sensor: SensorId) {
+    #[inline]
+    fn slot_of(&mut self, sensor: SensorId) -> u32 {
+        let h = (sensor.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - CACHE_BITS)) as usize;
+        match self.cache.get(h) {
+            Some(&(s, slot)) if s == sensor && slot != u32::MAX => slot,
+            _ => self.slot_slow(sensor, h),
+        }
+    }
+
+    #[inline(never)]
+    fn slot_slow(&mut self, sensor: SensorId, h: usize) -> u32 {
+        if self.cache.is_empty() {
+            self.cache = vec![(0, u32::MAX); 1 << CACHE_BITS];
+        }
         let next = self.sensors.len() as u32;
         let slot = *self.slots.entry(sensor).or_insert(next);
         if slot == next {
             self.sensors.push(sensor);
         }
+        self.cache[h] = (sensor, slot);
+        slot
+    }
+
+    fn head(&mut self, kind: u8, t: u64, sensor: SensorId) {
+        let slot = self.slot_of(sensor);
         if self.count == 0 {
             self.base = t;
             self.last = t;
@@ -504,6 +557,20 @@ impl EventEncoder {
                 put_varint(&mut self.bytes, *tid as u64);
                 put_varint(&mut self.bytes, *pid as u64);
                 put_str(&mut self.bytes, comm);
+            }
+            Event::Calls {
+                calls,
+                timed,
+                timed_ns,
+                recorded,
+                pinned,
+                ..
+            } => {
+                put_varint(&mut self.bytes, *calls);
+                put_varint(&mut self.bytes, *timed);
+                put_varint(&mut self.bytes, *timed_ns);
+                put_varint(&mut self.bytes, *recorded);
+                self.bytes.push(*pinned);
             }
         }
     }
@@ -655,6 +722,15 @@ impl<'a> EventDecoder<'a> {
                 pid: self.r.varint_u32("pid")?,
                 comm: self.r.str("comm")?,
             },
+            10 => Event::Calls {
+                t,
+                sensor,
+                calls: self.r.varint()?,
+                timed: self.r.varint()?,
+                timed_ns: self.r.varint()?,
+                recorded: self.r.varint()?,
+                pinned: self.r.u8()?,
+            },
             k => {
                 return Err(DecodeError::Invalid {
                     field: "event kind",
@@ -693,4 +769,37 @@ impl Iterator for EventDecoder<'_> {
 /// Decodes all events of a batch into a vector (convenience for tests and tools).
 pub fn decode_all(buf: &[u8]) -> Result<Vec<Event>> {
     EventDecoder::new(buf)?.collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cache_index(sensor: SensorId) -> u64 {
+        sensor.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> (64 - CACHE_BITS)
+    }
+
+    /// Sensors that share a slot of the encoder's direct-mapped cache still get their own
+    /// table entries, within a batch and after `clear`.
+    #[test]
+    fn colliding_sensors_keep_their_own_slots() {
+        let a = 1u64;
+        let b = (2..).find(|&s| cache_index(s) == cache_index(a)).unwrap();
+        let c = (b + 1..)
+            .find(|&s| cache_index(s) == cache_index(a))
+            .unwrap();
+        let mut enc = EventEncoder::new();
+        for round in 0..2 {
+            enc.clear();
+            let mut want = Vec::new();
+            for (i, s) in [a, b, a, c, b, c, a].into_iter().enumerate() {
+                let t = 1000 * round + i as u64;
+                enc.enter(t, s);
+                want.push(Event::Enter { t, sensor: s });
+            }
+            let mut buf = Vec::new();
+            enc.write_to(&mut buf);
+            assert_eq!(decode_all(&buf).unwrap(), want, "round {round}");
+        }
+    }
 }

@@ -43,8 +43,10 @@ impl Caps {
     pub const CLOCK_SAMPLES: Caps = Caps(1 << 5);
     /// `Control` frames.
     pub const CONTROL: Caps = Caps(1 << 6);
+    /// `Calls` events (kind 10: throttled sensors' call counts).
+    pub const CALLS: Caps = Caps(1 << 7);
     /// Everything this implementation understands.
-    pub const ALL: Caps = Caps(0b111_1111);
+    pub const ALL: Caps = Caps(0b1111_1111);
 
     /// True if every flag of `other` is set.
     pub fn contains(self, other: Caps) -> bool {

@@ -299,6 +299,15 @@ try {
   check(statLabels.kiviat.length === 5 && statLabels.kiviat[0] === 'cpu 100 %'
     && /^net_rx [\d.]+ MiB\/s$/.test(statLabels.kiviat[3]),
   `the Kiviat diagram has a scale (${statLabels.kiviat.join(', ')})`);
+  // Throttled sensors (issue 21): their own card, with calls and when; a row opens the source
+  // panel, which says the sensor was throttled.
+  const throttled = await page.$$eval('#throttled-table tbody tr', (t) => t.map((r) => r.textContent));
+  check(throttled.length === 1 && throttled[0].includes('try_word') && throttled[0].includes('90000'),
+    `the statistics list the throttled sensor with its calls (${throttled.join(' | ')})`);
+  await page.click('#throttled-table tbody tr');
+  await page.waitForFunction(() => /Throttled: 90000 calls/.test(
+    (document.querySelector('#src-info .throttled') || {}).textContent || ''));
+  check(true, 'the source panel says the sensor was throttled and how many calls it made');
   await page.screenshot({ path: path.join(os.tmpdir(), 'p5-web-stats.png') });
   await page.locator('#kiviat').screenshot({ path: path.join(os.tmpdir(), 'p5-web-kiviat.png') });
   await page.locator('#hist').screenshot({ path: path.join(os.tmpdir(), 'p5-web-hist.png') });
