@@ -101,12 +101,22 @@ pub fn library() -> anyhow::Result<PathBuf> {
             .find(|p| p.is_file())
             .map(|p| p.canonicalize().unwrap_or_else(|_| p.clone()))
     };
-    if let Some(p) = find() {
+    let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    // In a source checkout the library may predate its sources (a pull, a merge): then it is
+    // built again; elsewhere it must be beside the executable.
+    let in_tree = ws.join("preload").join("Cargo.toml").is_file();
+    let fresh = |p: &PathBuf| {
+        !in_tree
+            || !p5_instrument::runtime::older_than_sources(
+                p,
+                &[ws.join("preload"), ws.join("runtime")],
+            )
+    };
+    if let Some(p) = find().filter(fresh) {
         return Ok(p);
     }
-    let ws = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
     anyhow::ensure!(
-        ws.join("preload").join("Cargo.toml").is_file(),
+        in_tree,
         "{LIB_NAME} not found next to {}; set P5_PRELOAD_LIB",
         exe.display()
     );

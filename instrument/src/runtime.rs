@@ -3,8 +3,9 @@
 //!
 //! The header is embedded in the binary. The library is searched as `p5` does it:
 //! `$P5_RUNTIME_LIB`, then beside the running executable (a cargo build puts both in
-//! `target/<profile>/`), then — when run from the source tree — built with
-//! `cargo build -p p5-runtime` and searched again.
+//! `target/<profile>/`) unless, in a source tree, it is older than the runtime's sources;
+//! then — when run from the source tree — built with `cargo build -p p5-runtime` and searched
+//! again.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -88,10 +89,18 @@ pub fn static_lib() -> Result<PathBuf, RuntimeError> {
     let exe_dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
     let candidates = [exe_dir.join(LIB_NAME), exe_dir.join("..").join(LIB_NAME)];
     let find = || candidates.iter().find(|p| p.is_file()).cloned();
-    if let Some(p) = find() {
+    // In a source checkout a library beside the executable may predate the runtime's sources
+    // (a pull, a merge): then it is built again.
+    let in_tree = source_tree();
+    let fresh = |p: &PathBuf| {
+        in_tree
+            .as_ref()
+            .is_none_or(|ws| !older_than_sources(p, &[ws.join("runtime")]))
+    };
+    if let Some(p) = find().filter(fresh) {
         return Ok(p);
     }
-    let Some(ws) = source_tree() else {
+    let Some(ws) = in_tree else {
         return Err(RuntimeError::NotFound(format!(
             "{LIB_NAME} not found next to {}; set P5_RUNTIME_LIB",
             exe.display()
@@ -123,6 +132,32 @@ pub fn static_lib() -> Result<PathBuf, RuntimeError> {
             exe_dir.display()
         ))
     })
+}
+
+/// True if a file under one of `dirs` (sources, headers, build scripts, manifests; `target`
+/// directories skipped) was modified after `lib`: a library built from older sources.
+pub fn older_than_sources(lib: &Path, dirs: &[PathBuf]) -> bool {
+    let Ok(built) = lib.metadata().and_then(|m| m.modified()) else {
+        return true;
+    };
+    let mut stack: Vec<PathBuf> = dirs.to_vec();
+    while let Some(d) = stack.pop() {
+        let Ok(entries) = std::fs::read_dir(&d) else {
+            continue;
+        };
+        for e in entries.flatten() {
+            let path = e.path();
+            let Ok(meta) = e.metadata() else { continue };
+            if meta.is_dir() {
+                if e.file_name() != "target" && e.file_name() != "node_modules" {
+                    stack.push(path);
+                }
+            } else if meta.modified().is_ok_and(|m| m > built) {
+                return true;
+            }
+        }
+    }
+    false
 }
 
 /// The `cargo` arguments that build `libp5_runtime.a` for the executable `exe_name`.
@@ -213,4 +248,37 @@ pub fn add_cargo_dependency(toml: &str) -> Option<String> {
         out.push('\n');
     }
     Some(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, SystemTime};
+
+    #[test]
+    fn a_library_older_than_a_source_is_stale() {
+        let dir = tempfile::tempdir().unwrap();
+        let src = dir.path().join("runtime").join("src");
+        std::fs::create_dir_all(&src).unwrap();
+        let file = src.join("lib.rs");
+        std::fs::write(&file, "// source").unwrap();
+        let lib = dir.path().join("libp5_runtime.a");
+        std::fs::write(&lib, "!<arch>").unwrap();
+        let set = |p: &Path, t: SystemTime| {
+            std::fs::File::options()
+                .write(true)
+                .open(p)
+                .unwrap()
+                .set_modified(t)
+                .unwrap()
+        };
+        let now = SystemTime::now();
+        set(&file, now - Duration::from_secs(60));
+        set(&lib, now);
+        let roots = [dir.path().join("runtime")];
+        assert!(!older_than_sources(&lib, &roots));
+        set(&file, now + Duration::from_secs(60));
+        assert!(older_than_sources(&lib, &roots));
+        assert!(older_than_sources(&dir.path().join("missing.a"), &roots));
+    }
 }
