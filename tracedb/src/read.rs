@@ -670,6 +670,37 @@ pub async fn message_roles(db: &Reader, sid: i64) -> Result<Vec<MessageRole>, Er
         .collect())
 }
 
+/// A `path_pattern` row of the columns every pattern query selects, in table order.
+fn pattern_row<R: RowExt>(r: &R) -> Result<schema::PathPattern, sqlx::Error> {
+    Ok(schema::PathPattern {
+        session_id: r.i(0)?,
+        run_id: r.i(1)?,
+        id: r.i(2)?,
+        signature: r.s(3)?,
+        root_node: r.s(4)?,
+        instances: r.i(5)?,
+        expected: r.of(6)?,
+        max_prob: r.of(7)?,
+        mean_total_ns: r.i(8)?,
+        p50_total_ns: r.i(9)?,
+        p90_total_ns: r.i(10)?,
+        rank: r.i(11)?,
+    })
+}
+
+/// A `path_instance` row of the columns every instance query selects, in table order.
+fn instance_row<R: RowExt>(r: &R) -> Result<schema::PathInstance, sqlx::Error> {
+    Ok(schema::PathInstance {
+        session_id: r.i(0)?,
+        run_id: r.i(1)?,
+        id: r.i(2)?,
+        pattern_id: r.i(3)?,
+        prob: r.of(4)?.unwrap_or(0.0),
+        t_start: r.i(5)?,
+        t_end: r.i(6)?,
+    })
+}
+
 /// The analysis runs of a session, by id (empty before migration 0004).
 pub async fn analysis_runs(db: &Reader, sid: i64) -> Result<Vec<schema::AnalysisRun>, Error> {
     if db.schema_version().await? < 4 {
@@ -699,20 +730,7 @@ pub async fn path_patterns(
     const Q: &str = "SELECT session_id, run_id, id, signature, root_node, instances, expected, \
          max_prob, mean_total_ns, p50_total_ns, p90_total_ns, rank FROM path_pattern \
          WHERE session_id = $1 AND run_id = $2 ORDER BY rank, id";
-    Ok(fetch!(db, Q, [sid, run], |r| schema::PathPattern {
-        session_id: r.i(0)?,
-        run_id: r.i(1)?,
-        id: r.i(2)?,
-        signature: r.s(3)?,
-        root_node: r.s(4)?,
-        instances: r.i(5)?,
-        expected: r.of(6)?,
-        max_prob: r.of(7)?,
-        mean_total_ns: r.i(8)?,
-        p50_total_ns: r.i(9)?,
-        p90_total_ns: r.i(10)?,
-        rank: r.i(11)?,
-    }))
+    Ok(fetch!(db, Q, [sid, run], |r| pattern_row(r)?))
 }
 
 /// The nodes of a pattern's tree, by id (parents before children).
@@ -900,15 +918,7 @@ pub async fn path_instances(
 ) -> Result<Vec<schema::PathInstance>, Error> {
     const Q: &str = "SELECT session_id, run_id, id, pattern_id, prob, t_start, t_end \
          FROM path_instance WHERE session_id = $1 AND run_id = $2 ORDER BY id";
-    Ok(fetch!(db, Q, [sid, run], |r| schema::PathInstance {
-        session_id: r.i(0)?,
-        run_id: r.i(1)?,
-        id: r.i(2)?,
-        pattern_id: r.i(3)?,
-        prob: r.of(4)?.unwrap_or(0.0),
-        t_start: r.i(5)?,
-        t_end: r.i(6)?,
-    }))
+    Ok(fetch!(db, Q, [sid, run], |r| instance_row(r)?))
 }
 
 /// The messages of a run's instances, by instance and message id.
@@ -939,20 +949,7 @@ pub async fn path_pattern(
     const Q: &str = "SELECT session_id, run_id, id, signature, root_node, instances, expected, \
          max_prob, mean_total_ns, p50_total_ns, p90_total_ns, rank FROM path_pattern \
          WHERE session_id = $1 AND run_id = $2 AND id = $3";
-    let found = fetch!(db, Q, [sid, run, id], |r| schema::PathPattern {
-        session_id: r.i(0)?,
-        run_id: r.i(1)?,
-        id: r.i(2)?,
-        signature: r.s(3)?,
-        root_node: r.s(4)?,
-        instances: r.i(5)?,
-        expected: r.of(6)?,
-        max_prob: r.of(7)?,
-        mean_total_ns: r.i(8)?,
-        p50_total_ns: r.i(9)?,
-        p90_total_ns: r.i(10)?,
-        rank: r.i(11)?,
-    });
+    let found = fetch!(db, Q, [sid, run, id], |r| pattern_row(r)?);
     Ok(found.into_iter().next())
 }
 
@@ -991,15 +988,7 @@ pub async fn pattern_instances(
          FROM path_instance WHERE session_id = $1 AND run_id = $2 AND pattern_id = $3 \
          ORDER BY t_start, id LIMIT $4 OFFSET $5";
     Ok(fetch!(db, Q, [sid, run, pattern, limit, offset], |r| {
-        schema::PathInstance {
-            session_id: r.i(0)?,
-            run_id: r.i(1)?,
-            id: r.i(2)?,
-            pattern_id: r.i(3)?,
-            prob: r.of(4)?.unwrap_or(0.0),
-            t_start: r.i(5)?,
-            t_end: r.i(6)?,
-        }
+        instance_row(r)?
     }))
 }
 
@@ -1015,15 +1004,7 @@ pub async fn instance(
     // No ORDER BY: with one, SQLite walks the (session, message) index over every run.
     const M: &str = "SELECT message_id, node_id FROM path_instance_message \
          WHERE session_id = $1 AND run_id = $2 AND instance_id = $3";
-    let found = fetch!(db, I, [sid, run, id], |r| schema::PathInstance {
-        session_id: r.i(0)?,
-        run_id: r.i(1)?,
-        id: r.i(2)?,
-        pattern_id: r.i(3)?,
-        prob: r.of(4)?.unwrap_or(0.0),
-        t_start: r.i(5)?,
-        t_end: r.i(6)?,
-    });
+    let found = fetch!(db, I, [sid, run, id], |r| instance_row(r)?);
     let Some(inst) = found.into_iter().next() else {
         return Ok(None);
     };

@@ -54,17 +54,6 @@ pub fn functions(ix: &SessionIndex, path: &str, leaves: Option<&str>) -> Value {
     json!({ "program": program, "functions": list })
 }
 
-/// A thread's label.
-fn thread_label(ix: &SessionIndex, th: i64) -> String {
-    let t = ix.threads.iter().find(|t| t.id == th);
-    let p = t.and_then(|t| ix.processes.iter().find(|p| p.id == t.process_id));
-    match (p, t) {
-        (Some(p), Some(t)) => format!("{}[{}] {}", p.program, p.pid, t.name),
-        (None, Some(t)) => t.name.clone(),
-        _ => format!("thread {th}"),
-    }
-}
-
 /// Most suspect first; unscored flows last, by id.
 pub fn by_suspicion(flows: &mut [Flow]) {
     flows.sort_by(|a, b| {
@@ -79,7 +68,7 @@ fn flow_json(ix: &SessionIndex, f: &Flow) -> Value {
         "id": f.id,
         "start": f.start_ref,
         "thread": f.thread_id,
-        "label": thread_label(ix, f.thread_id),
+        "label": ix.thread_label(f.thread_id),
         "t_start": f.t_start,
         "t_end": f.t_end,
         "events": f.events,
@@ -163,7 +152,7 @@ pub async fn flow(State(st): St, Path((s, r, f)): Path<(String, String, String)>
         .iter()
         .filter(|g| g.flow_id == fid)
         .map(|g| {
-            json!({ "thread": g.thread_id, "label": thread_label(&ix, g.thread_id),
+            json!({ "thread": g.thread_id, "label": ix.thread_label(g.thread_id),
                     "t_start": g.t_start, "t_end": g.t_end })
         })
         .collect();

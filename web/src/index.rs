@@ -448,6 +448,17 @@ impl SessionIndex {
         }))
     }
 
+    /// A thread's label: `program[pid] thread` (its name alone without its process).
+    pub fn thread_label(&self, th: i64) -> String {
+        let Some(t) = self.threads.iter().find(|t| t.id == th) else {
+            return format!("thread {th}");
+        };
+        match self.processes.iter().find(|p| p.id == t.process_id) {
+            Some(p) => format!("{}[{}] {}", p.program, p.pid, t.name),
+            None => t.name.clone(),
+        }
+    }
+
     /// The window the session covers (`[0, 1)` when empty).
     pub fn span(&self) -> (i64, i64) {
         let t0 = self.session.t_min.unwrap_or(0);

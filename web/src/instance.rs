@@ -133,17 +133,6 @@ pub fn visits(msgs: &[(i64, i64, i64, i64)]) -> Vec<Visit> {
     v
 }
 
-/// A thread's label: `program[pid] thread`.
-fn thread_label(ix: &SessionIndex, th: i64) -> String {
-    let Some(t) = ix.threads.iter().find(|t| t.id == th) else {
-        return format!("thread {th}");
-    };
-    match ix.processes.iter().find(|p| p.id == t.process_id) {
-        Some(p) => format!("{}[{}] {}", p.program, p.pid, t.name),
-        None => t.name.clone(),
-    }
-}
-
 /// `GET /sessions/{id}/runs/{run}/instances/{instance}`.
 pub async fn instance(State(st): St, Path((s, r, i)): Path<(String, String, String)>) -> ApiResult {
     let sid = sid(&s)?;
@@ -209,7 +198,7 @@ fn visit_json(ix: &SessionIndex, v: &Visit, nodes: &[&str]) -> Value {
         .collect();
     json!({
         "thread": v.thread,
-        "label": thread_label(ix, v.thread),
+        "label": ix.thread_label(v.thread),
         "nodes": nodes,
         "t0": v.t0,
         "t1": v.t1,
