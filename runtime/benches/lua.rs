@@ -377,10 +377,15 @@ fn main() {
             "p5-instrument",
             "-p",
             "p5-runtime",
+            "-p",
+            "p5-logserver",
         ])
         .status()
         .expect("cargo build");
-    assert!(st.success(), "building p5-instrument failed");
+    assert!(
+        st.success(),
+        "building p5-instrument, the runtime and p5-logserver failed"
+    );
     let instrument = profile.join("p5-instrument");
     let lib = profile.join("libp5_runtime.a");
     let work = profile.join("p5-bench-hot");
