@@ -109,7 +109,7 @@ pub fn library() -> anyhow::Result<PathBuf> {
         !in_tree
             || !p5_instrument::runtime::older_than_sources(
                 p,
-                &[ws.join("preload"), ws.join("runtime")],
+                &p5_instrument::runtime::library_sources(&ws, "preload"),
             )
     };
     if let Some(p) = find().filter(fresh) {

@@ -95,7 +95,7 @@ pub fn static_lib() -> Result<PathBuf, RuntimeError> {
     let fresh = |p: &PathBuf| {
         in_tree
             .as_ref()
-            .is_none_or(|ws| !older_than_sources(p, &[ws.join("runtime")]))
+            .is_none_or(|ws| !older_than_sources(p, &library_sources(ws, "runtime")))
     };
     if let Some(p) = find().filter(fresh) {
         return Ok(p);
@@ -134,13 +134,38 @@ pub fn static_lib() -> Result<PathBuf, RuntimeError> {
     })
 }
 
-/// True if a file under one of `dirs` (sources, headers, build scripts, manifests; `target`
-/// directories skipped) was modified after `lib`: a library built from older sources.
-pub fn older_than_sources(lib: &Path, dirs: &[PathBuf]) -> bool {
+/// What a library crate of the workspace (`runtime`, `preload`) is built from: its `src`,
+/// `include` and `csrc`, its build script and manifest, and the runtime's and the wire
+/// format's sources it links — not its tests, benches or documents, whose changes cargo
+/// would not rebuild it for.
+pub fn library_sources(ws: &Path, krate: &str) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for k in [krate, "runtime", "wire"] {
+        let d = ws.join(k);
+        for part in ["src", "include", "csrc", "build.rs", "Cargo.toml"] {
+            let p = d.join(part);
+            if p.exists() && !out.contains(&p) {
+                out.push(p);
+            }
+        }
+    }
+    out
+}
+
+/// True if one of `paths` (files, or directories walked recursively) was modified after
+/// `lib`: a library built from older sources (or no library).
+pub fn older_than_sources(lib: &Path, paths: &[PathBuf]) -> bool {
     let Ok(built) = lib.metadata().and_then(|m| m.modified()) else {
         return true;
     };
-    let mut stack: Vec<PathBuf> = dirs.to_vec();
+    let mut stack: Vec<PathBuf> = Vec::new();
+    for p in paths {
+        match p.metadata() {
+            Ok(m) if m.is_dir() => stack.push(p.clone()),
+            Ok(m) if m.modified().is_ok_and(|t| t > built) => return true,
+            _ => {}
+        }
+    }
     while let Some(d) = stack.pop() {
         let Ok(entries) = std::fs::read_dir(&d) else {
             continue;
@@ -275,7 +300,14 @@ mod tests {
         let now = SystemTime::now();
         set(&file, now - Duration::from_secs(60));
         set(&lib, now);
-        let roots = [dir.path().join("runtime")];
+        let bench = dir.path().join("runtime").join("benches");
+        std::fs::create_dir_all(&bench).unwrap();
+        std::fs::write(bench.join("b.rs"), "// a bench").unwrap();
+        let roots = library_sources(dir.path(), "runtime");
+        assert_eq!(roots, std::slice::from_ref(&src));
+        assert!(!older_than_sources(&lib, &roots));
+        // A bench or a document edited later does not make the library stale; a source does.
+        set(&bench.join("b.rs"), now + Duration::from_secs(60));
         assert!(!older_than_sources(&lib, &roots));
         set(&file, now + Duration::from_secs(60));
         assert!(older_than_sources(&lib, &roots));
