@@ -220,10 +220,10 @@ pub fn totals(ix: &SessionIndex) -> Totals {
         e.0 += x.count;
         e.1 += x.total;
     }
-    for tl in ix.lanes.values() {
-        for (s, e, c) in tl.states.spans() {
-            let name = STATES.get(c as usize).copied().unwrap_or("other");
-            *t.states.entry(name.to_string()).or_default() += e - s;
+    for (k, ns) in crate::stats::state_totals(ix).into_iter().enumerate() {
+        if ns > 0 {
+            let name = STATES.get(k).copied().unwrap_or("other");
+            *t.states.entry(name.to_string()).or_default() += ns;
         }
     }
     for m in &ix.messages {

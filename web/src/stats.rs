@@ -27,11 +27,23 @@ pub fn bin(d: i64) -> usize {
     }
 }
 
+/// Time per thread state over every thread, by position in [`STATES`] (the last slot:
+/// states the viewer does not know).
+pub fn state_totals(ix: &SessionIndex) -> Vec<i64> {
+    let mut totals = vec![0i64; STATES.len() + 1];
+    for tl in ix.lanes.values() {
+        for (s, e, c) in tl.states.spans() {
+            let k = (c as usize).min(STATES.len());
+            totals[k] = totals[k].saturating_add(e.saturating_sub(s));
+        }
+    }
+    totals
+}
+
 /// Computes the statistics document served by `/stats`.
 pub fn compute(ix: &SessionIndex) -> Value {
     let n = ix.sensors.len();
     let mut durations: Vec<Vec<i64>> = vec![Vec::new(); n];
-    let mut state_totals = vec![0i64; STATES.len() + 1];
     for tl in ix.lanes.values() {
         for lane in &tl.levels {
             for (s, e, c) in lane.spans() {
@@ -39,10 +51,6 @@ pub fn compute(ix: &SessionIndex) -> Value {
                     v.push(e.saturating_sub(s));
                 }
             }
-        }
-        for (s, e, c) in tl.states.spans() {
-            let k = (c as usize).min(STATES.len());
-            state_totals[k] = state_totals[k].saturating_add(e.saturating_sub(s));
         }
     }
     let mut sensors = Vec::new();
@@ -100,7 +108,7 @@ pub fn compute(ix: &SessionIndex) -> Value {
             })
         })
         .collect();
-    let states: Vec<Value> = state_totals
+    let states: Vec<Value> = state_totals(ix)
         .iter()
         .enumerate()
         .filter(|(_, t)| **t > 0)
