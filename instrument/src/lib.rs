@@ -8,16 +8,19 @@
 //! click-back point at the user's lines; sensor ids are stable ([`sensor_id`]: path,
 //! function, kind, ordinal — no line numbers); re-instrumenting output changes nothing (each
 //! engine recognises its own sensors); a region tree-sitter cannot parse is left untouched
-//! and reported, never a panic.
+//! and reported, never a panic. The one exception to "existing lines": the sensor-table
+//! registration [`describe`] appends after the last line of a C, C++ or Rust file.
 //!
 //! Module map: [`lang`] (extensions, grammars), [`walk`] (inputs), [`mod@unit`] (one file:
 //! parsing, large C/C++ files in parallel chunks, each walked as soon as it is parsed), the
 //! engines [`c`] (C and C++, with [`mod@include`]), [`rust`], [`python`], [`java`], with
 //! [`region`] and [`tree`] helpers; [`sensor`] and [`sensor_id`], [`edit`], [`select`]
-//! (`p5.select.toml`), [`manifest`], [`runtime`] (`--cflags`, `--libs`, the header), and
+//! (`p5.select.toml`), [`manifest`], [`describe`] (the sensor table each instrumented file
+//! carries and registers at start-up), [`runtime`] (`--cflags`, `--libs`, the header), and
 //! [`mod@run`] tying them up.
 
 pub mod c;
+pub mod describe;
 pub mod edit;
 pub mod include;
 pub mod java;

@@ -22,6 +22,22 @@ pub fn sha256_hex(text: &str) -> String {
     d.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// A sensor as the manifest and the embedded sensor tables write it.
+pub fn wire_sensor(rel: &str, lang: Lang, s: &Sensor) -> wm::Sensor {
+    wm::Sensor {
+        id: wm::format_id(s.id),
+        kind: s.kind.name().to_owned(),
+        language: lang.name().to_owned(),
+        file: rel.to_owned(),
+        function: s.function.clone(),
+        name: s.name.clone(),
+        line: s.span.line,
+        column: s.span.column,
+        end_line: s.span.end_line,
+        end_column: s.span.end_column,
+    }
+}
+
 impl Builder {
     /// An empty manifest.
     pub fn new() -> Self {
@@ -39,18 +55,8 @@ impl Builder {
             },
             original.to_owned(),
         ));
-        self.sensors.extend(sensors.iter().map(|s| wm::Sensor {
-            id: wm::format_id(s.id),
-            kind: s.kind.name().to_owned(),
-            language: lang.name().to_owned(),
-            file: rel.to_owned(),
-            function: s.function.clone(),
-            name: s.name.clone(),
-            line: s.span.line,
-            column: s.span.column,
-            end_line: s.span.end_line,
-            end_column: s.span.end_column,
-        }));
+        self.sensors
+            .extend(sensors.iter().map(|s| wire_sensor(rel, lang, s)));
     }
 
     /// Records a problem of file `rel` for the manifest's `problems` list.

@@ -12,6 +12,7 @@
 //!   that folder.
 //! - `--dry-run`: nothing is written; the report lists the sensors.
 
+use crate::describe;
 use crate::lang::Lang;
 use crate::manifest::Builder;
 use crate::runtime::{self, RuntimeError};
@@ -133,17 +134,7 @@ pub fn run(opts: &Options) -> Result<Report, RunError> {
         None => Selection::all(),
     };
     let out = match &opts.out {
-        Some(o) => {
-            std::fs::create_dir_all(o).map_err(io("cannot create", o))?;
-            let o = o.canonicalize().map_err(io("cannot resolve", o))?;
-            if o == root || root.starts_with(&o) {
-                return Err(RunError::Usage(format!(
-                    "the output directory {} must not contain the sources",
-                    o.display()
-                )));
-            }
-            Some(o)
-        }
+        Some(o) => Some(output_dir(o, &root)?),
         None => None,
     };
     let entries = walk::files(&root, &opts.paths, out.as_deref())?;
@@ -158,15 +149,27 @@ pub fn run(opts: &Options) -> Result<Report, RunError> {
     } else {
         None
     };
-    let mut report = Report {
-        root: root.clone(),
-        ..Report::default()
+    let mut pass = Pass {
+        report: Report {
+            root: root.clone(),
+            ..Report::default()
+        },
+        manifest: Builder::new(),
+        // The tables say where the manifest and `sources/` go.
+        tables: Tables::new(match (&out, opts.in_place) {
+            (Some(o), _) => Some(o.display().to_string()),
+            (None, true) => Some(root.join(STATE_DIR).display().to_string()),
+            _ => None,
+        }),
+        target: Target {
+            out: out.clone(),
+            in_place: opts.in_place,
+            backup: root.join(STATE_DIR).join("backup"),
+        },
+        c_family: false,
+        rust_sensors: false,
     };
-    let mut manifest = Builder::new();
-    let mut c_family = false;
-    let mut rust_sensors = false;
     let mut cargo_tomls = Vec::new();
-    let backup = root.join(STATE_DIR).join("backup");
     let cpp_tree = entries
         .iter()
         .any(|e| Lang::from_path(&e.abs) == Some(Lang::Cpp));
@@ -186,14 +189,14 @@ pub fn run(opts: &Options) -> Result<Report, RunError> {
                         std::fs::create_dir_all(d).map_err(io("cannot create", d))?;
                     }
                     std::fs::copy(&e.abs, &dst).map_err(io("cannot copy", &e.abs))?;
-                    report.copied += 1;
+                    pass.report.copied += 1;
                 }
             }
             continue;
         };
         let bytes = std::fs::read(&e.abs).map_err(io("cannot read", &e.abs))?;
         let Ok(src) = String::from_utf8(bytes.clone()) else {
-            report.problems.push((
+            pass.report.problems.push((
                 e.rel.clone(),
                 Problem {
                     line: 1,
@@ -203,40 +206,22 @@ pub fn run(opts: &Options) -> Result<Report, RunError> {
             ));
             if let Some(o) = &out {
                 write_file(&o.join(&e.rel), &bytes)?;
-                report.copied += 1;
+                pass.report.copied += 1;
             }
             continue;
         };
-        report.sources += 1;
-        let outcome = instrument(lang, &e.rel, &src, opts.modes, &selection);
-        let changed = outcome.text != src;
-        if changed {
-            report.changed += 1;
-            c_family |= matches!(lang, Lang::C | Lang::Cpp);
-            rust_sensors |= lang == Lang::Rust;
-        }
-        manifest.add(&e.rel, lang, &src, &outcome.sensors);
-        for p in &outcome.problems {
-            manifest.problem(&e.rel, p);
-        }
-        report
-            .problems
-            .extend(outcome.problems.into_iter().map(|p| (e.rel.clone(), p)));
-        report.sensors.extend(
-            outcome
-                .sensors
-                .into_iter()
-                .map(|s| (e.rel.clone(), lang, s)),
-        );
-        if let Some(o) = &out {
-            write_file(&o.join(&e.rel), outcome.text.as_bytes())?;
-        } else if opts.in_place && changed {
-            let b = backup.join(&e.rel);
-            if !b.exists() {
-                write_file(&b, src.as_bytes())?;
-            }
-            write_file(&e.abs, outcome.text.as_bytes())?;
-        }
+        pass.source(e, lang, src, opts, &selection)?;
+    }
+    let Pass {
+        mut report,
+        manifest,
+        tables,
+        target,
+        c_family,
+        rust_sensors,
+    } = pass;
+    for (file, own) in tables.deferred() {
+        emit(&target, &file, &own)?;
     }
     if let Some(b) = bar {
         b.finish_and_clear();
@@ -269,6 +254,198 @@ pub fn run(opts: &Options) -> Result<Report, RunError> {
         );
     }
     Ok(report)
+}
+
+/// Creates and resolves `-o OUTDIR`, which must not hold the sources.
+fn output_dir(o: &Path, root: &Path) -> Result<PathBuf, RunError> {
+    std::fs::create_dir_all(o).map_err(io("cannot create", o))?;
+    let o = o.canonicalize().map_err(io("cannot resolve", o))?;
+    if o == root || root.starts_with(&o) {
+        return Err(RunError::Usage(format!(
+            "the output directory {} must not contain the sources",
+            o.display()
+        )));
+    }
+    Ok(o)
+}
+
+/// What a run has gathered so far.
+struct Pass {
+    report: Report,
+    manifest: Builder,
+    tables: Tables,
+    target: Target,
+    c_family: bool,
+    rust_sensors: bool,
+}
+
+impl Pass {
+    /// Instruments one source file and writes it (or keeps it for its headers' tables).
+    fn source(
+        &mut self,
+        e: &walk::Entry,
+        lang: Lang,
+        src: String,
+        opts: &Options,
+        selection: &Selection,
+    ) -> Result<(), RunError> {
+        self.report.sources += 1;
+        // An earlier run's sensor-table registration is not part of the program.
+        let src = describe::strip(lang, &src).into_owned();
+        // Rewritten in place before: the backup holds what the user wrote (and click-back
+        // shows). If the file is still what instrumenting the backup gives, the sensors are
+        // those of the backup, with its columns.
+        let backup = self.target.backup.join(&e.rel);
+        let original = match opts.in_place && backup.is_file() {
+            true => std::fs::read_to_string(&backup).map_err(io("cannot read", &backup))?,
+            false => src.clone(),
+        };
+        let mut outcome = instrument(lang, &e.rel, &src, opts.modes, selection);
+        if original != src {
+            let first = instrument(lang, &e.rel, &original, opts.modes, selection);
+            if first.text == outcome.text {
+                outcome = first;
+            }
+        }
+        if outcome.text != src {
+            self.report.changed += 1;
+            self.c_family |= matches!(lang, Lang::C | Lang::Cpp);
+            self.rust_sensors |= lang == Lang::Rust;
+        }
+        self.manifest.add(&e.rel, lang, &original, &outcome.sensors);
+        for p in &outcome.problems {
+            self.manifest.problem(&e.rel, p);
+        }
+        let table = self.tables.table(&e.rel, lang, &original, &outcome.sensors);
+        self.report
+            .problems
+            .extend(outcome.problems.into_iter().map(|p| (e.rel.clone(), p)));
+        self.report.sensors.extend(
+            outcome
+                .sensors
+                .into_iter()
+                .map(|s| (e.rel.clone(), lang, s)),
+        );
+        let file = Output {
+            rel: e.rel.clone(),
+            abs: e.abs.clone(),
+            lang,
+            src,
+            text: outcome.text,
+        };
+        if let Some(file) = self.tables.take(file, table) {
+            emit(&self.target, &file, &[])?;
+        }
+        Ok(())
+    }
+}
+
+/// Where instrumented files go.
+struct Target {
+    out: Option<PathBuf>,
+    in_place: bool,
+    backup: PathBuf,
+}
+
+/// One instrumented file before it is written.
+struct Output {
+    rel: String,
+    abs: PathBuf,
+    lang: Lang,
+    /// The text read (without an earlier run's registration).
+    src: String,
+    /// The instrumented text.
+    text: String,
+}
+
+/// Writes `file` with `tables` registered (to the output tree, or in place with a backup).
+fn emit(target: &Target, file: &Output, tables: &[String]) -> Result<(), RunError> {
+    let text = describe::embed(file.lang, &file.text, tables, &file.rel)
+        .unwrap_or_else(|| file.text.clone());
+    if let Some(o) = &target.out {
+        write_file(&o.join(&file.rel), text.as_bytes())
+    } else if target.in_place && text != file.src {
+        let b = target.backup.join(&file.rel);
+        if !b.exists() {
+            write_file(&b, file.src.as_bytes())?;
+        }
+        write_file(&file.abs, text.as_bytes())
+    } else {
+        Ok(())
+    }
+}
+
+/// The sensor tables of a run (`describe`): C and C++ sources wait for the end, so the
+/// tables of the headers they include can go in with theirs.
+struct Tables {
+    root: Option<String>,
+    /// Header tables by file name.
+    headers: std::collections::HashMap<String, Vec<String>>,
+    deferred: Vec<(Output, Vec<String>)>,
+}
+
+impl Tables {
+    fn new(root: Option<String>) -> Self {
+        Tables {
+            root,
+            headers: Default::default(),
+            deferred: Vec::new(),
+        }
+    }
+
+    /// The table of one file (`None` when nothing is written or it has no sensors).
+    fn table(&self, rel: &str, lang: Lang, src: &str, sensors: &[Sensor]) -> Option<String> {
+        let root = self.root.as_ref()?;
+        if sensors.is_empty() {
+            return None;
+        }
+        let ws = sensors
+            .iter()
+            .map(|s| crate::manifest::wire_sensor(rel, lang, s))
+            .collect();
+        let sha = crate::manifest::sha256_hex(src);
+        Some(describe::table(root, rel, lang, &sha, ws))
+    }
+
+    /// Takes a file and its table: returns the file if it can be written now with that table
+    /// (after registering it in the file's text), or keeps it for [`Tables::deferred`].
+    fn take(&mut self, mut file: Output, table: Option<String>) -> Option<Output> {
+        let c = matches!(file.lang, Lang::C | Lang::Cpp);
+        if c && describe::is_header(&file.rel) {
+            if let Some(t) = table {
+                let name = file.rel.rsplit('/').next().unwrap_or(&file.rel).to_owned();
+                self.headers.entry(name).or_default().push(t);
+            }
+            return Some(file);
+        }
+        if c && self.root.is_some() {
+            self.deferred.push((file, table.into_iter().collect()));
+            return None;
+        }
+        if let Some(t) = table {
+            file.text =
+                describe::embed(file.lang, &file.text, &[t], &file.rel).unwrap_or(file.text);
+        }
+        Some(file)
+    }
+
+    /// The C and C++ sources with their own tables and those of the headers they include.
+    fn deferred(self) -> Vec<(Output, Vec<String>)> {
+        let headers = self.headers;
+        self.deferred
+            .into_iter()
+            .map(|(file, mut own)| {
+                for h in describe::quoted_includes(&file.text) {
+                    for t in headers.get(h).into_iter().flatten() {
+                        if !own.contains(t) {
+                            own.push(t.clone());
+                        }
+                    }
+                }
+                (file, own)
+            })
+            .collect()
+    }
 }
 
 fn undo(root: &Path) -> Result<Report, RunError> {

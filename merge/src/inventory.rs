@@ -289,7 +289,11 @@ async fn sources(
             path: f.path.clone(),
             language: f.language.clone(),
             sha256: f.sha256.clone(),
-            lines: i64::from(f.lines),
+            // A sensor table does not say how long its file is: the text does.
+            lines: match (&text, f.lines) {
+                (Some(t), 0) => t.lines().count() as i64,
+                _ => i64::from(f.lines),
+            },
             text,
         };
         w.row(row).await?;
@@ -345,9 +349,10 @@ async fn sources(
     }
     if unknown > 0 {
         let why = if manifests.sensors.is_empty() {
-            "no manifest was given (--manifest DIR)"
+            "the processes sent no sensor tables (sources instrumented by an older \
+             p5-instrument, or not by p5) and no manifest was given (--manifest DIR)"
         } else {
-            "they are in none of the given manifests"
+            "they are in none of the sensor tables the processes sent, nor in a given manifest"
         };
         let msg = format!("{unknown} sensor ids have no source location: {why}");
         diags.push(Diagnostic::info("unknown-sensor", None, unknown, msg));

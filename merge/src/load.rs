@@ -15,7 +15,7 @@ use crate::error::Error;
 use crate::matching::{Call, Role, SocketDesc};
 use p5_logserver::dedup::Dedup;
 use p5_logserver::reader::{Fault, SessionDir, SessionRecords};
-use p5_wire::data::{ClockSamples, EventsFrame, Name, Names, StreamClose, StreamOpen};
+use p5_wire::data::{ClockSamples, EventsFrame, Name, Names, Sensors, StreamClose, StreamOpen};
 use p5_wire::frame::FrameType;
 use p5_wire::hello::Identity;
 use p5_wire::store::{SampleSource, SegmentHeader, StoreRecord};
@@ -151,6 +151,10 @@ pub struct Scan {
     pub calls: Vec<Call>,
     /// Metric names per process.
     pub names: Vec<(usize, Name)>,
+    /// The sensor tables the processes sent (`Sensors` frames), each distinct text once.
+    pub tables: Vec<p5_wire::sensors::Table>,
+    /// Hashes of the table texts kept in `tables`.
+    pub table_texts: std::collections::HashSet<u64>,
     /// Agent-tree samples.
     pub tree: Vec<TreeSamples>,
     /// Sensor ids seen in events.
@@ -351,6 +355,7 @@ impl Scan {
                 Ok(n) => self.names.extend(n.names.into_iter().map(|n| (p, n))),
                 Err(_) => self.bad_frames += 1,
             },
+            Some(FrameType::Sensors) => self.sensor_table(body),
             Some(FrameType::ClockSamples) => match ClockSamples::decode_body(body) {
                 Ok(c) => self.tree.push(TreeSamples {
                     agent: p,
@@ -361,6 +366,27 @@ impl Scan {
             },
             Some(FrameType::Events) => self.events(p, body),
             _ => self.unknown_frames += 1,
+        }
+    }
+
+    /// A `Sensors` frame: its table, unless the same text came before (every process of a
+    /// program sends the same tables).
+    fn sensor_table(&mut self, body: &[u8]) {
+        use std::hash::{BuildHasher, BuildHasherDefault};
+        let h = BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default()
+            .hash_one(
+                body.get(p5_wire::data::DATA_HEADER_LEN..)
+                    .unwrap_or_default(),
+            );
+        if self.table_texts.contains(&h) {
+            return;
+        }
+        match Sensors::parse(body) {
+            Ok((_, t)) => {
+                self.table_texts.insert(h);
+                self.tables.push(t);
+            }
+            Err(_) => self.bad_frames += 1,
         }
     }
 

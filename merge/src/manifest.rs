@@ -1,7 +1,10 @@
 //! Sensor manifests (`--manifest DIR`): `p5-manifest.json` and the source copies beside it.
 //!
 //! Several manifests may be given (one per instrumented tree); a sensor id found in more than
-//! one keeps the first. Source text is read when the rows are written, one file at a time.
+//! one keeps the first. The sensor tables the recorded processes sent themselves
+//! (`p5_wire::sensors`) come after the given manifests, which therefore override them. Source
+//! text is read when the rows are written, one file at a time, from the `sources/` directory
+//! beside the manifest — for a sensor table, the one under the table's `root`.
 
 use crate::error::Error;
 use p5_wire::manifest::{MANIFEST_FILE, Manifest, SOURCES_DIR, Sensor, SourceFile, parse_id};
@@ -65,6 +68,38 @@ impl Manifests {
             let file = by_path.get(&s.file).copied();
             self.sensors.entry(id).or_insert((s, file));
         }
+    }
+
+    /// These manifests plus the sensor tables a session's processes sent: a sensor or a file
+    /// the manifests already hold keeps the manifest's entry.
+    pub fn with_tables(&self, tables: &[p5_wire::sensors::Table]) -> Manifests {
+        let mut m = self.clone();
+        let mut files: HashMap<(String, String, String), usize> = HashMap::new();
+        for (i, (dir, f)) in m.files.iter().enumerate() {
+            let key = (dir.display().to_string(), f.path.clone(), f.sha256.clone());
+            files.entry(key).or_insert(i);
+        }
+        for t in tables {
+            let key = (t.root.clone(), t.file.clone(), t.sha256.clone());
+            let i = *files.entry(key).or_insert_with(|| {
+                m.files.push((
+                    PathBuf::from(&t.root),
+                    SourceFile {
+                        path: t.file.clone(),
+                        language: t.language.clone(),
+                        sha256: t.sha256.clone(),
+                        lines: 0,
+                    },
+                ));
+                m.files.len() - 1
+            });
+            for s in &t.sensors {
+                if let Some(id) = parse_id(&s.id) {
+                    m.sensors.entry(id).or_insert_with(|| (s.clone(), Some(i)));
+                }
+            }
+        }
+        m
     }
 
     /// The text of source file `i` (`None` if the copy is missing, too large or not UTF-8).

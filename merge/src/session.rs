@@ -168,6 +168,13 @@ pub async fn merge(
     let (scan, mut diags) = scan(dir, progress)?;
     phase("matching");
     let plan = synchronize(scan, &mut diags);
+    // Names and locations: the given manifests first, then the tables the processes sent.
+    let manifests = if plan.scan.tables.is_empty() {
+        std::borrow::Cow::Borrowed(manifests)
+    } else {
+        std::borrow::Cow::Owned(manifests.with_tables(&plan.scan.tables))
+    };
+    let manifests = manifests.as_ref();
     let (mut db, sid, bulk) = prepare(db, &dir.name).await?;
     let mut writer = Writer::new(db);
     phase("writing");

@@ -37,6 +37,11 @@ void p5_shutdown(void);
 int p5_enabled(void);
 /* Pause (0) or resume (1) recording. */
 void p5_set_enabled(int on);
+/* Register an instrumented file's sensor table (a string literal; p5-instrument emits this in
+ * a constructor at the end of every file it rewrote). Only stores the pointer: safe before
+ * main. The runtime sends each table once per process, so recordings name their sensors
+ * without a manifest. */
+void p5_describe(const char *table);
 
 /* ---- sensors ------------------------------------------------------------------------- */
 

@@ -77,6 +77,8 @@ struct Flusher {
     flush_pending: Option<(u64, u64)>,
     /// Calls of each listed site at its last report.
     reported: HashMap<u64, u64>,
+    /// The sensor tables sent so far.
+    tables: crate::describe::Sender,
 }
 
 impl Flusher {
@@ -104,6 +106,7 @@ impl Flusher {
             flush_seen: 0,
             flush_pending: None,
             reported: HashMap::new(),
+            tables: crate::describe::Sender::default(),
         }
     }
 
@@ -231,6 +234,11 @@ impl Flusher {
             crate::site::calibrate(self.p.config.throttle, snap.ticks, snap.ns);
         }
         let discard = self.p.config.mode == Mode::Discard;
+        if !discard && self.outbox.caps().contains(Caps::SENSORS) {
+            for f in self.tables.new_frames() {
+                self.outbox.push(f);
+            }
+        }
         let mut calls = if discard || !self.outbox.caps().contains(Caps::CALLS) {
             Vec::new()
         } else {

@@ -26,13 +26,14 @@
 //! their adaptive throttling), `registry` (thread registration),
 //! `process` (life cycle: init, exit, fork), `flusher` (draining and framing), `outbox`,
 //! `conn` and `spool` (delivery and durability), `comm` and [`net`] (communication events),
-//! [`ffi`] (the C ABI), [`interpose`] (for `libp5_preload.so`), [`config`], [`identity`], [`mod@stats`].
+//! [`describe`] (the instrumented files' sensor tables), [`ffi`] (the C ABI), [`interpose`] (for `libp5_preload.so`), [`config`], [`identity`], [`mod@stats`].
 //! Environment variables are listed in [`config`].
 
 pub mod clock;
 mod comm;
 pub mod config;
 mod conn;
+pub mod describe;
 pub mod ffi;
 mod flusher;
 pub mod identity;
@@ -50,6 +51,7 @@ pub mod stats;
 mod waker;
 
 pub use config::{Config, Mode};
+pub use describe::describe;
 pub use p5_wire::{CommOp, SensorId};
 pub use stats::Stats;
 

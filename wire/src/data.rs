@@ -12,6 +12,7 @@
 //! StreamClose: DataHeader | u64 t_end | u64 dropped                             (last seq)
 //! Names:       DataHeader | varint n | n × (u64 id | str name | str unit | ivarint scale_exp)
 //! ClockSamples: DataHeader | u64 peer_process_uid | varint n | n × (u64 t_recv | u64 t_send)
+//! Sensors:     DataHeader | UTF-8 sensor table to the end of the body (see `sensors`)
 //! Control:     str json      (not sequenced; agents and `hostagent ctl`)
 //! Ping:        u64 t_p | u64 echo_t_s | u64 echo_t_p    (echo: server time of the last
 //!              ack and the client time it arrived, 0/0 if none)
@@ -280,6 +281,55 @@ impl Names {
     }
 }
 
+/// The stream a runtime sends its `Sensors` frames on (their own sequence, from 1; no
+/// `StreamOpen`): apart from every thread's stream, which count up from 1.
+pub const SENSORS_STREAM: u32 = u32::MAX - 1;
+
+/// Body of a `Sensors` frame: one instrumented file's sensor table (or a part of it), as the
+/// text [`crate::sensors::Table`] reads. Sent once per process and file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sensors {
+    /// Header.
+    pub header: DataHeader,
+    /// The table's text.
+    pub table: String,
+}
+
+impl Sensors {
+    /// Encodes the body.
+    pub fn encode_body(&self) -> Vec<u8> {
+        let mut out = Vec::with_capacity(DATA_HEADER_LEN + self.table.len());
+        self.header.encode(&mut out);
+        out.extend_from_slice(self.table.as_bytes());
+        out
+    }
+
+    /// Decodes a body (the table's text is checked to be UTF-8, not parsed).
+    pub fn decode_body(body: &[u8]) -> Result<Self> {
+        let mut r = Reader::new(body);
+        let header = DataHeader::decode(&mut r)?;
+        let table = std::str::from_utf8(r.rest())
+            .map_err(|_| DecodeError::Utf8 {
+                field: "sensor table",
+            })?
+            .to_owned();
+        Ok(Self { header, table })
+    }
+
+    /// Decodes a body and parses its table.
+    pub fn parse(body: &[u8]) -> Result<(DataHeader, crate::sensors::Table)> {
+        let s = Self::decode_body(body)?;
+        let t = crate::sensors::Table::parse(&s.table).map_err(|e| DecodeError::Invalid {
+            field: "sensor table",
+            value: match e {
+                crate::sensors::TableError::Line { line, .. } => line as u64,
+                _ => 1,
+            },
+        })?;
+        Ok((s.header, t))
+    }
+}
+
 /// Body of a `ClockSamples` frame: pairs `(t_recv, t_send)` the sender recorded while
 /// receiving frames from a peer (a child agent): `t_recv` on the sender's clock, `t_send` on
 /// the peer's. Composed along the agent tree by the merge stage.
@@ -427,6 +477,10 @@ pub fn validate_client_frame(ty: u8, body: &[u8]) -> Result<u32> {
         Some(FrameType::ClockSamples) => {
             let c = ClockSamples::decode_body(body)?;
             check_seq(c.header, false).map(|_| 0)
+        }
+        Some(FrameType::Sensors) => {
+            let (h, _) = Sensors::parse(body)?;
+            check_seq(h, false).map(|_| 0)
         }
         Some(FrameType::Control) => Reader::new(body).str("control").map(|_| 0),
         Some(FrameType::Ping) => Ping::decode_body(body).map(|_| 0),

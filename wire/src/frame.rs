@@ -42,6 +42,8 @@ pub enum FrameType {
     Names = 0x13,
     /// Data: clock samples the sender took while receiving frames from a peer (agent tree).
     ClockSamples = 0x14,
+    /// Data: one instrumented file's sensor table (names, kinds, locations).
+    Sensors = 0x15,
     /// Control: a clock sample and keep-alive; may echo the last ack's server time.
     Ping = 0x20,
     /// Control: the process is exiting cleanly.
@@ -72,6 +74,7 @@ impl FrameType {
             0x12 => StreamClose,
             0x13 => Names,
             0x14 => ClockSamples,
+            0x15 => Sensors,
             0x20 => Ping,
             0x21 => Goodbye,
             0x30 => Control,
@@ -87,7 +90,12 @@ impl FrameType {
     pub fn is_data(self) -> bool {
         matches!(
             self,
-            Self::StreamOpen | Self::Events | Self::StreamClose | Self::Names | Self::ClockSamples
+            Self::StreamOpen
+                | Self::Events
+                | Self::StreamClose
+                | Self::Names
+                | Self::ClockSamples
+                | Self::Sensors
         )
     }
 }

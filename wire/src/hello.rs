@@ -45,8 +45,10 @@ impl Caps {
     pub const CONTROL: Caps = Caps(1 << 6);
     /// `Calls` events (kind 10: throttled sensors' call counts).
     pub const CALLS: Caps = Caps(1 << 7);
+    /// `Sensors` frames (the instrumented files' sensor tables).
+    pub const SENSORS: Caps = Caps(1 << 8);
     /// Everything this implementation understands.
-    pub const ALL: Caps = Caps(0b1111_1111);
+    pub const ALL: Caps = Caps(0b1_1111_1111);
 
     /// True if every flag of `other` is set.
     pub fn contains(self, other: Caps) -> bool {

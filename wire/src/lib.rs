@@ -13,7 +13,9 @@
 //! - [`data`]: sequenced per-stream data frames (stream open/close, event batches) and the
 //!   control frames (ping, ack, goodbye, error);
 //! - [`event`]: the compact event encoding inside an event batch (≈ 2–4 bytes per event);
-//! - [`store`]: segment header and record types of the log server's session store.
+//! - [`store`]: segment header and record types of the log server's session store;
+//! - [`manifest`] and [`sensors`]: what the instrumenter says about its sensors, beside the
+//!   tree (the manifest) and inside each instrumented file (its sensor table).
 
 pub mod codec;
 pub mod data;
@@ -23,6 +25,7 @@ pub mod event;
 pub mod frame;
 pub mod hello;
 pub mod manifest;
+pub mod sensors;
 pub mod store;
 
 pub use data::{DataHeader, EventsFrame, StreamKind, StreamOpen};

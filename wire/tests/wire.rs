@@ -541,6 +541,27 @@ fn vectors() -> Vec<(String, Value, Vec<u8>)> {
     };
     let mut b = Vec::new();
     frame::encode(&mut b, FrameType::HelloAck as u8, &ha.encode_body());
+    // A sensor table as an instrumented file embeds it (the text, sent as is).
+    let table = "p5-sensors\t1\t/home/u/out\tsrc/m\u{e4}in.c\tc\t".to_owned()
+        + &"0f".repeat(32)
+        + "\n00000000000004d2\tfunction\t3\t1\t9\t2\tmain\tmain\n"
+        + "a1b2c3d4e5f60718\tcall\t5\t5\t5\t20\tmain\tprintf\\t\n";
+    let sensors = data::Sensors {
+        header: DataHeader {
+            stream: data::SENSORS_STREAM,
+            seq: 1,
+            t_p: 1500,
+        },
+        table: table.clone(),
+    };
+    let mut sb = Vec::new();
+    frame::encode(&mut sb, FrameType::Sensors as u8, &sensors.encode_body());
+    v.push((
+        "sensors".into(),
+        json!({"frame": "sensors", "stream": data::SENSORS_STREAM, "seq": 1, "t_p": 1500,
+               "table": table}),
+        sb,
+    ));
     v.push((
         "hello_ack".into(),
         json!({"frame": "hello_ack", "version": 1, "caps": VECTOR_CAPS.0, "server_run_id": 77, "t_s": 5}),

@@ -89,6 +89,8 @@ public final class WireTest {
                 return Wire.ping(n(in, "t_p"), n(in, "echo_t_s"), n(in, "echo_t_p"));
             case "goodbye":
                 return Wire.goodbye(n(in, "t_p"));
+            case "sensors":
+                return Wire.sensors((int) n(in, "stream"), n(in, "seq"), n(in, "t_p"), (String) in.get("table"));
             case "events": {
                 Wire.Events b = new Wire.Events();
                 List<String> ops = List.of("", "send", "recv", "sendto", "recvfrom", "sendmsg", "recvmsg",

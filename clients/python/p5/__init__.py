@@ -28,7 +28,7 @@ from . import wire
 
 __all__ = [
     "enter", "exit", "mark", "counter", "scope", "sensor", "call", "comm", "flush", "shutdown",
-    "SELECTOR_SENSOR",
+    "describe", "SELECTOR_SENSOR",
 ]
 
 _START_MONO = time.monotonic_ns()
@@ -38,6 +38,21 @@ _local = threading.local()
 _streams = []
 _lock = threading.Lock()
 _MAX_BATCH = 4096
+# Sensor tables the instrumented modules registered (describe), in order, each once.
+_tables = []
+_table_set = set()
+
+
+def describe(table):
+    """Registers an instrumented module's sensor table (its text, docs/manifest.md).
+
+    p5-instrument puts the call on the line that imports p5, so it runs when the module is
+    imported; the table is sent once, with the next batch, so a recording names its sensors
+    and finds their source without a manifest. Cheap, and it never starts recording."""
+    with _lock:
+        if table not in _table_set:
+            _table_set.add(table)
+            _tables.append(table)
 
 
 def _now():
@@ -564,6 +579,9 @@ class _Shipper:
     spool = None
     hello = None
     dropped = 0
+    caps = 0
+    tables_sent = 0
+    tables_seq = 1
 
     announcement = None
 
@@ -608,6 +626,7 @@ class _Shipper:
                 program=os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python",
                 session=os.environ.get("P5_SESSION", ""),
                 argv=list(sys.argv),
+                caps=wire.CAP_EVENTS | wire.CAP_COMM | wire.CAP_SENSORS,
             )
         return cls.hello
 
@@ -647,7 +666,7 @@ class _Shipper:
             ty, body, _ = got
             if ty != wire.HELLO_ACK:
                 raise OSError("log server refused the handshake")
-            wire.hello_ack(body)
+            cls.caps = wire.hello_ack(body)["caps"]
             s.setblocking(False)
             cls.sock = s
             return True
@@ -677,8 +696,23 @@ class _Shipper:
         cls.spool.flush()
 
     @classmethod
-    def drain(cls, closing=False):
+    def table_frames(cls):
+        """Sensors frames for the tables registered since the last drain (a log server that
+        did not accept them gets none; a spool file does)."""
+        if cls.sock is not None and not cls.caps & wire.CAP_SENSORS:
+            return []
+        with _lock:
+            fresh = _tables[cls.tables_sent:]
+        cls.tables_sent += len(fresh)
         frames = []
+        for t in fresh:
+            frames.append(wire.sensors(wire.SENSORS_STREAM, cls.tables_seq, _now(), t))
+            cls.tables_seq += 1
+        return frames
+
+    @classmethod
+    def drain(cls, closing=False):
+        frames = cls.table_frames()
         with _lock:
             streams = list(_streams)
         for s in streams:

@@ -13,7 +13,12 @@ SLOT_ESCAPE = 15
 
 HELLO, HELLO_ACK, ACK, ERROR = 0x01, 0x02, 0x03, 0x04
 STREAM_OPEN, EVENTS, STREAM_CLOSE = 0x10, 0x11, 0x12
+SENSORS = 0x15
 PING, GOODBYE = 0x20, 0x21
+# The stream Sensors frames travel on (their own sequence from 1), apart from the threads'.
+SENSORS_STREAM = 0xFFFFFFFE
+# Capability flags this client asks for: events, communication events, Sensors frames.
+CAP_EVENTS, CAP_COMM, CAP_SENSORS = 1 << 0, 1 << 1, 1 << 8
 
 KIND = {"enter": 0, "exit": 1, "mark": 2, "counter": 3, "comm": 4, "socket": 5}
 OPS = {
@@ -92,6 +97,11 @@ def stream_open(stream, seq, t_p, kind, tid, name):
 
 def stream_close(stream, seq, t_p, t_end, dropped):
     return frame(STREAM_CLOSE, data_header(stream, seq, t_p) + struct.pack("<QQ", t_end, dropped))
+
+
+def sensors(stream, seq, t_p, table):
+    """A Sensors frame: one instrumented file's sensor table, as text (docs/manifest.md)."""
+    return frame(SENSORS, data_header(stream, seq, t_p) + table.encode("utf-8"))
 
 
 def ping(t_p, echo_t_s, echo_t_p):

@@ -33,6 +33,8 @@ def encode(inp):
         return wire.ping(inp["t_p"], inp["echo_t_s"], inp["echo_t_p"])
     if f == "goodbye":
         return wire.goodbye(inp["t_p"])
+    if f == "sensors":
+        return wire.sensors(inp["stream"], inp["seq"], inp["t_p"], inp["table"])
     if f == "events":
         b = wire.Events()
         for e in inp["events"]:
@@ -72,6 +74,21 @@ class Vectors(unittest.TestCase):
         bad[-1] ^= 1
         with self.assertRaises(ValueError):
             wire.decode_frame(bytes(bad))
+
+
+class Describe(unittest.TestCase):
+    def test_tables_are_sent_once_on_their_own_stream(self):
+        table = "p5-sensors\t1\t/r\tm.py\tpython\tab\n00000000000004d2\tfunction\t1\t1\t2\t2\tf\tf\n"
+        p5.describe(table)
+        p5.describe(table)
+        frames = p5._Shipper.table_frames()
+        mine = [f for f in frames if table.encode() in f]
+        self.assertEqual(len(mine), 1)
+        ty, body, _ = wire.decode_frame(mine[0])
+        self.assertEqual(ty, wire.SENSORS)
+        self.assertEqual(body[:4], (wire.SENSORS_STREAM).to_bytes(4, "little"))
+        self.assertEqual(body[20:].decode(), table)
+        self.assertEqual(p5._Shipper.table_frames(), [])
 
 
 class Decorator(unittest.TestCase):

@@ -74,6 +74,52 @@ fn compile_check(lang: Lang, file: &Path) -> Result<(), String> {
     }
 }
 
+/// The output with its sensor table registered (`describe::embed`), checked to strip back to
+/// the output and to keep every line where it was.
+fn with_table(
+    lang: Lang,
+    rel: &str,
+    name: &str,
+    out: &p5_instrument::unit::Outcome,
+) -> Result<String, String> {
+    use p5_instrument::describe::{embed, strip, table};
+    use p5_instrument::manifest::wire_sensor;
+    if out.sensors.is_empty() {
+        return Ok(out.text.clone());
+    }
+    let sensors = out
+        .sensors
+        .iter()
+        .map(|s| wire_sensor(rel, lang, s))
+        .collect();
+    let t = table("/tmp/p5 \"golden\"", rel, lang, &"0".repeat(64), sensors);
+    let Some(text) = embed(lang, &out.text, &[t], name) else {
+        return match lang {
+            Lang::Java => Ok(out.text.clone()),
+            _ => Err("no place for the sensor table".into()),
+        };
+    };
+    let back = strip(lang, &text);
+    let want = match out.text.ends_with('\n') || lang == Lang::Java {
+        true => out.text.clone(),
+        false => format!("{}\n", out.text),
+    };
+    if back != want {
+        return Err(format!(
+            "stripping the table does not give the output back:\n{back}"
+        ));
+    }
+    let (n, m) = (line_count(&out.text), line_count(&text));
+    let kept = match lang {
+        Lang::Python | Lang::Java => n == m || (m == n + 1 && text.starts_with(&want)),
+        _ => text.starts_with(out.text.trim_end_matches('\n')),
+    };
+    if !kept {
+        return Err(format!("the table moved lines ({n} → {m}):\n{text}"));
+    }
+    Ok(text)
+}
+
 #[test]
 fn golden_cases() {
     let bless = std::env::var_os("P5_BLESS").is_some();
@@ -161,19 +207,23 @@ fn golden_cases() {
             if ids != ids2 {
                 failures.push(format!("{name}: re-instrumenting found other ids"));
             }
+            // What is compiled below carries the sensor table as `p5-instrument -o` writes it.
+            let text = match with_table(lang, &rel, &name, &out) {
+                Ok(t) => t,
+                Err(e) => {
+                    failures.push(format!("{name}: {e}"));
+                    continue;
+                }
+            };
             if lang == Lang::Rust && !dir.join("no-compile").exists() {
                 let module = name.replace(['/', '-'], "_");
                 std::fs::create_dir_all(rust_crate.path().join("src")).unwrap();
-                std::fs::write(
-                    rust_crate.path().join(format!("src/{module}.rs")),
-                    &out.text,
-                )
-                .unwrap();
+                std::fs::write(rust_crate.path().join(format!("src/{module}.rs")), &text).unwrap();
                 rust_modules.push(module);
             } else if !dir.join("no-compile").exists() {
                 let tmp = tempfile::tempdir().unwrap();
                 let f = tmp.path().join(&rel);
-                std::fs::write(&f, &out.text).unwrap();
+                std::fs::write(&f, &text).unwrap();
                 if let Err(e) = compile_check(lang, &f) {
                     failures.push(format!("{name}: output does not compile:\n{e}"));
                 }

@@ -63,6 +63,25 @@ pub extern "C" fn p5_init() -> i32 {
     r
 }
 
+/// Registers an instrumented file's sensor table (`p5-instrument` emits the call in a
+/// constructor). `table` must be a NUL-terminated string that lives as long as the program
+/// (a string literal); a null or non-UTF-8 table is ignored. Safe before `main`: it only
+/// stores the pointer.
+///
+/// # Safety
+/// `table` is null or points to a NUL-terminated string that is never freed or changed.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn p5_describe(table: *const std::ffi::c_char) {
+    if table.is_null() {
+        return;
+    }
+    // SAFETY: the caller passes a static NUL-terminated string (a literal).
+    let c: &'static std::ffi::CStr = unsafe { std::ffi::CStr::from_ptr(table) };
+    if let Ok(s) = c.to_str() {
+        crate::describe::describe(s);
+    }
+}
+
 /// Records entering `sensor`'s scope.
 #[unsafe(no_mangle)]
 pub extern "C" fn p5_enter(sensor: u64) {

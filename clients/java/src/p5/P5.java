@@ -49,6 +49,13 @@ public final class P5 {
     private static OutputStream spool;
     private static Socket sock;
     private static byte[] hello;
+    /** Capability flags the log server accepted (0 until connected). */
+    private static volatile long caps;
+    /** Sensor tables registered by the instrumented classes, in order, each once. */
+    private static final List<String> TABLES = new ArrayList<>();
+    private static final java.util.Set<String> TABLE_SET = new java.util.HashSet<>();
+    private static int tablesSent;
+    private static long tablesSeq = 1;
 
     /** The sensors' clock: nanoseconds since this class was loaded. */
     public static long now() { return System.nanoTime() - START; }
@@ -253,6 +260,42 @@ public final class P5 {
         if (on) LOCAL.get().addExtra(4, start, sensor, new Object[] {op, fd, now() - start, result, peer});
     }
 
+    /**
+     * Registers sensor tables (docs/manifest.md): p5-instrument puts the call in a static
+     * initialiser of every top-level type it instrumented. A table may come in several pieces
+     * (a class-file constant holds at most 64 KiB); an empty piece separates two tables. The
+     * tables are sent once, with the next batch, so a recording names its sensors without a
+     * manifest. Returns 0 (an interface keeps it in a constant).
+     */
+    public static int describe(String... pieces) {
+        StringBuilder cur = new StringBuilder();
+        List<String> tables = new ArrayList<>();
+        for (String p : pieces) {
+            if (p.isEmpty()) {
+                if (cur.length() > 0) tables.add(cur.toString());
+                cur.setLength(0);
+            } else {
+                cur.append(p);
+            }
+        }
+        if (cur.length() > 0) tables.add(cur.toString());
+        synchronized (TABLES) {
+            for (String t : tables) if (TABLE_SET.add(t)) TABLES.add(t);
+        }
+        return 0;
+    }
+
+    /** Sensors frames for the tables registered since the last drain (none for a log server that did not accept them). */
+    private static void tableFrames(List<byte[]> frames) {
+        if (sock != null && (caps & Wire.CAP_SENSORS) == 0) return;
+        List<String> fresh;
+        synchronized (TABLES) {
+            fresh = new ArrayList<>(TABLES.subList(tablesSent, TABLES.size()));
+            tablesSent = TABLES.size();
+        }
+        for (String t : fresh) frames.add(Wire.sensors(Wire.SENSORS_STREAM, tablesSeq++, now(), t));
+    }
+
     private static synchronized void start() {
         if (shipper != null) return;
         shipper = new Thread(P5::run, "p5-flusher");
@@ -277,7 +320,7 @@ public final class P5 {
             List<String> argv = new ArrayList<>(Arrays.asList(command.split(" ")));
             String program = argv.isEmpty() ? "java" : argv.get(0);
             String session = System.getenv().getOrDefault("P5_SESSION", "");
-            hello = Wire.hello(1, 0x3, UID, me.pid(), me.parent().map(ProcessHandle::pid).orElse(0L),
+            hello = Wire.hello(1, Wire.CAP_EVENTS | Wire.CAP_COMM | Wire.CAP_SENSORS, UID, me.pid(), me.parent().map(ProcessHandle::pid).orElse(0L),
                     START_WALL, START, Wire.CLOCK_MONOTONIC, Wire.RUNTIME_JAVA,
                     read("/etc/machine-id", boot), boot, read("/proc/sys/kernel/hostname", ""),
                     program, session, argv);
@@ -320,7 +363,10 @@ public final class P5 {
                 return;
             }
             long len = (head[0] & 0xffL) | (head[1] & 0xffL) << 8 | (head[2] & 0xffL) << 16 | (head[3] & 0xffL) << 24;
-            in.readNBytes((int) Math.min(len - 1, 1 << 16));
+            byte[] body = in.readNBytes((int) Math.min(len - 1, 1 << 16));
+            long accepted = 0;
+            for (int i = 0; i < 8 && 8 + i < body.length; i++) accepted |= (body[8 + i] & 0xffL) << (8 * i);
+            caps = accepted;
             sock = s;
         } catch (IOException | RuntimeException e) {
             sock = null;
@@ -349,6 +395,7 @@ public final class P5 {
 
     private static List<byte[]> drain(boolean closing) {
         List<byte[]> frames = new ArrayList<>();
+        tableFrames(frames);
         List<Stream> streams;
         synchronized (STREAMS) {
             streams = new ArrayList<>(STREAMS);

@@ -14,7 +14,12 @@ public final class Wire {
 
     public static final int HELLO = 0x01, HELLO_ACK = 0x02, ACK = 0x03;
     public static final int STREAM_OPEN = 0x10, EVENTS = 0x11, STREAM_CLOSE = 0x12;
+    public static final int SENSORS = 0x15;
     public static final int PING = 0x20, GOODBYE = 0x21;
+    /** The stream Sensors frames travel on (u32 0xFFFFFFFE), apart from the threads'. */
+    public static final int SENSORS_STREAM = 0xFFFFFFFE;
+    /** Capability flags this client asks for: events, communication events, Sensors frames. */
+    public static final long CAP_EVENTS = 1L, CAP_COMM = 1L << 1, CAP_SENSORS = 1L << 8;
     public static final int RUNTIME_JAVA = 4, CLOCK_MONOTONIC = 2;
     static final int SLOT_ESCAPE = 15;
 
@@ -78,6 +83,11 @@ public final class Wire {
 
     public static byte[] streamClose(int stream, long seq, long tP, long tEnd, long dropped) {
         return frame(STREAM_CLOSE, header(stream, seq, tP).u64(tEnd).u64(dropped).toBytes());
+    }
+
+    /** A Sensors frame: one instrumented file's sensor table, as text (docs/manifest.md). */
+    public static byte[] sensors(int stream, long seq, long tP, String table) {
+        return frame(SENSORS, header(stream, seq, tP).bytes(table.getBytes(StandardCharsets.UTF_8)).toBytes());
     }
 
     public static byte[] ping(long tP, long echoTs, long echoTp) {
