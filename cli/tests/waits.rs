@@ -97,6 +97,10 @@ fn python_selects_and_asyncio_idle_are_waiting() {
         sensors.iter().any(|n| n == "p5:python:selectors.select"),
         "{sensors:?}"
     );
+    // The instrumented functions are named by the table the module registered (no manifest).
+    for f in ["idle_waits", "pause", "main"] {
+        assert!(sensors.iter().any(|n| n == f), "{f}: {sensors:?}");
+    }
     // The two instrumented 50 ms selects, and the event loop's 150 ms wait.
     let long = |from: i64| {
         waits
@@ -135,7 +139,9 @@ fn java_selector_selects_are_waiting() {
     let cp = classes.to_str().unwrap();
     let stdout = record(dir.path(), &["java", "-cp", cp, "Waits"], &[]);
     assert!(stdout.contains("ready 0"), "{stdout}");
-    let (waits, _) = waiting_spans(dir.path());
+    let (waits, sensors) = waiting_spans(dir.path());
+    // `main` is named by the table the class registered (no manifest).
+    assert!(sensors.iter().any(|n| n == "Waits.main"), "{sensors:?}");
     // Two 50 ms selects on an idle channel, and the selectNow (no time to speak of).
     let long = waits
         .iter()

@@ -31,6 +31,8 @@ pub struct Seen {
     comm: HashMap<u64, (p5_wire::CommOp, i64)>,
     /// Every comm event: (sensor, op, result), in order.
     pub comm_all: Vec<(u64, p5_wire::CommOp, i64)>,
+    /// The sensor tables the program sent (`Sensors` frames).
+    pub tables: Vec<p5_wire::sensors::Table>,
 }
 
 impl Seen {
@@ -134,6 +136,12 @@ impl LogServer {
                 {
                     seen.add(body)
                 }
+                p5_wire::store::StoreRecord::Data { ty, body, .. }
+                    if ty == p5_wire::FrameType::Sensors as u8 =>
+                {
+                    seen.tables
+                        .push(p5_wire::data::Sensors::parse(body).unwrap().1)
+                }
                 _ => {}
             }
         }
@@ -162,6 +170,10 @@ pub fn decode_spool(dir: &Path) -> Seen {
         }
         if f.frame_type() == Some(p5_wire::FrameType::Events) {
             seen.add(f.body);
+        }
+        if f.frame_type() == Some(p5_wire::FrameType::Sensors) {
+            seen.tables
+                .push(p5_wire::data::Sensors::parse(f.body).unwrap().1);
         }
     }
     assert!(!first, "empty spool");
@@ -193,6 +205,22 @@ fn instrument_program(
     let copy = out.join("sources").join(&manifest.files[0].sha256);
     assert_eq!(read(&copy), original);
     (tmp, out, manifest, original)
+}
+
+/// The tables the program sent describe exactly the manifest's sensors (names, kinds, places),
+/// once, and point at the manifest's directory and source copy.
+fn check_tables(manifest: &Manifest, out: &Path, seen: &Seen) {
+    assert!(!seen.tables.is_empty(), "the program sent no sensor table");
+    let mut sent: Vec<_> = seen.tables.iter().flat_map(|t| t.sensors.clone()).collect();
+    let mut want = manifest.sensors.clone();
+    sent.sort_by(|a, b| a.id.cmp(&b.id));
+    want.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(sent, want);
+    for t in &seen.tables {
+        assert_eq!(Path::new(&t.root), out.canonicalize().unwrap());
+        let f = manifest.files.iter().find(|f| f.path == t.file).unwrap();
+        assert_eq!(t.sha256, f.sha256);
+    }
 }
 
 /// Checks `--calls`: every call sensor that fired exited as often as it entered, and each
@@ -245,6 +273,7 @@ fn python_program_records_the_manifest_sensors() {
     assert!(o.status.success(), "{o:?}");
     assert_eq!(String::from_utf8_lossy(&o.stdout), "-1 0 2 3 2 4\n");
     let seen = server.finish(&spool);
+    check_tables(&manifest, &out, &seen);
     let lines: Vec<&str> = original.lines().collect();
     for (name, calls) in [
         ("classify", 3),
@@ -337,6 +366,7 @@ fn c_program_records_the_manifest_sensors() {
     assert!(o.status.success(), "{o:?}");
     assert_eq!(String::from_utf8_lossy(&o.stdout), "-1 0 2 4\n");
     let seen = server.finish(&spool);
+    check_tables(&manifest, &out, &seen);
     let lines: Vec<&str> = original.lines().collect();
     let sensor = |kind: &str, name: &str| {
         manifest
@@ -415,6 +445,7 @@ fn java_program_records_the_manifest_sensors() {
     assert!(o.status.success(), "{o:?}");
     assert_eq!(String::from_utf8_lossy(&o.stdout), "-1 0 2 7 1 4 5\n");
     let seen = server.finish(&spool);
+    check_tables(&manifest, &out, &seen);
     let lines: Vec<&str> = original.lines().collect();
     for (name, calls, needle) in [
         ("Echo.classify", 3, "classify("),
@@ -519,6 +550,7 @@ fn cpp_program_records_the_manifest_sensors() {
     assert!(o.status.success(), "{o:?}");
     assert_eq!(String::from_utf8_lossy(&o.stdout), "9 -1\n");
     let seen = server.finish(&spool);
+    check_tables(&manifest, &out, &seen);
     let lines: Vec<&str> = original.lines().collect();
     for (name, calls, needle) in [
         ("geo::Shape::Shape", 2, "Shape(int s)"),
@@ -589,6 +621,7 @@ fn rust_program_records_the_manifest_sensors() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(String::from_utf8_lossy(&o.stdout), "12 true 1 4\n");
     let seen = server.finish(&spool);
+    check_tables(&manifest, &out, &seen);
     let lines: Vec<&str> = original.lines().collect();
     for (name, calls, needle) in [
         ("Counter::bump", 2, "fn bump("),
