@@ -116,3 +116,70 @@ impl Manifests {
         String::from_utf8(std::fs::read(path).ok()?).ok()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use p5_wire::manifest::format_id;
+    use p5_wire::sensors::Table;
+
+    fn sensor(id: u64, name: &str, file: &str) -> Sensor {
+        Sensor {
+            id: format_id(id),
+            kind: "function".into(),
+            language: "c".into(),
+            file: file.into(),
+            function: name.into(),
+            name: name.into(),
+            line: 2,
+            column: 1,
+            end_line: 3,
+            end_column: 2,
+        }
+    }
+
+    #[test]
+    fn tables_name_what_no_manifest_does_and_read_their_sources() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(SOURCES_DIR)).unwrap();
+        let sha = "ab".repeat(32);
+        std::fs::write(
+            dir.path().join(SOURCES_DIR).join(&sha),
+            "int x;\nint f(void) {}\n",
+        )
+        .unwrap();
+        let given = Manifests {
+            files: vec![(
+                PathBuf::from("/elsewhere"),
+                SourceFile {
+                    path: "m.c".into(),
+                    language: "c".into(),
+                    sha256: "cd".repeat(32),
+                    lines: 9,
+                },
+            )],
+            sensors: [(1, (sensor(1, "from-manifest", "m.c"), Some(0)))].into(),
+            bad_ids: 0,
+        };
+        let table = Table {
+            root: dir.path().display().to_string(),
+            file: "a.c".into(),
+            language: "c".into(),
+            sha256: sha,
+            sensors: vec![sensor(1, "from-table", "a.c"), sensor(2, "f", "a.c")],
+        };
+        // The same table sent by two processes adds its file once.
+        let m = given.with_tables(&[table.clone(), table]);
+        assert_eq!(m.files.len(), 2);
+        assert_eq!(
+            m.sensors[&1].0.name, "from-manifest",
+            "--manifest overrides"
+        );
+        let (s, file) = &m.sensors[&2];
+        assert_eq!((s.name.as_str(), *file), ("f", Some(1)));
+        assert_eq!(
+            m.source_text(1).as_deref(),
+            Some("int x;\nint f(void) {}\n")
+        );
+    }
+}
