@@ -399,3 +399,47 @@ fn a_static_binary_is_reported_as_not_interposable() {
         "{stderr}"
     );
 }
+
+#[test]
+fn file_and_pipe_io_gives_the_same_results_with_the_preload() {
+    let dir = tempfile::tempdir().unwrap();
+    let exe = dir.path().join("fileio");
+    let st = Command::new("gcc")
+        .args(["-O2", "-pthread", "-o"])
+        .arg(&exe)
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/preload/fileio.c"))
+        .status()
+        .unwrap();
+    assert!(st.success(), "gcc failed");
+    let d = dir.path().to_str().unwrap();
+    let bare = Command::new(&exe)
+        .args([&format!("{d}/bare.txt"), d])
+        .status()
+        .unwrap();
+    assert!(bare.success());
+    let (stdout, _) = record(
+        dir.path(),
+        "fileio",
+        false,
+        &[exe.to_str().unwrap(), &format!("{d}/pre.txt"), d],
+    );
+    let read = |f: &str| std::fs::read_to_string(dir.path().join(f)).unwrap();
+    let (bare, pre) = (read("bare.txt"), read("pre.txt"));
+    assert!(
+        bare.contains("read closed -1 Bad file descriptor"),
+        "{bare}"
+    );
+    assert!(
+        bare.contains("read empty pipe -1 Resource temporarily"),
+        "{bare}"
+    );
+    assert_eq!(pre, bare);
+    // The socket calls were recorded, in both rounds.
+    let m = merged(dir.path());
+    assert!(
+        m.sensors.iter().any(|s| s == "write"),
+        "{:?}\n{stdout}",
+        m.sensors
+    );
+    assert_eq!(m.sends, 2, "{stdout}");
+}

@@ -42,6 +42,28 @@ pub fn table(root: &str, rel: &str, lang: Lang, sha256: &str, sensors: Vec<Senso
     .to_text()
 }
 
+/// True if the crate `file` (a Rust source) belongs to forbids unsafe code: its crate root
+/// (`src/lib.rs` or `src/main.rs` beside the nearest `Cargo.toml`) says
+/// `#![forbid(unsafe_code)]`, so the `.init_array` entry cannot be compiled there and the
+/// crate's sensors are named only with `--manifest`.
+pub fn forbids_unsafe(file: &std::path::Path) -> bool {
+    let Some(dir) = file
+        .ancestors()
+        .skip(1)
+        .find(|d| d.join("Cargo.toml").is_file())
+    else {
+        return false;
+    };
+    ["src/lib.rs", "src/main.rs"].iter().any(|root| {
+        std::fs::read_to_string(dir.join(root)).is_ok_and(|t| {
+            t.lines().any(|l| {
+                let l = l.trim_start();
+                l.starts_with("#![forbid(") && l.contains("unsafe_code")
+            })
+        })
+    })
+}
+
 /// True for C and C++ headers (described by the files that include them).
 pub fn is_header(rel: &str) -> bool {
     let ext = rel.rsplit_once('.').map_or("", |(_, e)| e);
@@ -154,9 +176,14 @@ fn c_literal(s: &str) -> String {
 
 fn c_trailer(tables: &[String], key: &str) -> String {
     let t = tag(key);
+    // Declared here too: the file's `#include "p5.h"` may sit inside an `#if` that is off.
     let mut s = format!(
         "/* {MARKER}: written by p5-instrument; registers this file's sensor table at start-up */\n\
-         #if defined(__GNUC__) || defined(__clang__)\n"
+         #if defined(__GNUC__) || defined(__clang__)\n\
+         #ifdef __cplusplus\n\
+         extern \"C\"\n\
+         #endif\n\
+         void p5_describe(const char *table);\n"
     );
     for (i, table) in tables.iter().enumerate() {
         s.push_str(&format!(
@@ -205,6 +232,7 @@ fn rust_trailer(tables: &[String], key: &str) -> String {
     format!(
         "// {MARKER}: written by p5-instrument; registers this file's sensor table at start-up\n\
          #[cfg(target_os = \"linux\")]\n\
+         #[allow(unsafe_code)]\n\
          #[used]\n\
          #[unsafe(link_section = \".init_array\")]\n\
          static P5_DESCRIBE_{t}: extern \"C\" fn() = {{\n    \

@@ -158,6 +158,19 @@ fn main() -> anyhow::Result<()> {
                     .map(|m| format!("; manifest {}", m.display()))
                     .unwrap_or_default()
             );
+            if report.untabled > 0 {
+                eprintln!(
+                    "note: {} Rust files carry no sensor table: their crate forbids unsafe code \
+                     (#![forbid(unsafe_code)]), so they cannot register it at start-up; \
+                     merge with --manifest {} to name their sensors",
+                    report.untabled,
+                    report
+                        .manifest
+                        .as_ref()
+                        .and_then(|m| m.parent())
+                        .map_or_else(|| "DIR".into(), |d| d.display().to_string())
+                );
+            }
         }
     }
     Ok(())

@@ -62,6 +62,8 @@ pub struct Report {
     pub problems: Vec<(String, Problem)>,
     /// Where the manifest went.
     pub manifest: Option<PathBuf>,
+    /// Rust files left without a sensor table (their crate forbids unsafe code).
+    pub untabled: usize,
 }
 
 /// Errors of a run.
@@ -220,6 +222,7 @@ pub fn run(opts: &Options) -> Result<Report, RunError> {
         c_family,
         rust_sensors,
     } = pass;
+    report.untabled = tables.unsafe_forbidden;
     for (file, own) in tables.deferred() {
         emit(&target, &file, &own)?;
     }
@@ -382,6 +385,8 @@ struct Tables {
     /// Header tables by file name.
     headers: std::collections::HashMap<String, Vec<String>>,
     deferred: Vec<(Output, Vec<String>)>,
+    /// Rust files left without a table: their crate forbids unsafe code.
+    unsafe_forbidden: usize,
 }
 
 impl Tables {
@@ -390,6 +395,7 @@ impl Tables {
             root,
             headers: Default::default(),
             deferred: Vec::new(),
+            unsafe_forbidden: 0,
         }
     }
 
@@ -423,6 +429,10 @@ impl Tables {
             return None;
         }
         if let Some(t) = table {
+            if file.lang == Lang::Rust && describe::forbids_unsafe(&file.abs) {
+                self.unsafe_forbidden += 1;
+                return Some(file);
+            }
             file.text =
                 describe::embed(file.lang, &file.text, &[t], &file.rel).unwrap_or(file.text);
         }

@@ -9,8 +9,9 @@
 //!
 //! Two more runs say where the cost comes from: the preload with `P5_DISABLE=1` (the
 //! interposer's own path: no runtime, no thread), and the bare program with one idle thread
-//! (`idle_thread.c`): once a process has a second thread — the runtime's flusher — glibc's
-//! cancellable system calls take a slower path, whoever started the thread.
+//! (`idle_thread.c`) sharing its descriptor table: the kernel then counts references on every
+//! file a system call uses (about 45 ns per read here). The runtime's flusher takes a table of
+//! its own (`p5_runtime::fdtable`), so a recording single-threaded program keeps the fast path.
 //!
 //! `cargo bench -p p5-preload --bench cost` (`P5_BENCH_CALLS=N`, default 200000 per kind).
 
@@ -102,7 +103,7 @@ fn run(exe: &Path, n: u64, env: &[(&str, &Path)], dir: &Path) -> [f64; 2] {
     [get("socket "), get("file ")]
 }
 
-/// `libp5_preload.so` of this profile (built here if missing).
+/// `libp5_preload.so` of this profile, built (or found up to date) by cargo.
 fn library() -> PathBuf {
     let exe = std::env::current_exe().expect("bench path");
     let profile_dir = exe
@@ -110,17 +111,15 @@ fn library() -> PathBuf {
         .and_then(Path::parent)
         .expect("target/<profile>/deps")
         .to_path_buf();
-    let lib = profile_dir.join("libp5_preload.so");
-    if !lib.is_file() {
-        let release = profile_dir.ends_with("release");
-        let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
-        c.args(["build", "-q", "-p", "p5-preload"]);
-        if release {
-            c.arg("--release");
-        }
-        assert!(c.status().expect("cargo").success(), "cargo build failed");
+    // Always asked for: a library left from an older build would be measured otherwise.
+    let release = profile_dir.ends_with("release");
+    let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    c.args(["build", "-q", "-p", "p5-preload"]);
+    if release {
+        c.arg("--release");
     }
-    lib
+    assert!(c.status().expect("cargo").success(), "cargo build failed");
+    profile_dir.join("libp5_preload.so")
 }
 
 fn tempfile_dir() -> PathBuf {

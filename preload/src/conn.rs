@@ -25,7 +25,7 @@ static DUP3: Real = Real::new(c"dup3");
 
 /// A new descriptor `fd` is a socket nobody described yet.
 fn new_socket(fd: c_int) {
-    if fd >= 0 {
+    if fd >= 0 && !interpose::on_runtime_thread() {
         fds::set_socket(fd);
         interpose::forget(fd);
     }
@@ -186,6 +186,10 @@ pub unsafe extern "C" fn shutdown(fd: c_int, how: c_int) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     type F = unsafe extern "C" fn(c_int) -> c_int;
+    if interpose::on_runtime_thread() {
+        // A descriptor of the runtime's own table (`p5_runtime::fdtable`).
+        return call_real!(CLOSE, F, -1, (fd));
+    }
     let socket = fds::is_known_socket(fd);
     fds::clear(fd);
     if !socket {
@@ -209,7 +213,7 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
 
 /// `new` now names what `old` names (or nothing, on failure).
 fn duplicated(old: c_int, new: c_int) {
-    if new >= 0 {
+    if new >= 0 && !interpose::on_runtime_thread() {
         interpose::forget(new);
         fds::copy(old, new);
     }

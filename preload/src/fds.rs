@@ -6,7 +6,9 @@
 //! clears them. Descriptors opened or closed behind the interposer's back (inside glibc, or by
 //! raw system calls) can leave an entry stale; a stale "socket" costs a recorded call that
 //! merge cannot match (it has no socket description), a stale "other" misses a socket.
-//! Descriptors from 65536 up are not cached (one `fstat` per call).
+//! Descriptors from 65536 up are not cached (one `fstat` per call). The runtime's own threads
+//! (flusher, connector) have their own descriptor table, so what they open and close leaves
+//! the cache alone (`conn` and `classify` check).
 
 use std::sync::atomic::{AtomicU8, Ordering};
 
@@ -36,6 +38,11 @@ fn classify(fd: i32) -> bool {
     let Some(socket) = kernel_says_socket(fd) else {
         return false;
     };
+    // The runtime's threads have a descriptor table of their own (`p5_runtime::fdtable`):
+    // their numbers say nothing about the program's.
+    if p5_runtime::interpose::on_runtime_thread() {
+        return socket;
+    }
     if let Some(s) = slot(fd) {
         s.store(if socket { SOCKET } else { OTHER }, Ordering::Relaxed);
     }

@@ -42,6 +42,8 @@ const STARTUP_CONNECT_WAIT: Duration = Duration::from_millis(20);
 /// Entry point of the flusher thread.
 pub fn run(p: &'static Process) {
     crate::sensor::mark_flusher_thread();
+    // Before anything of ours is opened: the program's table gets its single user back.
+    crate::fdtable::separate(&p.waker.fd().into_iter().collect::<Vec<_>>());
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| Flusher::new(p).run()));
     if r.is_err() {
         // A bug in here must not leave rings filling forever.

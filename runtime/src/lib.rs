@@ -25,7 +25,8 @@
 //! the per-thread queue), `sensor` (the hot path), [`site`] (C/C++ scope call sites and
 //! their adaptive throttling), `registry` (thread registration),
 //! `process` (life cycle: init, exit, fork), `flusher` (draining and framing), `outbox`,
-//! `conn` and `spool` (delivery and durability), `comm` and [`net`] (communication events),
+//! `conn` and `spool` (delivery and durability), [`fdtable`] (the runtime threads' own
+//! descriptor table), `comm` and [`net`] (communication events),
 //! [`describe`] (the instrumented files' sensor tables), [`ffi`] (the C ABI), [`interpose`] (for `libp5_preload.so`), [`config`], [`identity`], [`mod@stats`].
 //! Environment variables are listed in [`config`].
 
@@ -34,6 +35,7 @@ mod comm;
 pub mod config;
 mod conn;
 pub mod describe;
+pub mod fdtable;
 pub mod ffi;
 mod flusher;
 pub mod identity;

@@ -254,7 +254,10 @@ impl Outbox {
             }
             Err(e) => {
                 self.spool_broken = true;
-                eprintln!("p5: cannot create spool {}: {e}", self.spool_path.display());
+                crate::fdtable::warn(&format!(
+                    "p5: cannot create spool {}: {e}",
+                    self.spool_path.display()
+                ));
                 false
             }
         }
@@ -274,7 +277,10 @@ impl Outbox {
             }
             Err(e) => {
                 if !self.spool_broken {
-                    eprintln!("p5: cannot write spool {}: {e}", spool.path().display());
+                    crate::fdtable::warn(&format!(
+                        "p5: cannot write spool {}: {e}",
+                        spool.path().display()
+                    ));
                 }
                 self.spool_broken = true;
                 add(&self.counters.frames_lost, 1);
@@ -489,7 +495,7 @@ impl Outbox {
             let frames = match spool.next_frames() {
                 Ok(f) => f,
                 Err(e) => {
-                    eprintln!("p5: {e}");
+                    crate::fdtable::warn(&format!("p5: {e}"));
                     break;
                 }
             };

@@ -391,9 +391,16 @@ extern "C" fn at_fork_child() {
         let old = PROCESS.swap(std::ptr::null_mut(), Ordering::AcqRel);
         // SAFETY: leaked, never freed.
         if let Some(p) = unsafe { old.as_ref() } {
-            for fd in [&p.fds.conn, &p.fds.spool, &p.fds.announce] {
+            // The connection and the spool live in the flusher's own table when it has one
+            // (`fdtable`): their numbers are not the child's to close.
+            let elsewhere = crate::fdtable::private();
+            for (fd, in_flusher_table) in [
+                (&p.fds.conn, elsewhere),
+                (&p.fds.spool, elsewhere),
+                (&p.fds.announce, false),
+            ] {
                 let fd = fd.swap(-1, Ordering::Relaxed);
-                if fd >= 0 {
+                if fd >= 0 && !in_flusher_table {
                     // SAFETY: closing the child's copy of a descriptor the parent owns.
                     unsafe { libc::close(fd) };
                 }

@@ -98,3 +98,20 @@ fn headers_and_their_includes() {
         quoted_includes("#include \"lua.h\"\n  # include \"sub/ltm.h\" // x\n#include <stdio.h>\n");
     assert_eq!(inc, ["lua.h", "ltm.h"]);
 }
+
+#[test]
+fn crates_that_forbid_unsafe_code_are_recognised() {
+    let d = tempfile::tempdir().unwrap();
+    let k = d.path().join("k");
+    std::fs::create_dir_all(k.join("src/net")).unwrap();
+    std::fs::write(k.join("Cargo.toml"), "[package]\nname = \"k\"\n").unwrap();
+    std::fs::write(k.join("src/lib.rs"), "//! doc\n#![deny(missing_docs)]\n").unwrap();
+    assert!(!forbids_unsafe(&k.join("src/net/a.rs")));
+    std::fs::write(
+        k.join("src/lib.rs"),
+        "//! doc\n#![forbid(missing_docs, unsafe_code)]\n",
+    )
+    .unwrap();
+    assert!(forbids_unsafe(&k.join("src/net/a.rs")));
+    assert!(!forbids_unsafe(&d.path().join("loose.rs")));
+}
