@@ -75,7 +75,8 @@ pub unsafe extern "C" fn connect(fd: c_int, addr: *const sockaddr, len: socklen_
     type F = unsafe extern "C" fn(c_int, *const sockaddr, socklen_t) -> c_int;
     let call = guard::begin();
     let r = call_real!(CONNECT, F, -1, (fd, addr, len));
-    if r == 0 || guard::errno() == libc::EINPROGRESS {
+    // The runtime's own connection is in its own descriptor table (`p5_runtime::fdtable`).
+    if (r == 0 || guard::errno() == libc::EINPROGRESS) && !interpose::on_runtime_thread() {
         fds::set_socket(fd);
     }
     if let Some(c) = call {

@@ -14,6 +14,7 @@
 //! | `P5_FLUSH_MS` | flusher period | 20 |
 //! | `P5_CLOCK=mono` | use CLOCK_MONOTONIC even where the TSC is invariant | TSC if invariant |
 //! | `P5_DISCARD=1` | drain rings but keep nothing (overhead measurements) | off |
+//! | `P5_SHARED_FDS=1` | the flusher shares the program's descriptor table instead of taking its own ([`crate::fdtable`]) | off |
 
 use crate::ring::Full;
 use std::ffi::OsString;

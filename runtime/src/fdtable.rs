@@ -13,7 +13,9 @@
 //!
 //! Consequences: the runtime's descriptor numbers mean nothing in the program's table (a forked
 //! child must not close them: [`private`]); messages for the user go to the program's current
-//! standard error through `/proc/self/fd/2` ([`warn`]). If `unshare` fails, nothing changes.
+//! standard error through `/proc/self/fd/2` ([`warn`]); an interposer must not let the
+//! runtime threads' opens and closes touch what it knows of the program's descriptors. If
+//! `unshare` fails, or `P5_SHARED_FDS` is set, nothing changes.
 
 use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,6 +30,9 @@ pub fn private() -> bool {
 /// Gives the calling (flusher) thread its own descriptor table holding only `keep` and
 /// `/dev/null` on 0–2. Returns whether it did.
 pub fn separate(keep: &[RawFd]) -> bool {
+    if std::env::var_os("P5_SHARED_FDS").is_some() {
+        return false;
+    }
     // SAFETY: plain system call; affects only the calling thread's table.
     if unsafe { libc::unshare(libc::CLONE_FILES) } != 0 {
         return false;
