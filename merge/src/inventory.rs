@@ -349,10 +349,9 @@ async fn sources(
     }
     if unknown > 0 {
         let why = if manifests.sensors.is_empty() {
-            "the processes sent no sensor tables (sources instrumented by an older \
-             p5-instrument, or not by p5) and no manifest was given (--manifest DIR)"
+            "the recording holds no sensor table and no manifest was given (--manifest DIR)"
         } else {
-            "they are in none of the sensor tables the processes sent, nor in a given manifest"
+            "they are in no sensor table of the recording and no given manifest"
         };
         let msg = format!("{unknown} sensor ids have no source location: {why}");
         diags.push(Diagnostic::info("unknown-sensor", None, unknown, msg));
