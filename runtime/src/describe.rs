@@ -12,26 +12,33 @@
 use p5_wire::data::{DataHeader, SENSORS_STREAM, Sensors};
 use p5_wire::frame::{self, FrameType};
 use p5_wire::sensors::Table;
+use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 /// A table part is cut near this size (a frame may hold 8 MiB).
 const PART_BYTES: usize = 1 << 20;
 
-/// The registered tables, in registration order.
-static TABLES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
+/// The registered tables, in registration order, and the hashes of their texts (a header's
+/// table comes once from every file that includes it).
+static TABLES: Mutex<(Vec<&'static str>, BTreeSet<u64>)> =
+    Mutex::new((Vec::new(), BTreeSet::new()));
 
 /// Registers one file's sensor table (its text; see `p5_wire::sensors`). Cheap and safe to
 /// call before `main`; the same table registered twice is sent once.
 pub fn describe(table: &'static str) {
+    let h = std::hash::BuildHasher::hash_one(
+        &std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default(),
+        table,
+    );
     let mut t = TABLES.lock().unwrap_or_else(|e| e.into_inner());
-    if !t.iter().any(|x| std::ptr::eq(*x, table) || *x == table) {
-        t.push(table);
+    if t.1.insert(h) {
+        t.0.push(table);
     }
 }
 
 /// Number of tables registered so far.
 pub fn registered() -> usize {
-    TABLES.lock().unwrap_or_else(|e| e.into_inner()).len()
+    TABLES.lock().unwrap_or_else(|e| e.into_inner()).0.len()
 }
 
 /// The flusher's side: which tables went out, and the stream's next sequence number.
@@ -59,7 +66,7 @@ impl Sender {
     pub fn new_frames(&mut self) -> Vec<Vec<u8>> {
         let fresh: Vec<&'static str> = {
             let t = TABLES.lock().unwrap_or_else(|e| e.into_inner());
-            t.get(self.sent..).map(<[_]>::to_vec).unwrap_or_default()
+            t.0.get(self.sent..).map(<[_]>::to_vec).unwrap_or_default()
         };
         self.sent += fresh.len();
         let mut out = Vec::new();
