@@ -9,7 +9,7 @@
 //! `P5_BENCH_EVENTS=N` is the single size N), a communication-heavy session (a third of the
 //! events are socket calls; `P5_BENCH_COMM` events, default 3 M, 0 to skip) and, with
 //! `P5_BENCH_RECORDED=STORE`, every session of a store recorded with the runtime (see
-//! ARCHITECTURE.md for the recording command). `P5_BENCH_BACKENDS=sqlite` skips PostgreSQL;
+//! ARCHITECTURE.md for the recording command). `P5_BENCH_BACKENDS=sqlite` skips PostgreSQL, `=postgres` SQLite;
 //! `RUST_LOG=p5_merge=debug` prints the merge's phases with their times.
 //! PostgreSQL: `P5_TEST_PG_URL` or `postgres://postgres@127.0.0.1:5432/test`; skipped with a
 //! note when unreachable. Run: `cargo bench -p p5-merge --bench merge`.
@@ -199,7 +199,10 @@ fn peak_mib() -> f64 {
 fn merge(store: &Path, url: &str, label: &str, scan: f64) {
     let mut args = p5_merge::MergeArgs::new(store);
     args.db = Some(url.to_owned());
-    let rt = tokio::runtime::Builder::new_current_thread()
+    // As `p5 merge` runs it (cli/src/merge.rs): two workers, so the database task runs
+    // beside the merge's own thread.
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .build()
         .unwrap();
@@ -263,6 +266,8 @@ struct Targets {
     dir: tempfile::TempDir,
     /// PostgreSQL base URL, if reachable and wanted.
     pg: Option<String>,
+    /// SQLite wanted.
+    sqlite: bool,
     n: u32,
 }
 
@@ -281,6 +286,7 @@ impl Targets {
         Targets {
             dir: tempfile::tempdir().unwrap(),
             pg: pg.flatten(),
+            sqlite: backends.is_empty() || backends.contains("sqlite"),
             n: 0,
         }
     }
@@ -288,14 +294,16 @@ impl Targets {
     /// Merges `store` into a fresh SQLite file and a fresh PostgreSQL schema.
     fn run(&mut self, store: &Path, what: &str, scan: f64) {
         self.n += 1;
-        let file = self.dir.path().join(format!("bench{}.sqlite", self.n));
-        merge(
-            store,
-            &format!("sqlite:{}", file.display()),
-            &format!("sqlite {what}"),
-            scan,
-        );
-        let _ = std::fs::remove_file(&file);
+        if self.sqlite {
+            let file = self.dir.path().join(format!("bench{}.sqlite", self.n));
+            merge(
+                store,
+                &format!("sqlite:{}", file.display()),
+                &format!("sqlite {what}"),
+                scan,
+            );
+            let _ = std::fs::remove_file(&file);
+        }
         let Some(base) = self.pg.clone() else {
             return;
         };

@@ -308,16 +308,17 @@ async fn sources(
     }
     sensor_ids.sort_unstable();
     for id in sensor_ids {
+        let hex = hex_id(id);
         let mut row = schema::Sensor {
             session_id: sid,
             id: id as i64,
-            hex: format_id(id),
+            hex: hex.clone(),
             kind: None,
             language: None,
             file: None,
             source_file_id: None,
             function: None,
-            name: format_id(id),
+            name: hex,
             line: None,
             col: None,
             end_line: None,
@@ -357,6 +358,18 @@ async fn sources(
         diags.push(Diagnostic::info("unknown-sensor", None, unknown, msg));
     }
     Ok(())
+}
+
+/// [`format_id`] without the formatting machinery (a recorded session may have a sensor per
+/// interval, so this runs once per event there): `0x` and 16 lowercase hex digits.
+fn hex_id(id: u64) -> String {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let mut s = String::with_capacity(18);
+    s.push_str("0x");
+    for i in (0..16).rev() {
+        s.push(char::from(DIGITS[(id >> (4 * i)) as usize & 0xf]));
+    }
+    s
 }
 
 /// Metrics: host metrics named by `Names` frames, application counters by the manifest.
@@ -401,4 +414,23 @@ async fn metrics(
         w.row(row).await?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_id_is_format_id() {
+        for id in [
+            0,
+            1,
+            0xabc,
+            u64::MAX,
+            0x8000_0000_0000_0000,
+            0x0123_4567_89ab_cdef,
+        ] {
+            assert_eq!(hex_id(id), format_id(id));
+        }
+    }
 }

@@ -134,6 +134,7 @@ pub async fn merge_store_with(
     for s in &sessions {
         db.begin().await?;
         let (mut back, summary) = session::merge(db, &store_name, s, &manifests, progress).await?;
+        tracing::debug!(elapsed_ms = elapsed(), "merge: committing {}", s.name);
         back.commit().await?;
         tracing::debug!(elapsed_ms = elapsed(), "merge: committed {}", s.name);
         db = back;

@@ -167,7 +167,7 @@ pub async fn merge(
     phase("scanning");
     let (scan, mut diags) = scan(dir, progress)?;
     phase("matching");
-    let plan = synchronize(scan, &mut diags);
+    let mut plan = synchronize(scan, &mut diags);
     // Names and locations: the given manifests first, then the tables the processes sent.
     let manifests = if plan.scan.tables.is_empty() {
         std::borrow::Cow::Borrowed(manifests)
@@ -180,6 +180,9 @@ pub async fn merge(
     phase("writing");
     let inv = inventory::write(&mut writer, sid, &plan, manifests, &mut diags).await?;
     let violations = messages::write(&mut writer, sid, &plan, &mut diags).await?;
+    // Every socket call was kept for matching and the message rows; the second pass does
+    // not read them, so a communication-heavy session's peak falls by their size.
+    plan.scan.calls = Vec::new();
     phase("events");
     replay::replay(&mut writer, sid, dir, &plan, &inv, progress, &mut diags).await?;
     for (i, d) in diags.iter().enumerate() {

@@ -212,9 +212,15 @@ impl Db {
         Ok(self.fetch_id(others, Some(name)).await? == Some(0))
     }
 
-    /// Drops (`create = false`) or creates the schema's indexes.
+    /// Drops (`create = false`) or creates the indexes of the tables a merge loads in bulk
+    /// ([`BULK`]; the others keep theirs: a bulk load writes few or no rows into them, and
+    /// every index dropped and built again costs a few milliseconds even on an empty table).
     pub async fn indexes(&mut self, create: bool) -> Result<(), Error> {
         for (name, sql) in migrate::indexes(self.backend()) {
+            if !BULK.contains(&index_table(sql)) {
+                continue;
+            }
+            let t = std::time::Instant::now();
             let stmt = if create {
                 sql.to_owned()
             } else {
@@ -228,6 +234,8 @@ impl Db {
                     sqlx::raw_sql(sqlx::AssertSqlSafe(stmt)).execute(c).await?;
                 }
             }
+            let ms = t.elapsed().as_millis() as u64;
+            tracing::debug!(index = name, create, ms, "bulk index");
         }
         Ok(())
     }
@@ -278,6 +286,27 @@ impl Db {
         }
         Ok(())
     }
+}
+
+/// The tables a merge or an import writes in bulk (rows in proportion to events or
+/// messages): their indexes are dropped while a session alone in the database is loaded and
+/// built after it ([`Db::indexes`]).
+pub const BULK: &[&str] = &[
+    "interval",
+    "state",
+    "mark",
+    "message",
+    "sched",
+    "irq",
+    "metric_sample",
+    "overview",
+];
+
+/// The table a `CREATE INDEX name ON table (…)` statement indexes.
+fn index_table(sql: &str) -> &str {
+    sql.split_once(" ON ")
+        .and_then(|(_, rest)| rest.split_whitespace().next())
+        .unwrap_or("")
 }
 
 /// A batch on its way to the database task.
@@ -464,5 +493,32 @@ impl Writer {
         let (db, result) = task.await.map_err(|e| Error::Task(e.to_string()))?;
         result?;
         Ok(db)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Every index names a table of the schema, and every bulk table has an index to drop
+    /// (a renamed table would otherwise silently keep its index through a bulk load).
+    #[test]
+    fn bulk_indexes_name_schema_tables() {
+        for backend in [Backend::Sqlite, Backend::Postgres] {
+            let all = migrate::indexes(backend);
+            for (name, sql) in &all {
+                let t = index_table(sql);
+                assert!(
+                    schema::all().any(|s| s.name == t),
+                    "{name}: table {t:?} not in the schema"
+                );
+            }
+            for b in BULK {
+                assert!(
+                    all.iter().any(|(_, sql)| index_table(sql) == *b),
+                    "bulk table {b} has no index"
+                );
+            }
+        }
     }
 }
