@@ -193,47 +193,59 @@ fn selected(only: &[String]) -> anyhow::Result<Vec<&'static str>> {
         .collect())
 }
 
-/// Runs the demo.
-pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
-    let started = Instant::now();
-    let scenarios = selected(&args.only)?;
-    let sizes = if args.quick { QUICK } else { NORMAL };
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("cannot create {}", args.out.display()))?;
-    let out = args
-        .out
-        .canonicalize()
-        .with_context(|| format!("cannot resolve {}", args.out.display()))?;
-    let src = out.join("src");
-    let instr = out.join("instr");
-    let bin = out.join("bin");
-    let work = out.join("work");
-    let store = out.join("store");
-    for d in [&src, &instr, &bin, &store, &work] {
-        if d.exists() {
-            std::fs::remove_dir_all(d)
-                .with_context(|| format!("cannot clear the previous {}", d.display()))?;
-        }
-    }
-    for d in [&src, &bin, &work] {
-        std::fs::create_dir_all(d).with_context(|| format!("cannot create {}", d.display()))?;
-    }
+/// The demo's folders under `--out`.
+struct Dirs {
+    src: PathBuf,
+    instr: PathBuf,
+    bin: PathBuf,
+    work: PathBuf,
+    store: PathBuf,
+}
 
+impl Dirs {
+    /// Clears what a previous run left and creates the folders.
+    fn fresh(out: &Path) -> anyhow::Result<Dirs> {
+        std::fs::create_dir_all(out).with_context(|| format!("cannot create {}", out.display()))?;
+        let out = out
+            .canonicalize()
+            .with_context(|| format!("cannot resolve {}", out.display()))?;
+        let d = Dirs {
+            src: out.join("src"),
+            instr: out.join("instr"),
+            bin: out.join("bin"),
+            work: out.join("work"),
+            store: out.join("store"),
+        };
+        for p in [&d.src, &d.instr, &d.bin, &d.store, &d.work] {
+            if p.exists() {
+                std::fs::remove_dir_all(p)
+                    .with_context(|| format!("cannot clear the previous {}", p.display()))?;
+            }
+        }
+        for p in [&d.src, &d.bin, &d.work] {
+            std::fs::create_dir_all(p).with_context(|| format!("cannot create {}", p.display()))?;
+        }
+        Ok(d)
+    }
+}
+
+/// Step 1: the case studies' sources written and instrumented.
+fn instrument_cases(d: &Dirs) -> anyhow::Result<()> {
     eprintln!(
         "[1/5] instrumenting the case studies with p5-instrument (functions + comm) -> {}",
-        instr.display()
+        d.instr.display()
     );
     for (dir, file, text) in [
         ("cascade", "cascade.c", CASCADE_C),
         ("stream", "stream.c", STREAM_C),
         ("cracker", "cracker.c", CRACKER_C),
     ] {
-        std::fs::create_dir_all(src.join(dir))?;
-        std::fs::write(src.join(dir).join(file), text)?;
+        std::fs::create_dir_all(d.src.join(dir))?;
+        std::fs::write(d.src.join(dir).join(file), text)?;
     }
     let report = p5_instrument::run(&p5_instrument::Options {
-        paths: vec![src.clone()],
-        out: Some(instr.clone()),
+        paths: vec![d.src.clone()],
+        out: Some(d.instr.clone()),
         ..p5_instrument::Options::default()
     })
     .context("instrumenting the case studies")?;
@@ -245,17 +257,20 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
         report.sources,
         report.sensors.len()
     );
+    Ok(())
+}
 
-    eprintln!("[2/5] compiling with gcc against the p5 runtime");
-    let with_service = scenarios.iter().any(|n| n.starts_with(blackbox::BASE));
-    let exes = build(&src, &instr, &bin, with_service)?;
-
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .context("cannot start the async runtime")?;
-    let server = LocalServer::start(rt.handle(), &store)?;
+/// Step 3: every scenario recorded into the store by a log server in this process (and a host
+/// agent per session unless `--no-agent`); returns each scenario's note.
+fn record_all<'a>(
+    rt: &tokio::runtime::Runtime,
+    args: &DemoArgs,
+    scenarios: &[&'a str],
+    exes: &Exes,
+    d: &Dirs,
+    sizes: &Sizes,
+) -> anyhow::Result<BTreeMap<&'a str, String>> {
+    let server = LocalServer::start(rt.handle(), &d.store)?;
     let addr = server.addr().to_string();
     let sched = is_root();
     eprintln!(
@@ -269,19 +284,19 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
             " and a host agent (not root: no kernel scheduling trace)"
         }
     );
-    let mut notes: BTreeMap<&str, String> = BTreeMap::new();
+    let mut notes = BTreeMap::new();
     let mut recorded = Ok(());
-    for name in &scenarios {
+    for &name in scenarios {
         let t = Instant::now();
         let env = Env {
             logserver: &addr,
             session: name,
-            work: &work.join(name),
+            work: &d.work.join(name),
         };
         let agent = (!args.no_agent)
-            .then(|| start_agent(&addr, name, sched, &store))
+            .then(|| start_agent(&addr, name, sched, &d.store))
             .flatten();
-        let r = run_scenario(name, &exes, &env, &sizes);
+        let r = run_scenario(name, exes, &env, sizes);
         if let Some(mut a) = agent
             && !crate::agent::stop(&mut a, Duration::from_secs(15))
         {
@@ -304,6 +319,27 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     let served = server.stop(rt.handle());
     recorded?;
     served?;
+    Ok(notes)
+}
+
+/// Runs the demo.
+pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
+    let started = Instant::now();
+    let scenarios = selected(&args.only)?;
+    let sizes = if args.quick { QUICK } else { NORMAL };
+    let d = Dirs::fresh(&args.out)?;
+    instrument_cases(&d)?;
+    eprintln!("[2/5] compiling with gcc against the p5 runtime");
+    let with_service = scenarios.iter().any(|n| n.starts_with(blackbox::BASE));
+    let exes = build(&d.src, &d.instr, &d.bin, with_service)?;
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    let notes = record_all(&rt, args, &scenarios, &exes, &d, &sizes)?;
+    let sched = is_root();
+    let (instr, store) = (d.instr, d.store);
 
     eprintln!("[4/5] merging into SQLite (clock sync, message matching, source manifest)");
     let mut manifests = vec![instr.clone()];
