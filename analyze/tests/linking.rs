@@ -365,7 +365,8 @@ fn the_spontaneous_weight_is_e_to_the_minus_y() {
         ],
     );
     // Remove the jitter's effect: every gap is exactly 10 ms.
-    let l = links::link(&t, &Params::default(), &[0, 1, 2]);
+    let roles = links::Roles::of(&t, true, |_| false);
+    let l = links::link(&t, &Params::default(), &[0, 1, 2], &roles);
     let kid = l.kids(0)[0];
     let want = (-1f64).exp() / ((-1f64).exp() + (-4f64).exp());
     assert!(
@@ -375,6 +376,83 @@ fn the_spontaneous_weight_is_e_to_the_minus_y() {
     );
     assert!((f64::from(l.root_p[0]) - 1.0).abs() < 1e-9);
     assert_eq!(l.root_p[1], 0.0, "B→C is not a root");
+}
+
+/// A closed-loop client, as `p5 demo`'s black-box one: each request leaves 0.5 ms after
+/// the reply to the one before, `client>front(auth(db),catalog(db))`. The reply is the
+/// newest message into the client, one mean delay back, so WAP5's weights make it the next
+/// request's cause (e^−1 against spontaneity's e^−4) and the requests chain. The client is
+/// only ever answered, never called: its requests start paths (`client_roots`, on by
+/// default), and every request is one instance of the one true pattern.
+#[test]
+fn a_closed_loop_clients_requests_are_roots() {
+    let mut t = Trace::default();
+    let mut at: Time = 1_000 * MS;
+    let steps: [(&str, &str, Kind, f64); 10] = [
+        ("client", "front", Kind::Call, 0.2),
+        ("front", "auth", Kind::Call, 0.3),
+        ("auth", "db", Kind::Call, 0.4),
+        ("db", "auth", Kind::Ret, 0.5),
+        ("auth", "front", Kind::Ret, 0.3),
+        ("front", "catalog", Kind::Call, 0.3),
+        ("catalog", "db", Kind::Call, 0.4),
+        ("db", "catalog", Kind::Ret, 0.5),
+        ("catalog", "front", Kind::Ret, 0.3),
+        ("front", "client", Kind::Ret, 0.3),
+    ];
+    for r in 0..200u64 {
+        let jitter = (r % 5) as Time * 20_000;
+        for (k, &(a, b, kind, delay)) in steps.iter().enumerate() {
+            let (src, dst) = (t.nodes.intern(a), t.nodes.intern(b));
+            let mut m = Message::new(src, dst);
+            m.kind = kind;
+            // The node's delay before it sends, then 0.1 ms on the wire.
+            at += (delay * MS as f64) as Time + jitter;
+            m.t_send = at;
+            at += 100_000;
+            m.t_recv = at;
+            m.call_id = r * 10 + k as u64;
+            m.msg_ref = r * 10 + k as u64 + 1;
+            t.messages.push(m);
+        }
+        at += 500_000; // the client's next request: 0.5 ms after the reply
+    }
+    let (r, c) = linking(&t, &Params::default(), &mut |_| {});
+    eprintln!(
+        "client roots: {} roots, {} patterns: {}",
+        c.trees.roots,
+        r.patterns.len(),
+        top(&r)
+    );
+    assert_eq!(c.trees.roots, 200, "{}", top(&r));
+    assert_eq!(
+        signatures(&r)[0],
+        "client>front(auth(db),catalog(db))",
+        "{}",
+        top(&r)
+    );
+    assert_eq!(r.patterns[0].count, 200, "{}", top(&r));
+    assert!(r.patterns[0].expectation > 0.5 * 200.0, "{}", top(&r));
+    // The paper's rule alone chains the requests through the replies.
+    let chained = Params {
+        client_roots: false,
+        ..Params::default()
+    };
+    let (r, c) = linking(&t, &chained, &mut |_| {});
+    eprintln!(
+        "chained: {} roots, {} patterns: {}",
+        c.trees.roots,
+        r.patterns.len(),
+        top(&r)
+    );
+    assert!(c.trees.roots < 100, "{} roots: {}", c.trees.roots, top(&r));
+    assert!(
+        r.patterns
+            .first()
+            .is_none_or(|p| p.signature != "client>front(auth(db),catalog(db))" || p.count < 100),
+        "{}",
+        top(&r)
+    );
 }
 
 /// \[P5\] Fig. 10 at 36 clients, 100 s: WAP5's exponential weights lose the paths

@@ -67,6 +67,55 @@ pub fn traced_nodes(trace: &Trace) -> Vec<bool> {
     traced
 }
 
+/// What each node is to linking.
+#[derive(Debug, Clone, Default)]
+pub struct Roles {
+    /// The node stamped a time of its own (else its peers' times stand in, and only
+    /// A→B→A causality is allowed).
+    pub traced: Vec<bool>,
+    /// The node only starts paths: every message it sends is spontaneous
+    /// ([`Params::client_roots`]).
+    pub origin: Vec<bool>,
+}
+
+impl Roles {
+    /// The roles in `trace`; `client(n)` tells whether node `n` is a client (\[WAP5\]
+    /// §2.5.1: it never used a fixed port, or it is named `CLIENT`). With `client_roots`, a
+    /// client, and a node into which only returns came (it was never called), is an
+    /// origin.
+    pub fn of(trace: &Trace, client_roots: bool, client: impl Fn(NodeId) -> bool) -> Roles {
+        let n = trace.nodes.len();
+        let mut origin = vec![false; n];
+        if client_roots {
+            let mut called = vec![false; n];
+            let mut answered = vec![false; n];
+            for m in &trace.messages {
+                let d = m.dst as usize;
+                if m.kind == Kind::Ret {
+                    answered[d] = true;
+                } else {
+                    called[d] = true;
+                }
+            }
+            for (i, o) in origin.iter_mut().enumerate() {
+                *o = client(i as NodeId) || (answered[i] && !called[i]);
+            }
+        }
+        Roles {
+            traced: traced_nodes(trace),
+            origin,
+        }
+    }
+
+    fn traced(&self, n: NodeId) -> bool {
+        self.traced.get(n as usize).copied().unwrap_or(false)
+    }
+
+    fn origin(&self, n: NodeId) -> bool {
+        self.origin.get(n as usize).copied().unwrap_or(false)
+    }
+}
+
 /// Per node, the messages into it by arrival: `(arrival, message index)`.
 struct Arrivals {
     off: Vec<u32>,
@@ -264,7 +313,7 @@ fn edge_ids(trace: &Trace) -> (Vec<u32>, Vec<EdgeDelay>) {
 fn candidates(
     trace: &Trace,
     arrivals: &Arrivals,
-    traced: &[bool],
+    roles: &Roles,
     i: usize,
     limit: Time,
     max: usize,
@@ -273,7 +322,11 @@ fn candidates(
     out.clear();
     let m = &trace.messages[i];
     let dep = departure(m);
-    let untraced = !traced.get(m.src as usize).copied().unwrap_or(false);
+    if roles.origin(m.src) {
+        // A client's requests start paths: the reply before one is not its cause.
+        return;
+    }
+    let untraced = !roles.traced(m.src);
     for &(t, j) in arrivals.until(m.src, dep).iter().rev() {
         let gap = dep.saturating_sub(t);
         if gap > limit || out.len() >= max {
@@ -290,7 +343,7 @@ fn candidates(
 fn estimate(
     trace: &Trace,
     arrivals: &Arrivals,
-    traced: &[bool],
+    roles: &Roles,
     window: Time,
 ) -> (Vec<u32>, Vec<EdgeDelay>) {
     let (edge_of, mut edges) = edge_ids(trace);
@@ -299,7 +352,7 @@ fn estimate(
     for (i, &e) in edge_of.iter().enumerate() {
         let e = e as usize;
         edges[e].messages += 1;
-        candidates(trace, arrivals, traced, i, window, 1, &mut cands);
+        candidates(trace, arrivals, roles, i, window, 1, &mut cands);
         if let Some(&(_, gap)) = cands.first() {
             edges[e].caused += 1;
             sums[e] += gap as f64;
@@ -315,7 +368,7 @@ fn estimate(
 fn learn(
     trace: &Trace,
     arrivals: &Arrivals,
-    traced: &[bool],
+    roles: &Roles,
     group: &[NodeId],
     window: Time,
 ) -> Kernel {
@@ -326,7 +379,7 @@ fn learn(
     let stride = trace.messages.len().div_ceil(LEARN_CHILDREN).max(1);
     for (i, m) in trace.messages.iter().enumerate().step_by(stride) {
         learner.child((g(m.src), g(m.dst)));
-        candidates(trace, arrivals, traced, i, window, MAX_LEARN, &mut cands);
+        candidates(trace, arrivals, roles, i, window, MAX_LEARN, &mut cands);
         for &(j, gap) in &cands {
             learner.count(key(trace, group, j, i), gap);
         }
@@ -424,14 +477,13 @@ fn classify(
 }
 
 /// Steps 1 and 2 on a trace sorted by time; `group` maps each node to its aggregated id
-/// (the empirical kernel's key).
-pub fn link(trace: &Trace, p: &Params, group: &[NodeId]) -> Links {
+/// (the empirical kernel's key), `roles` tells which nodes are untraced or only start paths.
+pub fn link(trace: &Trace, p: &Params, group: &[NodeId], roles: &Roles) -> Links {
     let n = trace.messages.len();
-    let traced = traced_nodes(trace);
     let arrivals = Arrivals::build(trace);
-    let (edge_of, edges) = estimate(trace, &arrivals, &traced, p.window);
+    let (edge_of, edges) = estimate(trace, &arrivals, roles, p.window);
     let kernel = (p.kernel == KernelKind::Empirical)
-        .then(|| learn(trace, &arrivals, &traced, group, p.window));
+        .then(|| learn(trace, &arrivals, roles, group, p.window));
     // Step 2: weights, normalised, classified; links collected by child.
     let g = |n: NodeId| group.get(n as usize).copied().unwrap_or(n);
     let mut out = Links {
@@ -458,7 +510,7 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId]) -> Links {
         candidates(
             trace,
             &arrivals,
-            &traced,
+            roles,
             i,
             limit,
             MAX_CANDIDATES,

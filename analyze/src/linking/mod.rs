@@ -78,6 +78,11 @@ pub struct Params {
     pub exclusive: bool,
     /// EM rounds refitting the empirical kernel to the links it gave.
     pub refits: u32,
+    /// Clients only start paths (ours, on by default): every message out of a client
+    /// (\[WAP5\] §2.5.1's: a node that never uses a fixed port, or one named `CLIENT`) or
+    /// out of a node that was only ever answered, never called, is spontaneous. Without it a
+    /// closed-loop client chains each request to the reply before it.
+    pub client_roots: bool,
 }
 
 impl Default for Params {
@@ -96,6 +101,7 @@ impl Default for Params {
             kernel: KernelKind::Exponential,
             exclusive: false,
             refits: 0,
+            client_roots: true,
         }
     }
 }
@@ -198,12 +204,17 @@ pub fn linking(
         )
     };
     progress(Progress::Phase("linking", None));
-    let links = links::link(trace, p, &group);
+    let roles = links::Roles::of(trace, p.client_roots, |n| {
+        names
+            .get(n as usize)
+            .is_some_and(|s| s == crate::clients::CLIENT)
+    });
+    let links = links::link(trace, p, &group, &roles);
     counts.true_links = links.kept.0;
     counts.try_both_links = links.kept.1;
     counts.false_links = links.dropped;
-    let traced = links::traced_nodes(trace);
-    counts.untraced = traced
+    counts.untraced = roles
+        .traced
         .iter()
         .enumerate()
         .filter(|(_, t)| !**t)
@@ -244,6 +255,7 @@ pub fn linking(
         "rank": p.rank,
         "kernel": p.kernel,
         "exclusive": p.exclusive,
+        "client_roots": p.client_roots,
         "clock_offsets": clock_offsets,
     });
     let result = collector.finish_ranked("linking", params, p.rank);
