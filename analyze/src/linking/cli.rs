@@ -149,7 +149,7 @@ pub fn run(a: &LinkingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
     eprintln!(
         "{}: {} messages ({} pieces merged), links: {} probably-true, {} try-both, {} \
          probably-false; {} roots, {} instances ({} roots used up their try-both links, {} \
-         branches below --min-prob), {} patterns",
+         branches below --min-prob, {} that could cause no next step), {} patterns",
         input.name,
         counts.messages,
         counts.coalesced,
@@ -160,6 +160,7 @@ pub fn run(a: &LinkingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
         t.instances,
         t.capped,
         t.pruned,
+        t.dead_ends,
         result.patterns.len()
     );
     if !counts.untraced.is_empty() {
