@@ -30,40 +30,56 @@ impl Balancer {
     /// step).
     pub fn new(w: &Weighed, to: &[u32], whole: &[bool]) -> Balancer {
         let n = w.spont.len();
-        let mut by_parent: Vec<(u32, u32, u32)> = Vec::with_capacity(w.parent.len());
+        // Links by parent (a counting sort, not a sort of triples), then each parent's by
+        // group.
+        let mut start = vec![0u32; n + 1];
+        for &parent in &w.parent {
+            start[parent as usize + 1] += 1;
+        }
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        // (group, link) in parent order.
+        let mut by_parent = vec![(0u32, 0u32); w.parent.len()];
         for (i, &to) in to.iter().enumerate().take(n) {
             for l in w.off[i] as usize..w.off[i + 1] as usize {
-                let parent = w.parent[l];
-                let group = if whole[parent as usize] { u32::MAX } else { to };
-                by_parent.push((parent, group, l as u32));
+                let parent = w.parent[l] as usize;
+                let group = if whole[parent] { u32::MAX } else { to };
+                let slot = &mut fill[parent];
+                by_parent[*slot as usize] = (group, l as u32);
+                *slot += 1;
             }
         }
-        by_parent.sort_unstable();
+        drop(fill);
         let mut groups = vec![0u32];
         let mut links = Vec::with_capacity(by_parent.len());
-        for run in by_parent.chunk_by(|a, b| a.0 == b.0 && a.1 == b.1) {
-            links.extend(run.iter().map(|x| x.2));
-            // Only groups of two or more can sum to more than one.
-            if run.len() > 1 {
-                groups.push(links.len() as u32);
-            } else {
-                links.pop();
+        for parent in 0..n {
+            let run = &mut by_parent[start[parent] as usize..start[parent + 1] as usize];
+            run.sort_unstable();
+            for same in run.chunk_by(|a, b| a.0 == b.0) {
+                // Only groups of two or more can sum to more than one.
+                if same.len() > 1 {
+                    links.extend(same.iter().map(|x| x.1));
+                    groups.push(links.len() as u32);
+                }
             }
         }
+        links.shrink_to_fit();
         Balancer { links, groups }
     }
 
     /// Balances `w` for `rounds` rounds.
     pub fn balance(&self, w: &mut Weighed, rounds: u32) {
-        let mut p = vec![0f64; w.parent.len()];
+        let mut p = vec![0f32; w.parent.len()];
         for _ in 0..rounds {
             w.posteriors(&mut p);
             for g in self.groups.windows(2) {
                 let run = &self.links[g[0] as usize..g[1] as usize];
-                let sum: f64 = run.iter().map(|&l| p[l as usize]).sum();
+                let sum: f64 = run.iter().map(|&l| f64::from(p[l as usize])).sum();
                 if sum > 1.0 {
                     for &l in run {
-                        w.w[l as usize] /= sum;
+                        w.w[l as usize] = (f64::from(w.w[l as usize]) / sum) as f32;
                     }
                 }
             }

@@ -229,10 +229,10 @@ pub struct Weighed {
     pub off: Vec<u32>,
     /// Candidate parents.
     pub parent: Vec<u32>,
-    /// Their weights.
-    pub w: Vec<f64>,
-    /// Their gaps.
-    pub gap: Vec<Time>,
+    /// Their weights (single precision: a trace has millions of candidate pairs).
+    pub w: Vec<f32>,
+    /// Their gaps (ns, single precision: the kernel's bins are 5 % wide).
+    pub gap: Vec<f32>,
     /// Their kernel key ids (empty without the empirical kernel).
     pub key: Vec<u32>,
     /// The spontaneous weight of every child.
@@ -253,8 +253,8 @@ impl Weighed {
     fn push(&mut self, spont: f64, cands: impl Iterator<Item = (u32, Time, f64, Option<u32>)>) {
         for (j, gap, w, key) in cands {
             self.parent.push(j);
-            self.gap.push(gap);
-            self.w.push(w);
+            self.gap.push(gap as f32);
+            self.w.push(w as f32);
             if let Some(k) = key {
                 self.key.push(k);
             }
@@ -265,13 +265,14 @@ impl Weighed {
 
     /// Every link's probability (its weight over its child's total, spontaneity included)
     /// into `post`; returns every child's probability of being spontaneous.
-    pub fn posteriors(&self, post: &mut [f64]) -> Vec<f64> {
+    pub fn posteriors(&self, post: &mut [f32]) -> Vec<f64> {
         (0..self.spont.len())
             .map(|i| {
                 let r = self.off[i] as usize..self.off[i + 1] as usize;
-                let total = self.spont[i] + self.w[r.clone()].iter().sum::<f64>();
+                let sum: f64 = self.w[r.clone()].iter().map(|&x| f64::from(x)).sum();
+                let total = self.spont[i] + sum;
                 for l in r {
-                    post[l] = self.w[l] / total;
+                    post[l] = (f64::from(self.w[l]) / total) as f32;
                 }
                 self.spont[i] / total
             })
@@ -279,7 +280,7 @@ impl Weighed {
     }
 
     /// Child `i`'s candidates, their weights and its spontaneous weight.
-    pub fn of(&self, i: usize) -> (&[u32], &[f64], f64) {
+    pub fn of(&self, i: usize) -> (&[u32], &[f32], f64) {
         let r = self.off[i] as usize..self.off[i + 1] as usize;
         (&self.parent[r.clone()], &self.w[r], self.spont[i])
     }
@@ -391,11 +392,11 @@ fn learn(
 /// to them, the weights recomputed.
 fn refit(trace: &Trace, group: &[NodeId], w: &mut Weighed, k: &mut Kernel, window: Time) {
     let g = |n: NodeId| group.get(n as usize).copied().unwrap_or(n);
-    let mut post = vec![0f64; w.w.len()];
+    let mut post = vec![0f32; w.w.len()];
     let spont = w.posteriors(&mut post);
     k.refit(
         window,
-        (0..post.len()).map(|l| (w.key[l], w.gap[l], post[l])),
+        (0..post.len()).map(|l| (w.key[l], w.gap[l] as Time, f64::from(post[l]))),
         trace
             .messages
             .iter()
@@ -403,8 +404,8 @@ fn refit(trace: &Trace, group: &[NodeId], w: &mut Weighed, k: &mut Kernel, windo
             .map(|(m, &s)| ((g(m.src), g(m.dst)), s)),
     );
     for l in 0..post.len() {
-        let q = k.prob_id(w.key[l], w.gap[l]);
-        w.w[l] = q / (1.0 - q);
+        let q = k.prob_id(w.key[l], w.gap[l] as Time);
+        w.w[l] = (q / (1.0 - q)) as f32;
     }
     for (i, m) in trace.messages.iter().enumerate() {
         w.spont[i] = k.spont((g(m.src), g(m.dst)));
@@ -429,7 +430,7 @@ fn classify(
     spont_w: f64,
     p: &Params,
     out: &mut Links,
-    raw: &mut Vec<(u32, u32, Kid)>,
+    raw: &mut Vec<(u32, Kid)>,
 ) {
     let total = spont_w + weights.iter().sum::<f64>();
     let best = weights.iter().copied().fold(spont_w, f64::max);
@@ -454,7 +455,6 @@ fn classify(
             Some(c) => {
                 raw.push((
                     j,
-                    i,
                     Kid {
                         child: i,
                         p: q,
@@ -494,7 +494,7 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId], roles: &Roles) -> Links
     // Weights are kept for a second look only when the kernel is refitted or balanced.
     let keep = kernel.is_some() || p.exclusive;
     let mut w = Weighed::with_capacity(if keep { n } else { 0 });
-    let mut raw: Vec<(u32, u32, Kid)> = Vec::new(); // (parent, child, kid)
+    let mut raw: Vec<(u32, Kid)> = Vec::new(); // (parent, kid)
     let mut parents: Vec<u32> = Vec::with_capacity(MAX_CANDIDATES);
     let mut ids: Vec<u32> = Vec::with_capacity(MAX_CANDIDATES);
     let mut weights: Vec<f64> = Vec::with_capacity(MAX_CANDIDATES);
@@ -576,13 +576,17 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId], roles: &Roles) -> Links
     drop(balancer);
     for i in (0..n).filter(|_| keep) {
         let (parents, ws, spont_w) = w.of(i);
+        weights.clear();
+        weights.extend(ws.iter().map(|&x| f64::from(x)));
         let to = g(trace.messages[i].dst);
-        classify(i as u32, to, parents, ws, spont_w, p, &mut out, &mut raw);
+        classify(
+            i as u32, to, parents, &weights, spont_w, p, &mut out, &mut raw,
+        );
     }
     drop(w);
     // Inversion (step 2's end): children by parent, each parent's in child order.
     out.off = vec![0u32; n + 1];
-    for &(parent, _, _) in &raw {
+    for &(parent, _) in &raw {
         out.off[parent as usize + 1] += 1;
     }
     for i in 0..n {
@@ -596,7 +600,7 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId], roles: &Roles) -> Links
         to: 0,
     };
     out.kids = vec![blank; raw.len()];
-    for (parent, _, kid) in raw {
+    for (parent, kid) in raw {
         let slot = &mut fill[parent as usize];
         out.kids[*slot as usize] = kid;
         *slot += 1;
