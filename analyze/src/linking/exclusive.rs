@@ -40,31 +40,47 @@ impl Balancer {
             start[i + 1] += start[i];
         }
         let mut fill = start.clone();
-        // (group, link) in parent order.
-        let mut by_parent = vec![(0u32, 0u32); w.parent.len()];
-        for (i, &to) in to.iter().enumerate().take(n) {
-            for l in w.off[i] as usize..w.off[i + 1] as usize {
-                let parent = w.parent[l] as usize;
-                let group = if whole[parent] { u32::MAX } else { to };
-                let slot = &mut fill[parent];
-                by_parent[*slot as usize] = (group, l as u32);
-                *slot += 1;
-            }
+        let mut links = vec![0u32; w.parent.len()];
+        for l in 0..w.parent.len() {
+            let slot = &mut fill[w.parent[l] as usize];
+            links[*slot as usize] = l as u32;
+            *slot += 1;
         }
         drop(fill);
+        let child_of = |l: u32| w.off.partition_point(|&o| o <= l).saturating_sub(1);
+        let group = |parent: usize, l: u32| {
+            if whole[parent] {
+                u32::MAX
+            } else {
+                to.get(child_of(l)).copied().unwrap_or(u32::MAX)
+            }
+        };
+        // Each parent's links by group, groups of two or more kept, compacted in place.
         let mut groups = vec![0u32];
-        let mut links = Vec::with_capacity(by_parent.len());
+        let mut kept = 0;
         for parent in 0..n {
-            let run = &mut by_parent[start[parent] as usize..start[parent + 1] as usize];
-            run.sort_unstable();
-            for same in run.chunk_by(|a, b| a.0 == b.0) {
-                // Only groups of two or more can sum to more than one.
-                if same.len() > 1 {
-                    links.extend(same.iter().map(|x| x.1));
-                    groups.push(links.len() as u32);
+            let (a, b) = (start[parent] as usize, start[parent + 1] as usize);
+            if b - a < 2 {
+                continue;
+            }
+            links[a..b].sort_by_cached_key(|&l| (group(parent, l), l));
+            let mut x = a;
+            while x < b {
+                let g = group(parent, links[x]);
+                let mut y = x + 1;
+                while y < b && group(parent, links[y]) == g {
+                    y += 1;
                 }
+                // Only groups of two or more can sum to more than one.
+                if y - x > 1 {
+                    links.copy_within(x..y, kept);
+                    kept += y - x;
+                    groups.push(kept as u32);
+                }
+                x = y;
             }
         }
+        links.truncate(kept);
         links.shrink_to_fit();
         Balancer { links, groups }
     }

@@ -231,10 +231,9 @@ pub struct Weighed {
     pub parent: Vec<u32>,
     /// Their weights (single precision: a trace has millions of candidate pairs).
     pub w: Vec<f32>,
-    /// Their gaps (ns, single precision: the kernel's bins are 5 % wide).
-    pub gap: Vec<f32>,
-    /// Their kernel key ids (empty without the empirical kernel).
-    pub key: Vec<u32>,
+    /// Their kernel cells, key and gap bin in one ([`Kernel::cell`]; empty without the
+    /// empirical kernel).
+    pub cell: Vec<u32>,
     /// The spontaneous weight of every child.
     pub spont: Vec<f64>,
 }
@@ -250,13 +249,12 @@ impl Weighed {
         }
     }
 
-    fn push(&mut self, spont: f64, cands: impl Iterator<Item = (u32, Time, f64, Option<u32>)>) {
-        for (j, gap, w, key) in cands {
+    fn push(&mut self, spont: f64, cands: impl Iterator<Item = (u32, f64, Option<u32>)>) {
+        for (j, w, cell) in cands {
             self.parent.push(j);
-            self.gap.push(gap as f32);
             self.w.push(w as f32);
-            if let Some(k) = key {
-                self.key.push(k);
+            if let Some(c) = cell {
+                self.cell.push(c);
             }
         }
         self.off.push(self.parent.len() as u32);
@@ -396,7 +394,7 @@ fn refit(trace: &Trace, group: &[NodeId], w: &mut Weighed, k: &mut Kernel, windo
     let spont = w.posteriors(&mut post);
     k.refit(
         window,
-        (0..post.len()).map(|l| (w.key[l], w.gap[l] as Time, f64::from(post[l]))),
+        (0..post.len()).map(|l| (w.cell[l], f64::from(post[l]))),
         trace
             .messages
             .iter()
@@ -404,7 +402,7 @@ fn refit(trace: &Trace, group: &[NodeId], w: &mut Weighed, k: &mut Kernel, windo
             .map(|(m, &s)| ((g(m.src), g(m.dst)), s)),
     );
     for l in 0..post.len() {
-        let q = k.prob_id(w.key[l], w.gap[l] as Time);
+        let q = k.prob_cell(w.cell[l]);
         w.w[l] = (q / (1.0 - q)) as f32;
     }
     for (i, m) in trace.messages.iter().enumerate() {
@@ -529,7 +527,7 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId], roles: &Roles) -> Links
                     let id = k.keys.get(key(trace, group, j, i));
                     let q = id.map_or(0.0, |id| k.prob_id(id, gap));
                     if q > 0.0 {
-                        ids.push(id.unwrap_or(0));
+                        ids.push(k.cell(id.unwrap_or(0), gap));
                         weights.push(q / (1.0 - q));
                     }
                     q > 0.0
@@ -544,7 +542,7 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId], roles: &Roles) -> Links
                     .iter()
                     .zip(&weights)
                     .enumerate()
-                    .map(|(x, (c, &wt))| (c.0, c.1, wt, ids.get(x).copied())),
+                    .map(|(x, (c, &wt))| (c.0, wt, ids.get(x).copied())),
             );
         } else {
             // The paper's way needs no second look: classify now, keep nothing else.
