@@ -52,8 +52,9 @@ fn parse_ep(nodes: &Nodes, id: NodeId) -> Option<SocketAddr> {
     nodes.name(id).parse().ok()
 }
 
-/// Renames client nodes to `CLIENT` (see the module documentation).
-pub fn aggregate_clients(trace: &Trace, min_peers: usize) -> Aggregated {
+/// The names [`aggregate_clients`] gives, without a renamed copy of the messages:
+/// `trace` holds only the new nodes, `map` each input node's id among them.
+pub fn aggregate_names(trace: &Trace, min_peers: usize) -> Aggregated {
     let n = trace.nodes.len();
     // Every endpoint each node used, and every endpoint's peers.
     let mut used: Vec<HashSet<SocketAddr>> = vec![HashSet::new(); n];
@@ -110,6 +111,14 @@ pub fn aggregate_clients(trace: &Trace, min_peers: usize) -> Aggregated {
         out.clients += usize::from(new_name == CLIENT);
         map.push(out.trace.nodes.intern(&new_name));
     }
+    out.map = map;
+    out
+}
+
+/// Renames client nodes to `CLIENT` (see the module documentation).
+pub fn aggregate_clients(trace: &Trace, min_peers: usize) -> Aggregated {
+    let mut out = aggregate_names(trace, min_peers);
+    let map = std::mem::take(&mut out.map);
     let remap = |id: NodeId| map.get(id as usize).copied().unwrap_or(id);
     out.trace.messages = trace
         .messages

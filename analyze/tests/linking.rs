@@ -365,7 +365,8 @@ fn the_spontaneous_weight_is_e_to_the_minus_y() {
         ],
     );
     // Remove the jitter's effect: every gap is exactly 10 ms.
-    let l = links::link(&t, &Params::default(), &[0, 1, 2]);
+    let roles = links::Roles::of(&t, true, |_| false);
+    let l = links::link(&t, &Params::default(), &[0, 1, 2], &roles);
     let kid = l.kids(0)[0];
     let want = (-1f64).exp() / ((-1f64).exp() + (-4f64).exp());
     assert!(
@@ -377,11 +378,88 @@ fn the_spontaneous_weight_is_e_to_the_minus_y() {
     assert_eq!(l.root_p[1], 0.0, "B→C is not a root");
 }
 
+/// A closed-loop client, as `p5 demo`'s black-box one: each request leaves 0.5 ms after
+/// the reply to the one before, `client>front(auth(db),catalog(db))`. The reply is the
+/// newest message into the client, one mean delay back, so WAP5's weights make it the next
+/// request's cause (e^−1 against spontaneity's e^−4) and the requests chain. The client is
+/// only ever answered, never called: its requests start paths (`client_roots`, on by
+/// default), and every request is one instance of the one true pattern.
+#[test]
+fn a_closed_loop_clients_requests_are_roots() {
+    let mut t = Trace::default();
+    let mut at: Time = 1_000 * MS;
+    let steps: [(&str, &str, Kind, f64); 10] = [
+        ("client", "front", Kind::Call, 0.2),
+        ("front", "auth", Kind::Call, 0.3),
+        ("auth", "db", Kind::Call, 0.4),
+        ("db", "auth", Kind::Ret, 0.5),
+        ("auth", "front", Kind::Ret, 0.3),
+        ("front", "catalog", Kind::Call, 0.3),
+        ("catalog", "db", Kind::Call, 0.4),
+        ("db", "catalog", Kind::Ret, 0.5),
+        ("catalog", "front", Kind::Ret, 0.3),
+        ("front", "client", Kind::Ret, 0.3),
+    ];
+    for r in 0..200u64 {
+        let jitter = (r % 5) as Time * 20_000;
+        for (k, &(a, b, kind, delay)) in steps.iter().enumerate() {
+            let (src, dst) = (t.nodes.intern(a), t.nodes.intern(b));
+            let mut m = Message::new(src, dst);
+            m.kind = kind;
+            // The node's delay before it sends, then 0.1 ms on the wire.
+            at += (delay * MS as f64) as Time + jitter;
+            m.t_send = at;
+            at += 100_000;
+            m.t_recv = at;
+            m.call_id = r * 10 + k as u64;
+            m.msg_ref = r * 10 + k as u64 + 1;
+            t.messages.push(m);
+        }
+        at += 500_000; // the client's next request: 0.5 ms after the reply
+    }
+    let (r, c) = linking(&t, &Params::default(), &mut |_| {});
+    eprintln!(
+        "client roots: {} roots, {} patterns: {}",
+        c.trees.roots,
+        r.patterns.len(),
+        top(&r)
+    );
+    assert_eq!(c.trees.roots, 200, "{}", top(&r));
+    assert_eq!(
+        signatures(&r)[0],
+        "client>front(auth(db),catalog(db))",
+        "{}",
+        top(&r)
+    );
+    assert_eq!(r.patterns[0].count, 200, "{}", top(&r));
+    assert!(r.patterns[0].expectation > 0.5 * 200.0, "{}", top(&r));
+    // The paper's rule alone chains the requests through the replies.
+    let chained = Params {
+        client_roots: false,
+        ..Params::default()
+    };
+    let (r, c) = linking(&t, &chained, &mut |_| {});
+    eprintln!(
+        "chained: {} roots, {} patterns: {}",
+        c.trees.roots,
+        r.patterns.len(),
+        top(&r)
+    );
+    assert!(c.trees.roots < 100, "{} roots: {}", c.trees.roots, top(&r));
+    assert!(
+        r.patterns
+            .first()
+            .is_none_or(|p| p.signature != "client>front(auth(db),catalog(db))" || p.count < 100),
+        "{}",
+        top(&r)
+    );
+}
+
 /// \[P5\] Fig. 10 at 36 clients, 100 s: WAP5's exponential weights lose the paths
 /// (parallelism makes the newest message the wrong parent, ARCHITECTURE.md): 0.03 % of the
-/// expectation lands on true patterns; ours puts about 9 % there — still below the
-/// fragments, so the top-N target is not met. The figures are guarded, so a change
-/// that makes either worse fails.
+/// expectation lands on true patterns; ours puts about 9 % there at 100 s (at 500 s ours
+/// meets the top-N target: `multi_tier_top_n_with_ours`). The figures are guarded, so a
+/// change that makes either worse fails.
 #[test]
 fn multi_tier_paper_and_ours() {
     let g = generate(&fixture("fig10-multi-tier"), opts(100));
@@ -426,6 +504,66 @@ fn multi_tier_paper_and_ours() {
         mine > 10.0 * paper && mine > 0.05,
         "paper {paper}, ours {mine}"
     );
+}
+
+/// \[P5\] Fig. 10 at its own 500 s (36 clients), ours (`--kernel empirical --exclusive true
+/// --refits 5`), ranked by expectation: the eight true patterns are the eight first, so
+/// the top-N false-negative rate is 0 for every N from 8 to 20, and at most one pattern is
+/// omitted below that at 6 % tolerance (FN(N) ≤ 1/N met), two at N = 6 at 2 %. Without the call/return rules of step 3 (a call or a return into a server causes
+/// one next step; a client's reply ends only the client's own path) the fragments
+/// `CLIENT>WS1(AUTH)` and `CLIENT>WS1` ranked above the true patterns (4 omitted at N = 8).
+#[test]
+fn multi_tier_top_n_with_ours() {
+    let g = generate(&fixture("fig10-multi-tier"), opts(500));
+    let t = read(&g);
+    let ours = Params {
+        kernel: KernelKind::Empirical,
+        exclusive: true,
+        refits: 5,
+        ..Params::default()
+    };
+    let (r, c) = linking(&t, &ours, &mut |_| {});
+    eprintln!("{:?}", c.trees);
+    let o = ScoreOptions {
+        rank_by: RankBy::Expectation,
+        top: (1..=20).collect(),
+        ..ScoreOptions::default()
+    };
+    let s = score(&g.truth.result, &r, &o);
+    for tol in [0.0, 0.02, 0.06] {
+        let omitted: Vec<String> = s
+            .top_n
+            .iter()
+            .filter(|t| (t.tolerance - tol).abs() < 1e-9)
+            .map(|t| t.omitted.to_string())
+            .collect();
+        eprintln!("omitted at {tol}, N = 1..20: {}", omitted.join(" "));
+    }
+    let mut truth: Vec<&str> = g
+        .truth
+        .result
+        .patterns
+        .iter()
+        .map(|p| p.signature.as_str())
+        .collect();
+    let mut top8: Vec<&str> = signatures(&r).into_iter().take(8).collect();
+    truth.sort_unstable();
+    top8.sort_unstable();
+    assert_eq!(top8, truth, "{}", top(&r));
+    // The target, FN(N) ≤ 1/N: at most one omitted at every N; at 2 % the four
+    // (DB,DB) variants, 1,544 to 1,630 true instances (within 6 % of each other), come in
+    // another order, which omits two at N = 6.
+    for t in s.top_n.iter().filter(|t| t.tolerance > 0.0) {
+        let most = if t.n == 6 && t.tolerance < 0.05 { 2 } else { 1 };
+        assert!(
+            t.omitted <= most,
+            "N = {} at {}: {} omitted; {}",
+            t.n,
+            t.tolerance,
+            t.omitted,
+            top(&r)
+        );
+    }
 }
 
 /// A reply written in three pieces on its connection is one message (\[WAP5\] §2.3): the

@@ -54,6 +54,10 @@ pub struct LinkingArgs {
     /// EM rounds refitting the empirical kernel to the links it gave.
     #[arg(long, default_value_t = 0)]
     pub refits: u32,
+    /// Clients (nodes that use no fixed port, or named CLIENT) and nodes that are only
+    /// ever answered start paths: their messages are not caused by the reply before them.
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
+    pub client_roots: bool,
     /// Pattern order.
     #[arg(long, value_enum, default_value_t = Rank::Expectation)]
     pub rank: Rank,
@@ -128,6 +132,7 @@ impl LinkingArgs {
             kernel: self.kernel,
             exclusive: self.exclusive,
             refits: self.refits,
+            client_roots: self.client_roots,
         })
     }
 }
@@ -144,7 +149,7 @@ pub fn run(a: &LinkingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
     eprintln!(
         "{}: {} messages ({} pieces merged), links: {} probably-true, {} try-both, {} \
          probably-false; {} roots, {} instances ({} roots used up their try-both links, {} \
-         branches below --min-prob), {} patterns",
+         branches below --min-prob, {} that could cause no next step), {} patterns",
         input.name,
         counts.messages,
         counts.coalesced,
@@ -155,6 +160,7 @@ pub fn run(a: &LinkingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
         t.instances,
         t.capped,
         t.pruned,
+        t.dead_ends,
         result.patterns.len()
     );
     if !counts.untraced.is_empty() {

@@ -30,40 +30,72 @@ impl Balancer {
     /// step).
     pub fn new(w: &Weighed, to: &[u32], whole: &[bool]) -> Balancer {
         let n = w.spont.len();
-        let mut by_parent: Vec<(u32, u32, u32)> = Vec::with_capacity(w.parent.len());
-        for (i, &to) in to.iter().enumerate().take(n) {
-            for l in w.off[i] as usize..w.off[i + 1] as usize {
-                let parent = w.parent[l];
-                let group = if whole[parent as usize] { u32::MAX } else { to };
-                by_parent.push((parent, group, l as u32));
-            }
+        // Links by parent (a counting sort, not a sort of triples), then each parent's by
+        // group.
+        let mut start = vec![0u32; n + 1];
+        for &parent in &w.parent {
+            start[parent as usize + 1] += 1;
         }
-        by_parent.sort_unstable();
-        let mut groups = vec![0u32];
-        let mut links = Vec::with_capacity(by_parent.len());
-        for run in by_parent.chunk_by(|a, b| a.0 == b.0 && a.1 == b.1) {
-            links.extend(run.iter().map(|x| x.2));
-            // Only groups of two or more can sum to more than one.
-            if run.len() > 1 {
-                groups.push(links.len() as u32);
+        for i in 0..n {
+            start[i + 1] += start[i];
+        }
+        let mut fill = start.clone();
+        let mut links = vec![0u32; w.parent.len()];
+        for l in 0..w.parent.len() {
+            let slot = &mut fill[w.parent[l] as usize];
+            links[*slot as usize] = l as u32;
+            *slot += 1;
+        }
+        drop(fill);
+        let child_of = |l: u32| w.off.partition_point(|&o| o <= l).saturating_sub(1);
+        let group = |parent: usize, l: u32| {
+            if whole[parent] {
+                u32::MAX
             } else {
-                links.pop();
+                to.get(child_of(l)).copied().unwrap_or(u32::MAX)
+            }
+        };
+        // Each parent's links by group, groups of two or more kept, compacted in place.
+        let mut groups = vec![0u32];
+        let mut kept = 0;
+        for parent in 0..n {
+            let (a, b) = (start[parent] as usize, start[parent + 1] as usize);
+            if b - a < 2 {
+                continue;
+            }
+            links[a..b].sort_by_cached_key(|&l| (group(parent, l), l));
+            let mut x = a;
+            while x < b {
+                let g = group(parent, links[x]);
+                let mut y = x + 1;
+                while y < b && group(parent, links[y]) == g {
+                    y += 1;
+                }
+                // Only groups of two or more can sum to more than one.
+                if y - x > 1 {
+                    links.copy_within(x..y, kept);
+                    kept += y - x;
+                    groups.push(kept as u32);
+                }
+                x = y;
             }
         }
+        links.truncate(kept);
+        links.shrink_to_fit();
         Balancer { links, groups }
     }
 
     /// Balances `w` for `rounds` rounds.
     pub fn balance(&self, w: &mut Weighed, rounds: u32) {
-        let mut p = vec![0f64; w.parent.len()];
+        let mut p = vec![0f32; w.parent.len()];
         for _ in 0..rounds {
             w.posteriors(&mut p);
             for g in self.groups.windows(2) {
                 let run = &self.links[g[0] as usize..g[1] as usize];
-                let sum: f64 = run.iter().map(|&l| p[l as usize]).sum();
+                let sum: f64 = run.iter().map(|&l| f64::from(p[l as usize])).sum();
                 if sum > 1.0 {
                     for &l in run {
-                        w.w[l as usize] /= sum;
+                        w.w[l as usize] = (f64::from(w.w[l as usize]) / sum) as f32;
                     }
                 }
             }

@@ -190,15 +190,17 @@ impl Kernel {
     pub fn refit(
         &mut self,
         window: Time,
-        links: impl Iterator<Item = (u32, Time, f64)>,
+        links: impl Iterator<Item = (u32, f64)>,
         spont: impl Iterator<Item = ((NodeId, NodeId), f64)>,
     ) {
         let nb = self.bins.count;
         let mut causal = vec![0f64; self.probs.len()];
         let mut sums = vec![0f64; self.totals.len()];
-        for (id, gap, p) in links {
-            causal[id as usize * nb + self.bins.of(gap)] += p;
-            sums[id as usize] += p;
+        for (cell, p) in links {
+            if let Some(c) = causal.get_mut(cell as usize) {
+                *c += p;
+                sums[cell as usize / nb] += p;
+            }
         }
         smooth(&mut causal, nb, 2.0);
         let window = window.max(1) as f64;
@@ -229,6 +231,16 @@ impl Kernel {
     /// messages that the excess of all its keys does not explain (at least 0.01).
     pub fn spont(&self, edge: (NodeId, NodeId)) -> f64 {
         self.spont.get(&edge).copied().unwrap_or(1.0)
+    }
+
+    /// The cell of key `id` and this gap: where [`Kernel::prob_cell`] looks.
+    pub fn cell(&self, id: u32, gap: Time) -> u32 {
+        (id as usize * self.bins.count + self.bins.of(gap)) as u32
+    }
+
+    /// The probability that a pair in `cell` is causal.
+    pub fn prob_cell(&self, cell: u32) -> f64 {
+        self.probs.get(cell as usize).map_or(0.0, |&p| f64::from(p))
     }
 
     /// The probability that a pair of key `id` with this gap is causal.

@@ -67,6 +67,55 @@ pub fn traced_nodes(trace: &Trace) -> Vec<bool> {
     traced
 }
 
+/// What each node is to linking.
+#[derive(Debug, Clone, Default)]
+pub struct Roles {
+    /// The node stamped a time of its own (else its peers' times stand in, and only
+    /// A→B→A causality is allowed).
+    pub traced: Vec<bool>,
+    /// The node only starts paths: every message it sends is spontaneous
+    /// ([`Params::client_roots`]).
+    pub origin: Vec<bool>,
+}
+
+impl Roles {
+    /// The roles in `trace`; `client(n)` tells whether node `n` is a client (\[WAP5\]
+    /// §2.5.1: it never used a fixed port, or it is named `CLIENT`). With `client_roots`, a
+    /// client, and a node into which only returns came (it was never called), is an
+    /// origin.
+    pub fn of(trace: &Trace, client_roots: bool, client: impl Fn(NodeId) -> bool) -> Roles {
+        let n = trace.nodes.len();
+        let mut origin = vec![false; n];
+        if client_roots {
+            let mut called = vec![false; n];
+            let mut answered = vec![false; n];
+            for m in &trace.messages {
+                let d = m.dst as usize;
+                if m.kind == Kind::Ret {
+                    answered[d] = true;
+                } else {
+                    called[d] = true;
+                }
+            }
+            for (i, o) in origin.iter_mut().enumerate() {
+                *o = client(i as NodeId) || (answered[i] && !called[i]);
+            }
+        }
+        Roles {
+            traced: traced_nodes(trace),
+            origin,
+        }
+    }
+
+    fn traced(&self, n: NodeId) -> bool {
+        self.traced.get(n as usize).copied().unwrap_or(false)
+    }
+
+    fn origin(&self, n: NodeId) -> bool {
+        self.origin.get(n as usize).copied().unwrap_or(false)
+    }
+}
+
 /// Per node, the messages into it by arrival: `(arrival, message index)`.
 struct Arrivals {
     off: Vec<u32>,
@@ -180,12 +229,11 @@ pub struct Weighed {
     pub off: Vec<u32>,
     /// Candidate parents.
     pub parent: Vec<u32>,
-    /// Their weights.
-    pub w: Vec<f64>,
-    /// Their gaps.
-    pub gap: Vec<Time>,
-    /// Their kernel key ids (empty without the empirical kernel).
-    pub key: Vec<u32>,
+    /// Their weights (single precision: a trace has millions of candidate pairs).
+    pub w: Vec<f32>,
+    /// Their kernel cells, key and gap bin in one ([`Kernel::cell`]; empty without the
+    /// empirical kernel).
+    pub cell: Vec<u32>,
     /// The spontaneous weight of every child.
     pub spont: Vec<f64>,
 }
@@ -201,13 +249,12 @@ impl Weighed {
         }
     }
 
-    fn push(&mut self, spont: f64, cands: impl Iterator<Item = (u32, Time, f64, Option<u32>)>) {
-        for (j, gap, w, key) in cands {
+    fn push(&mut self, spont: f64, cands: impl Iterator<Item = (u32, f64, Option<u32>)>) {
+        for (j, w, cell) in cands {
             self.parent.push(j);
-            self.gap.push(gap);
-            self.w.push(w);
-            if let Some(k) = key {
-                self.key.push(k);
+            self.w.push(w as f32);
+            if let Some(c) = cell {
+                self.cell.push(c);
             }
         }
         self.off.push(self.parent.len() as u32);
@@ -216,13 +263,14 @@ impl Weighed {
 
     /// Every link's probability (its weight over its child's total, spontaneity included)
     /// into `post`; returns every child's probability of being spontaneous.
-    pub fn posteriors(&self, post: &mut [f64]) -> Vec<f64> {
+    pub fn posteriors(&self, post: &mut [f32]) -> Vec<f64> {
         (0..self.spont.len())
             .map(|i| {
                 let r = self.off[i] as usize..self.off[i + 1] as usize;
-                let total = self.spont[i] + self.w[r.clone()].iter().sum::<f64>();
+                let sum: f64 = self.w[r.clone()].iter().map(|&x| f64::from(x)).sum();
+                let total = self.spont[i] + sum;
                 for l in r {
-                    post[l] = self.w[l] / total;
+                    post[l] = (f64::from(self.w[l]) / total) as f32;
                 }
                 self.spont[i] / total
             })
@@ -230,7 +278,7 @@ impl Weighed {
     }
 
     /// Child `i`'s candidates, their weights and its spontaneous weight.
-    pub fn of(&self, i: usize) -> (&[u32], &[f64], f64) {
+    pub fn of(&self, i: usize) -> (&[u32], &[f32], f64) {
         let r = self.off[i] as usize..self.off[i + 1] as usize;
         (&self.parent[r.clone()], &self.w[r], self.spont[i])
     }
@@ -264,7 +312,7 @@ fn edge_ids(trace: &Trace) -> (Vec<u32>, Vec<EdgeDelay>) {
 fn candidates(
     trace: &Trace,
     arrivals: &Arrivals,
-    traced: &[bool],
+    roles: &Roles,
     i: usize,
     limit: Time,
     max: usize,
@@ -273,7 +321,11 @@ fn candidates(
     out.clear();
     let m = &trace.messages[i];
     let dep = departure(m);
-    let untraced = !traced.get(m.src as usize).copied().unwrap_or(false);
+    if roles.origin(m.src) {
+        // A client's requests start paths: the reply before one is not its cause.
+        return;
+    }
+    let untraced = !roles.traced(m.src);
     for &(t, j) in arrivals.until(m.src, dep).iter().rev() {
         let gap = dep.saturating_sub(t);
         if gap > limit || out.len() >= max {
@@ -290,7 +342,7 @@ fn candidates(
 fn estimate(
     trace: &Trace,
     arrivals: &Arrivals,
-    traced: &[bool],
+    roles: &Roles,
     window: Time,
 ) -> (Vec<u32>, Vec<EdgeDelay>) {
     let (edge_of, mut edges) = edge_ids(trace);
@@ -299,7 +351,7 @@ fn estimate(
     for (i, &e) in edge_of.iter().enumerate() {
         let e = e as usize;
         edges[e].messages += 1;
-        candidates(trace, arrivals, traced, i, window, 1, &mut cands);
+        candidates(trace, arrivals, roles, i, window, 1, &mut cands);
         if let Some(&(_, gap)) = cands.first() {
             edges[e].caused += 1;
             sums[e] += gap as f64;
@@ -315,7 +367,7 @@ fn estimate(
 fn learn(
     trace: &Trace,
     arrivals: &Arrivals,
-    traced: &[bool],
+    roles: &Roles,
     group: &[NodeId],
     window: Time,
 ) -> Kernel {
@@ -326,7 +378,7 @@ fn learn(
     let stride = trace.messages.len().div_ceil(LEARN_CHILDREN).max(1);
     for (i, m) in trace.messages.iter().enumerate().step_by(stride) {
         learner.child((g(m.src), g(m.dst)));
-        candidates(trace, arrivals, traced, i, window, MAX_LEARN, &mut cands);
+        candidates(trace, arrivals, roles, i, window, MAX_LEARN, &mut cands);
         for &(j, gap) in &cands {
             learner.count(key(trace, group, j, i), gap);
         }
@@ -338,11 +390,11 @@ fn learn(
 /// to them, the weights recomputed.
 fn refit(trace: &Trace, group: &[NodeId], w: &mut Weighed, k: &mut Kernel, window: Time) {
     let g = |n: NodeId| group.get(n as usize).copied().unwrap_or(n);
-    let mut post = vec![0f64; w.w.len()];
+    let mut post = vec![0f32; w.w.len()];
     let spont = w.posteriors(&mut post);
     k.refit(
         window,
-        (0..post.len()).map(|l| (w.key[l], w.gap[l], post[l])),
+        (0..post.len()).map(|l| (w.cell[l], f64::from(post[l]))),
         trace
             .messages
             .iter()
@@ -350,8 +402,8 @@ fn refit(trace: &Trace, group: &[NodeId], w: &mut Weighed, k: &mut Kernel, windo
             .map(|(m, &s)| ((g(m.src), g(m.dst)), s)),
     );
     for l in 0..post.len() {
-        let q = k.prob_id(w.key[l], w.gap[l]);
-        w.w[l] = q / (1.0 - q);
+        let q = k.prob_cell(w.cell[l]);
+        w.w[l] = (q / (1.0 - q)) as f32;
     }
     for (i, m) in trace.messages.iter().enumerate() {
         w.spont[i] = k.spont((g(m.src), g(m.dst)));
@@ -376,7 +428,7 @@ fn classify(
     spont_w: f64,
     p: &Params,
     out: &mut Links,
-    raw: &mut Vec<(u32, u32, Kid)>,
+    raw: &mut Vec<(u32, Kid)>,
 ) {
     let total = spont_w + weights.iter().sum::<f64>();
     let best = weights.iter().copied().fold(spont_w, f64::max);
@@ -401,7 +453,6 @@ fn classify(
             Some(c) => {
                 raw.push((
                     j,
-                    i,
                     Kid {
                         child: i,
                         p: q,
@@ -424,14 +475,13 @@ fn classify(
 }
 
 /// Steps 1 and 2 on a trace sorted by time; `group` maps each node to its aggregated id
-/// (the empirical kernel's key).
-pub fn link(trace: &Trace, p: &Params, group: &[NodeId]) -> Links {
+/// (the empirical kernel's key), `roles` tells which nodes are untraced or only start paths.
+pub fn link(trace: &Trace, p: &Params, group: &[NodeId], roles: &Roles) -> Links {
     let n = trace.messages.len();
-    let traced = traced_nodes(trace);
     let arrivals = Arrivals::build(trace);
-    let (edge_of, edges) = estimate(trace, &arrivals, &traced, p.window);
+    let (edge_of, edges) = estimate(trace, &arrivals, roles, p.window);
     let kernel = (p.kernel == KernelKind::Empirical)
-        .then(|| learn(trace, &arrivals, &traced, group, p.window));
+        .then(|| learn(trace, &arrivals, roles, group, p.window));
     // Step 2: weights, normalised, classified; links collected by child.
     let g = |n: NodeId| group.get(n as usize).copied().unwrap_or(n);
     let mut out = Links {
@@ -442,7 +492,7 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId]) -> Links {
     // Weights are kept for a second look only when the kernel is refitted or balanced.
     let keep = kernel.is_some() || p.exclusive;
     let mut w = Weighed::with_capacity(if keep { n } else { 0 });
-    let mut raw: Vec<(u32, u32, Kid)> = Vec::new(); // (parent, child, kid)
+    let mut raw: Vec<(u32, Kid)> = Vec::new(); // (parent, kid)
     let mut parents: Vec<u32> = Vec::with_capacity(MAX_CANDIDATES);
     let mut ids: Vec<u32> = Vec::with_capacity(MAX_CANDIDATES);
     let mut weights: Vec<f64> = Vec::with_capacity(MAX_CANDIDATES);
@@ -458,7 +508,7 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId]) -> Links {
         candidates(
             trace,
             &arrivals,
-            &traced,
+            roles,
             i,
             limit,
             MAX_CANDIDATES,
@@ -477,7 +527,7 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId]) -> Links {
                     let id = k.keys.get(key(trace, group, j, i));
                     let q = id.map_or(0.0, |id| k.prob_id(id, gap));
                     if q > 0.0 {
-                        ids.push(id.unwrap_or(0));
+                        ids.push(k.cell(id.unwrap_or(0), gap));
                         weights.push(q / (1.0 - q));
                     }
                     q > 0.0
@@ -492,7 +542,7 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId]) -> Links {
                     .iter()
                     .zip(&weights)
                     .enumerate()
-                    .map(|(x, (c, &wt))| (c.0, c.1, wt, ids.get(x).copied())),
+                    .map(|(x, (c, &wt))| (c.0, wt, ids.get(x).copied())),
             );
         } else {
             // The paper's way needs no second look: classify now, keep nothing else.
@@ -524,13 +574,17 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId]) -> Links {
     drop(balancer);
     for i in (0..n).filter(|_| keep) {
         let (parents, ws, spont_w) = w.of(i);
+        weights.clear();
+        weights.extend(ws.iter().map(|&x| f64::from(x)));
         let to = g(trace.messages[i].dst);
-        classify(i as u32, to, parents, ws, spont_w, p, &mut out, &mut raw);
+        classify(
+            i as u32, to, parents, &weights, spont_w, p, &mut out, &mut raw,
+        );
     }
     drop(w);
     // Inversion (step 2's end): children by parent, each parent's in child order.
     out.off = vec![0u32; n + 1];
-    for &(parent, _, _) in &raw {
+    for &(parent, _) in &raw {
         out.off[parent as usize + 1] += 1;
     }
     for i in 0..n {
@@ -544,7 +598,7 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId]) -> Links {
         to: 0,
     };
     out.kids = vec![blank; raw.len()];
-    for (parent, _, kid) in raw {
+    for (parent, kid) in raw {
         let slot = &mut fill[parent as usize];
         out.kids[*slot as usize] = kid;
         *slot += 1;

@@ -27,9 +27,9 @@ pub mod offsets;
 pub mod trees;
 
 use crate::cli::Progress;
-use crate::clients::aggregate_clients;
+use crate::clients::aggregate_names;
 use crate::pattern::{AnalysisResult, Collector, Rank};
-use crate::trace::{Time, Trace};
+use crate::trace::{NodeId, Time, Trace};
 use links::EdgeDelay;
 use trees::{Builder, TreeCounts};
 
@@ -78,6 +78,11 @@ pub struct Params {
     pub exclusive: bool,
     /// EM rounds refitting the empirical kernel to the links it gave.
     pub refits: u32,
+    /// Clients only start paths (ours, on by default): every message out of a client
+    /// (\[WAP5\] §2.5.1's: a node that never uses a fixed port, or one named `CLIENT`) or
+    /// out of a node that was only ever answered, never called, is spontaneous. Without it a
+    /// closed-loop client chains each request to the reply before it.
+    pub client_roots: bool,
 }
 
 impl Default for Params {
@@ -96,6 +101,7 @@ impl Default for Params {
             kernel: KernelKind::Exponential,
             exclusive: false,
             refits: 0,
+            client_roots: true,
         }
     }
 }
@@ -138,10 +144,47 @@ pub struct NamedDelay {
     pub mean_ns: Option<f64>,
 }
 
+/// The printed name of every node: after client aggregation thousands of endpoints share
+/// one name, held once.
+#[derive(Debug, Clone, Default)]
+pub struct Names {
+    /// The distinct printed names.
+    pub list: Vec<String>,
+    /// Each node's index in `list`.
+    pub of: Vec<NodeId>,
+}
+
+impl Names {
+    /// Node `n`'s printed name.
+    pub fn name(&self, n: NodeId) -> &str {
+        self.of
+            .get(n as usize)
+            .and_then(|&i| self.list.get(i as usize))
+            .map_or("?", String::as_str)
+    }
+
+    /// The names of `trace`'s nodes, clients aggregated into `CLIENT` or as read; and how
+    /// many nodes became `CLIENT`.
+    fn of(trace: &Trace, p: &Params) -> (Names, u64) {
+        if p.aggregate_clients {
+            let agg = aggregate_names(trace, p.fixed_port_peers);
+            let list = agg.trace.nodes.names().map(str::to_owned).collect();
+            let names = Names { list, of: agg.map };
+            (names, agg.clients as u64)
+        } else {
+            let names = Names {
+                list: trace.nodes.names().map(str::to_owned).collect(),
+                of: (0..trace.nodes.len() as NodeId).collect(),
+            };
+            (names, 0)
+        }
+    }
+}
+
 /// Step 1's estimates summed over the edges whose ends print alike.
-fn named(edges: &[EdgeDelay], names: &[String]) -> Vec<NamedDelay> {
+fn named(edges: &[EdgeDelay], names: &Names) -> Vec<NamedDelay> {
     let mut by: std::collections::BTreeMap<(&str, &str), (u64, u64, f64)> = Default::default();
-    let name = |n: u32| names.get(n as usize).map_or("?", String::as_str);
+    let name = |n: u32| names.name(n);
     for e in edges {
         let a = by.entry((name(e.src), name(e.dst))).or_default();
         a.0 += e.messages;
@@ -182,32 +225,22 @@ pub fn linking(
         trace = &owned;
     }
     counts.messages = trace.messages.len() as u64;
-    let (names, group): (Vec<String>, Vec<u32>) = if p.aggregate_clients {
-        let agg = aggregate_clients(trace, p.fixed_port_peers);
-        counts.clients = agg.clients as u64;
-        let names = agg
-            .map
-            .iter()
-            .map(|&id| agg.trace.nodes.name(id).to_owned())
-            .collect();
-        (names, agg.map)
-    } else {
-        (
-            trace.nodes.names().map(str::to_owned).collect(),
-            (0..trace.nodes.len() as u32).collect(),
-        )
-    };
+    let (names, clients) = Names::of(trace, p);
+    counts.clients = clients;
     progress(Progress::Phase("linking", None));
-    let links = links::link(trace, p, &group);
+    let roles = links::Roles::of(trace, p.client_roots, |n| {
+        names.name(n) == crate::clients::CLIENT
+    });
+    let links = links::link(trace, p, &names.of, &roles);
     counts.true_links = links.kept.0;
     counts.try_both_links = links.kept.1;
     counts.false_links = links.dropped;
-    let traced = links::traced_nodes(trace);
-    counts.untraced = traced
+    counts.untraced = roles
+        .traced
         .iter()
         .enumerate()
         .filter(|(_, t)| !**t)
-        .map(|(i, _)| names[i].clone())
+        .map(|(i, _)| names.name(i as NodeId).to_owned())
         .collect();
     counts.untraced.sort();
     counts.untraced.dedup();
@@ -215,7 +248,7 @@ pub fn linking(
         .weighted()
         .untraced(counts.untraced.iter().cloned());
     let offsets = offsets::Offsets::estimate(trace);
-    let builder = Builder::new(trace, &links, &names, &offsets, p, collector);
+    let builder = Builder::new(trace, &links, &names, &offsets, &roles.origin, p, collector);
     let (collector, trees) = builder.run(progress);
     counts.trees = trees;
     counts.edges = named(&links.edges, &names);
@@ -244,6 +277,7 @@ pub fn linking(
         "rank": p.rank,
         "kernel": p.kernel,
         "exclusive": p.exclusive,
+        "client_roots": p.client_roots,
         "clock_offsets": clock_offsets,
     });
     let result = collector.finish_ranked("linking", params, p.rank);

@@ -10,6 +10,15 @@
 //! factors are at most 1, so it could only yield instances below it, and a root's instances'
 //! probabilities sum to at most 1, so at most `1 / min_prob` instances per root are kept.
 //!
+//! Call/return rules (ours): a message into a node that only starts paths (a client,
+//! [`super::links::Roles::origin`]) joins only the path that node started — a reply ends
+//! its own client's path, never another's. With `exclusive`, a call or a return into any
+//! other node causes exactly one next step (its callee calls on or answers; its caller goes
+//! on): its possible children are alternatives without a "none" option, renormalised over
+//! those that may join, and a branch where it can cause none is given up (`dead_ends`).
+//! On \[P5\] Fig. 10 at 500 s this took the fragments `CLIENT>WS1(AUTH)` and `CLIENT>WS1`
+//! from above the true patterns to below all eight.
+//!
 //! Every instance counts in its pattern's statistics; only the most probable instance of
 //! each root is listed (`AnalysisResult::instances`, what a viewer highlights): a root with
 //! k try-both links has 2^k instances, mostly improbable.
@@ -46,6 +55,9 @@ pub struct TreeCounts {
     pub truncated: u64,
     /// Branches given up because their probability fell below `min_prob`.
     pub pruned: u64,
+    /// Branches given up because a message that causes a next step could cause none
+    /// ([`super::Params::exclusive`]).
+    pub dead_ends: u64,
 }
 
 /// One visit under construction.
@@ -67,8 +79,12 @@ pub struct Builder<'a> {
     trace: &'a Trace,
     links: &'a Links,
     /// The printed name of every node (clients aggregated).
-    names: &'a [String],
+    names: &'a super::Names,
     offsets: &'a Offsets,
+    /// Nodes that only start paths ([`super::links::Roles::origin`]).
+    origin: &'a [bool],
+    /// The sender of the current root.
+    root_node: NodeId,
     max_try_both: u32,
     max_messages: usize,
     exclusive: bool,
@@ -94,8 +110,9 @@ impl<'a> Builder<'a> {
     pub fn new(
         trace: &'a Trace,
         links: &'a Links,
-        names: &'a [String],
+        names: &'a super::Names,
         offsets: &'a Offsets,
+        origin: &'a [bool],
         p: &super::Params,
         collector: Collector,
     ) -> Builder<'a> {
@@ -104,6 +121,8 @@ impl<'a> Builder<'a> {
             links,
             names,
             offsets,
+            origin,
+            root_node: 0,
             max_try_both: p.max_try_both,
             max_messages: p.max_messages.max(1),
             exclusive: p.exclusive,
@@ -141,6 +160,7 @@ impl<'a> Builder<'a> {
     fn root(&mut self, r: u32, p: f64) {
         self.counts.roots += 1;
         self.capped_now = false;
+        self.root_node = self.trace.messages[r as usize].src;
         self.inc.clear();
         self.inc.push((r, u32::MAX));
         self.in_inst[r as usize] = true;
@@ -151,6 +171,26 @@ impl<'a> Builder<'a> {
         if let Some(best) = self.best.take() {
             self.collector.push_instance(best);
         }
+    }
+
+    fn is_origin(&self, n: NodeId) -> bool {
+        self.origin.get(n as usize).copied().unwrap_or(false)
+    }
+
+    /// Whether message `c` may join the current instance: not yet in it, and not into a
+    /// node that only starts paths unless that node started this one (a client's reply
+    /// ends the client's own path, never another's).
+    fn allowed(&self, c: u32) -> bool {
+        let dst = self.trace.messages[c as usize].dst;
+        !self.in_inst[c as usize] && (dst == self.root_node || !self.is_origin(dst))
+    }
+
+    /// Whether message `m` surely causes one next step (ours, with `exclusive`): a call
+    /// (its callee calls on or answers) or a return (its caller goes on, with another call
+    /// or its own return) into a node that does not only start paths.
+    fn continues(&self, m: u32) -> bool {
+        let msg = &self.trace.messages[m as usize];
+        self.exclusive && msg.kind != Kind::Msg && !self.is_origin(msg.dst)
     }
 
     /// Includes message `c` as a child of the message at position `pos`.
@@ -183,18 +223,23 @@ impl<'a> Builder<'a> {
             };
             let kids = links.kids(m);
             let Some(kid) = kids.get(j) else {
+                if j == 0 && self.continues(m) {
+                    // It caused nothing it could have: not a path.
+                    self.counts.dead_ends += 1;
+                    return;
+                }
                 (pos, j) = (pos + 1, 0);
                 continue;
             };
             if self.exclusive {
-                // A return that came back causes one next step, whichever node it goes to.
-                let end = if self.trace.messages[m as usize].kind == Kind::Ret {
+                // A call or a return causes one next step, whichever node it goes to.
+                let end = if self.continues(m) {
                     kids.len()
                 } else {
                     j + kids[j..].iter().take_while(|x| x.to == kid.to).count()
                 };
                 let sum: f64 = kids[j..end].iter().map(|x| f64::from(x.p)).sum();
-                if end - j > 1 && sum <= MAX_ONE {
+                if (end - j > 1 || self.continues(m)) && sum <= MAX_ONE {
                     match self.alternatives(pos, j, end, prob, k) {
                         Some((p2, k2)) => (prob, k, j) = (p2, k2, end),
                         None => return,
@@ -205,7 +250,7 @@ impl<'a> Builder<'a> {
             j += 1;
             let (c, q) = (kid.child, f64::from(kid.p));
             let with = q * f64::from(links.omitted[c as usize]);
-            if self.in_inst[c as usize] || self.inc.len() >= self.max_messages {
+            if !self.allowed(c) || self.inc.len() >= self.max_messages {
                 self.counts.truncated += u64::from(!self.in_inst[c as usize]);
                 prob *= 1.0 - q;
                 continue;
@@ -249,20 +294,34 @@ impl<'a> Builder<'a> {
         prob: f64,
         k: u32,
     ) -> Option<(f64, u32)> {
-        let kids = self.links.kids(self.inc[pos].0);
+        let m = self.inc[pos].0;
+        let kids = self.links.kids(m);
         // (child or none, its probability, the factor it puts on the instance: its
         // probability times its own omitted links').
         let mut opts: Vec<(Option<u32>, f64, f64)> = kids[j..end]
             .iter()
-            .filter(|x| !self.in_inst[x.child as usize])
+            .filter(|x| self.allowed(x.child))
             .map(|x| {
                 let p = f64::from(x.p);
                 let factor = p * f64::from(self.links.omitted[x.child as usize]);
                 (Some(x.child), p, factor)
             })
             .collect();
-        let none = (1.0 - kids[j..end].iter().map(|x| f64::from(x.p)).sum::<f64>()).max(0.0);
-        opts.push((None, none, none));
+        let feasible: f64 = opts.iter().map(|o| o.1).sum();
+        if self.continues(m) {
+            if feasible <= 0.0 {
+                self.counts.dead_ends += 1;
+                return None;
+            }
+            // One of the feasible children is the next step: their probabilities given
+            // that.
+            for o in &mut opts {
+                (o.1, o.2) = (o.1 / feasible, o.2 / feasible);
+            }
+        } else {
+            let none = (1.0 - kids[j..end].iter().map(|x| f64::from(x.p)).sum::<f64>()).max(0.0);
+            opts.push((None, none, none));
+        }
         let best = opts.iter().map(|o| o.1).fold(0.0, f64::max);
         let full = self.inc.len() >= self.max_messages;
         opts.retain(|o| (o.0.is_none() || !full) && (o.1 >= self.lo || o.1 >= best) && o.2 > 0.0);
@@ -348,7 +407,7 @@ impl<'a> Builder<'a> {
             stack.extend(self.kids[v as usize].iter().rev());
         }
         let names = self.names;
-        let name = |id: NodeId| names.get(id as usize).map_or("?", String::as_str);
+        let name = |id: NodeId| names.name(id);
         let visits: Vec<Visit<'_>> = self.order[1..]
             .iter()
             .map(|&v| {
