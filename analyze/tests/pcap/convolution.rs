@@ -274,7 +274,6 @@ fn convolution_finds_what_a_captured_three_tier_system_logged() {
     };
     println!("front → app: {n} messages, {} in its window", held(None));
     assert_eq!(n, held(None), "front → app");
-    assert!(n >= made as u64 * 3 / 4, "front → app: {n} of {made}");
     // The app's two calls: two edges under front → app, at the delays the app logged.
     for (k, (parent, from, to, n, d)) in db.into_iter().enumerate() {
         assert_eq!((parent, from, to), (Some(1), "127.0.0.3", "127.0.0.4"));
@@ -289,7 +288,6 @@ fn convolution_finds_what_a_captured_three_tier_system_logged() {
             held(Some(k))
         );
         assert_eq!(n, held(Some(k)), "db call {k}");
-        assert!(n >= made as u64 * 3 / 4, "db call {k}: {n} of {made}");
     }
     // The linear paths: one signature, once per db call's delay.
     let found: Vec<&str> = g
