@@ -156,9 +156,10 @@ fn few_dropped_messages_cost_little() {
 }
 
 /// §7.5.6: WS2's clock fast by 0–60 ms in a single-timestamp trace. The 30 ms window (used
-/// only for children no parent holds on the times as they are) with smoothing rescues
-/// children the skew moved: clearly better at 20 and 40 ms, within 1.5 points of instance
-/// false negatives at 0 and 60 ms (ARCHITECTURE.md has the figures).
+/// only for children no parent holds on the times as they are) with smoothing (used only for
+/// the children the window rescued) is never worse than no compensation up to 40 ms and
+/// clearly better at 20 and 40 ms; at 60 ms, twice the window, it is 0.35 points worse
+/// (ARCHITECTURE.md has the figures: "never worse" is not met there).
 #[test]
 fn a_skew_window_with_smoothing_rescues_skewed_children() {
     let cfg = fixture("fig10-multi-tier");
@@ -180,8 +181,9 @@ fn a_skew_window_with_smoothing_rescues_skewed_children() {
             s.instances.false_negatives as f64 / s.instances.truth as f64
         };
         let (plain, comp) = (fn_rate(&Params::default()), fn_rate(&compensated));
+        let slack = if skew == 60 { 0.005 } else { 0.0 };
         assert!(
-            comp <= plain + 0.015,
+            comp <= plain + slack,
             "skew {skew} ms: {comp} against {plain}"
         );
         if skew == 20 || skew == 40 {
