@@ -13,6 +13,7 @@ use super::signal::{Correlator, indicator};
 use super::spikes::{Spike, spikes, split};
 use crate::hash::FxHashMap;
 use crate::trace::{NodeId, Time, Trace};
+use rustfft::num_complex::Complex;
 use serde::Serialize;
 
 /// One edge of the path graph.
@@ -144,6 +145,14 @@ impl Correlators {
     }
 }
 
+/// The signal of the messages into a node, as [`delays`] correlates it with each set the node
+/// sends: its spectrum at the quantum and (computed when first needed) at half of it.
+struct Source<'a> {
+    times: &'a [Time],
+    coarse: Vec<Complex<f64>>,
+    fine: std::cell::OnceCell<Vec<Complex<f64>>>,
+}
+
 /// The spikes of `v` against `z`, each with its delay and the window of delays whose messages
 /// it explains: `d ± v`, except that spikes split out of one cluster share it at their
 /// midpoints.
@@ -151,28 +160,33 @@ fn delays(
     flows: &Flows,
     corr: &Correlators,
     p: &Params,
-    (v, s1): (&[Time], &[f64]),
+    v: &Source,
     z: &[Time],
 ) -> Vec<(Spike, Time, (Time, Time))> {
     let s2 = indicator(z, flows.t0, p.quantum, flows.len);
-    let c = corr.coarse.lagged(s1, &s2);
+    let c = corr
+        .coarse
+        .lagged_spectra(&v.coarse, &corr.coarse.spectrum(&s2), flows.len);
     let (mean, sd) = super::spikes::moments(&c);
     let mut fine: Option<Vec<Spike>> = None;
     let mut out = Vec::new();
     for sp in spikes(&c, p.spike_sd, p.valley_sd) {
         let half = p.quantum / 2;
-        if sp.peaks < 2 || half == 0 {
+        // Two delays in neighbouring quanta: two points at spike height in a cluster of two
+        // or three lags. (Wider clusters are a spread delay, for the valley rule alone.)
+        if sp.peaks != 2 || sp.span.1 - sp.span.0 > 2 || half == 0 {
             let d = sp.lag as Time * p.quantum;
             out.push((sp, d, (d - p.tolerance, d + p.tolerance)));
             continue;
         }
         let fine = fine.get_or_insert_with(|| {
             let f = corr.fine.get_or_init(|| Correlator::new(2 * corr.len));
-            let (a, b) = (
-                indicator(v, flows.t0, half, 2 * corr.len),
-                indicator(z, flows.t0, half, 2 * corr.len),
-            );
-            spikes(&f.lagged(&a, &b), p.spike_sd, p.valley_sd)
+            let fa = v
+                .fine
+                .get_or_init(|| f.spectrum(&indicator(v.times, flows.t0, half, 2 * corr.len)));
+            let b = indicator(z, flows.t0, half, 2 * corr.len);
+            let c = f.lagged_spectra(fa, &f.spectrum(&b), 2 * corr.len);
+            spikes(&c, p.spike_sd, p.valley_sd)
         });
         let parts = split(&sp, fine, |lag| (c[lag] - mean) / sd);
         let ds: Vec<Time> = parts.iter().map(|s| s.lag as Time * p.quantum).collect();
@@ -230,7 +244,13 @@ fn walk(
     if path.len() > p.max_depth {
         return;
     }
-    let s1 = indicator(v, flows.t0, p.quantum, flows.len);
+    let source = Source {
+        times: v,
+        coarse: corr
+            .coarse
+            .spectrum(&indicator(v, flows.t0, p.quantum, flows.len)),
+        fine: std::cell::OnceCell::new(),
+    };
     for &k in flows.receivers(j) {
         let z = flows.times(j, k);
         if (z.len() as u64) < p.min_messages {
@@ -239,7 +259,7 @@ fn walk(
         let cycle = path.iter().any(|&(n, _)| n == k);
         // Every spike with the messages it explains, the most frequent delay first (Fig. 9).
         let mut found: Vec<(Spike, Time, Vec<Time>)> = Vec::new();
-        for (sp, d, window) in delays(flows, corr, p, (v, &s1), z) {
+        for (sp, d, window) in delays(flows, corr, p, &source, z) {
             let w = if cycle {
                 Vec::new()
             } else {

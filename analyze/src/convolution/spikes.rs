@@ -4,11 +4,12 @@
 //!
 //! Two delays one quantum apart (10 s and 15 s at μ = 5 s, \[P5\] §7.4) fill neighbouring
 //! lags: there is no point between them to be the valley, and by the rule alone they are one
-//! spike. A cluster with more than one point at spike height is therefore looked at again at
-//! half the quantum ([`split`]): where the finer correlation shows a valley between spikes that
-//! fall into different lags of the coarse one, each is a spike of its own, at its coarse lag
-//! (the quantum stays the resolution: a single delay spread over two lags, or a wide
-//! distribution, shows no valley at half the quantum and stays one spike).
+//! spike. A cluster of two or three lags with two points at spike height is therefore looked
+//! at again at half the quantum ([`split`]; wider clusters are a spread delay, and looking at
+//! every one again tripled the time on the multi-tier trace): where the finer correlation
+//! shows a valley between spikes that fall into different lags of the coarse one, each is a
+//! spike of its own, at its coarse lag (the quantum stays the resolution: a single delay
+//! spread over two lags shows no valley at half the quantum and stays one spike).
 
 /// A spike: lag (quanta) and height in standard deviations.
 #[derive(Debug, Clone, Copy, PartialEq)]
