@@ -3,7 +3,10 @@
 //! all delays 0 at a coarse one, no false edge with the 100-message filter), and 200 ms added
 //! at WS2 (§7.2: the change lands on WS2's edge to the application servers).
 
-use p5_analyze::convolution::{Params, convolution, graph::Edge, roots};
+use p5_analyze::convolution::graph::{Edge, Flows};
+use p5_analyze::convolution::signal::{Correlator, indicator};
+use p5_analyze::convolution::spikes::spikes;
+use p5_analyze::convolution::{Params, convolution, roots};
 use p5_analyze::maketrace::{self, Config, Options};
 use p5_analyze::text;
 use p5_analyze::trace::Trace;
@@ -69,8 +72,11 @@ fn forwarding_delays_by_quantum() {
         delays(&run(2_500 * MS), "RELAY", "MAILBOX"),
         [0, 10 * S, 15 * S]
     );
-    // 5 s: 10 s and 15 s are neighbouring quanta with no valley between, one spike (at 15 s).
-    assert_eq!(delays(&run(5 * S), "RELAY", "MAILBOX"), [0, 15 * S]);
+    // 5 s: 10 s and 15 s are neighbouring quanta with no valley between; at half the
+    // quantum there is one, and they are two spikes (\[P5\] §7.4 finds both at 5 s).
+    assert_eq!(delays(&run(5 * S), "RELAY", "MAILBOX"), [0, 10 * S, 15 * S]);
+    // 10 s: 10 s and 15 s share a quantum's neighbourhood with 0; still told apart from it.
+    assert_eq!(delays(&run(10 * S), "RELAY", "MAILBOX"), [0, 10 * S]);
     // 30 s: every delay reads 0.
     assert_eq!(delays(&run(30 * S), "RELAY", "MAILBOX"), [0]);
     // Without the 100-message filter noise shows up; with it, no edge but the true ones.
@@ -95,6 +101,29 @@ fn forwarding_delays_by_quantum() {
     sigs.dedup();
     assert_eq!(sigs, ["CLIENT>RELAY(MAILBOX)"]);
     assert_eq!(g.result.patterns.len(), 3);
+}
+
+/// One delay of 12.5 s fills two neighbouring quanta at μ = 5 s just as 10 s and 15 s do; at
+/// half the quantum it is one spike, and it stays one delay.
+#[test]
+fn one_delay_across_two_quanta_stays_one() {
+    let cfg = FORWARDING
+        .replace("[\"10s\", \"100ms\"]", "[\"12500ms\", \"100ms\"]")
+        .replace("[\"15s\", \"100ms\"]", "[\"12500ms\", \"100ms\"]")
+        .replace("weight = 1", "weight = 3");
+    let t = trace(&cfg, None);
+    let r = roots(&t, &[]).unwrap();
+    // The case the split looks at: a cluster of two points at spike height.
+    let f = Flows::of(&t, 5 * S);
+    let n = |s: &str| t.nodes.get(s).unwrap();
+    let s = |a, b| indicator(f.times(n(a), n(b)), f.t0, 5 * S, f.len);
+    let c = Correlator::new(f.len).lagged(&s("CLIENT", "RELAY"), &s("RELAY", "MAILBOX"));
+    assert!(spikes(&c, 4.0, 3.0).iter().any(|s| s.peaks == 2));
+    let g = convolution(&t, &r, &Params::at(5 * S)).unwrap();
+    let d = delays(&g.edges, "RELAY", "MAILBOX");
+    assert_eq!(d.len(), 2, "{d:?}");
+    assert_eq!(d[0], 0);
+    assert!([10 * S, 15 * S].contains(&d[1]), "{d:?}");
 }
 
 #[test]

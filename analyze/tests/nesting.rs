@@ -78,7 +78,8 @@ fn the_four_pathological_cases_at_low_variance_and_parallelism() {
 /// the top-N false-negative rate is at most 1/N for N ≤ 20 at 2 % tolerance (the four
 /// leading patterns have equal weights, so at 0 % their order is a coin toss) and 0 at 6 %;
 /// node latencies on the four frequent patterns are within 10 % each and 5 % on average over
-/// every pattern found (ARCHITECTURE.md has the figures: within 5 % is not met everywhere).
+/// every pattern found, their medians and those of the call delays within 5 % (ARCHITECTURE.md
+/// has the figures: within 5 % is not met everywhere).
 #[test]
 fn multi_tier_top_n_and_node_delays() {
     let g = generate(&fixture("fig10-multi-tier"), opts(500));
@@ -102,9 +103,84 @@ fn multi_tier_top_n_and_node_delays() {
     {
         let e = d.latency_rel_error.unwrap_or(0.0);
         assert!(e < 0.10, "{} {}: latency off by {e}", d.signature, d.node);
+        // The medians, which the wrongly assembled instances move much less: within 5 %.
+        for (what, e) in [
+            ("latency", d.latency_p50_rel_error),
+            ("call delay", d.call_delay_p50_rel_error),
+        ] {
+            let e = e.unwrap_or(0.0);
+            assert!(
+                e < 0.05,
+                "{} {}: median {what} off by {e}",
+                d.signature,
+                d.node
+            );
+        }
     }
     let mean = s.mean_latency_rel_error.unwrap();
     assert!(mean < 0.05, "mean latency error {mean}");
+    exactly_found_instances_are_unbiased(&g, &r);
+}
+
+/// Where the two-DB patterns' latency error comes from: not from which instances nesting
+/// finds — the true instances it assembles exactly have the API latency of all of them,
+/// within 5 % — but from the wrongly assembled ones that share their signature (a one-DB
+/// call that adopted another's DB call), most of the pattern's instances.
+fn exactly_found_instances_are_unbiased(g: &Generated, r: &AnalysisResult) {
+    use std::collections::{HashMap, HashSet};
+    let t = text::read(&g.text(), "t.p5t", Default::default()).trace;
+    let by_ref: HashMap<u64, &p5_analyze::Message> =
+        t.messages.iter().map(|m| (m.msg_ref, m)).collect();
+    let sig = "CLIENT>WS1(AUTH,API(DB,DB))";
+    let sorted = |v: &[u64]| {
+        let mut v = v.to_vec();
+        v.sort_unstable();
+        v
+    };
+    let found: HashSet<Vec<u64>> = r
+        .instances
+        .iter()
+        .filter(|i| r.patterns[i.pattern as usize].signature == sig)
+        .map(|i| sorted(&i.messages))
+        .collect();
+    let truth = &g.truth.result;
+    let pi = truth
+        .patterns
+        .iter()
+        .position(|p| p.signature == sig)
+        .unwrap() as u32;
+    let (ws, api) = (t.nodes.get("WS1").unwrap(), t.nodes.get("API").unwrap());
+    let (mut all, mut exact) = (Vec::new(), Vec::new());
+    for inst in truth.instances.iter().filter(|i| i.pattern == pi) {
+        let at = |s, d| {
+            inst.messages
+                .iter()
+                .map(|x| by_ref[x])
+                .find(|m| (m.src, m.dst) == (s, d))
+        };
+        let lat = (at(api, ws).unwrap().time() - at(ws, api).unwrap().time()) as f64;
+        all.push(lat);
+        if found.contains(&sorted(&inst.messages)) {
+            exact.push(lat);
+        }
+    }
+    let mean = |v: &[f64]| v.iter().sum::<f64>() / v.len() as f64;
+    let inferred = r.patterns.iter().find(|p| p.signature == sig).unwrap();
+    let api_node = inferred.nodes.iter().position(|n| n.node == "API").unwrap();
+    let inferred_mean = inferred.nodes[api_node].latency.as_ref().unwrap().mean_ns;
+    let (m_all, m_exact) = (mean(&all), mean(&exact));
+    let n_inferred = inferred.count as usize;
+    assert!(exact.len() >= 50, "{} exactly found", exact.len());
+    assert!(
+        (m_exact - m_all).abs() / m_all < 0.05,
+        "exactly found: {m_exact} against {m_all}"
+    );
+    println!(
+        "{sig} API latency: all {all} instances {m_all:.0} ns, the {} found exactly {m_exact:.0} \
+         ns, the pattern's {n_inferred} {inferred_mean:.0} ns",
+        exact.len(),
+        all = all.len()
+    );
 }
 
 /// §7.2: 200 ms added at WS2 shows as WS2's latency growing by 200 ms (±10 %).
@@ -156,9 +232,10 @@ fn few_dropped_messages_cost_little() {
 }
 
 /// §7.5.6: WS2's clock fast by 0–60 ms in a single-timestamp trace. The 30 ms window (used
-/// only for children no parent holds on the times as they are) with smoothing rescues
-/// children the skew moved: clearly better at 20 and 40 ms, within 1.5 points of instance
-/// false negatives at 0 and 60 ms (ARCHITECTURE.md has the figures).
+/// only for children no parent holds on the times as they are) with smoothing (used only for
+/// the children the window rescued) is never worse than no compensation up to 40 ms and
+/// clearly better at 20 and 40 ms; at 60 ms, twice the window, it is 0.35 points worse
+/// (ARCHITECTURE.md has the figures: "never worse" is not met there).
 #[test]
 fn a_skew_window_with_smoothing_rescues_skewed_children() {
     let cfg = fixture("fig10-multi-tier");
@@ -180,8 +257,9 @@ fn a_skew_window_with_smoothing_rescues_skewed_children() {
             s.instances.false_negatives as f64 / s.instances.truth as f64
         };
         let (plain, comp) = (fn_rate(&Params::default()), fn_rate(&compensated));
+        let slack = if skew == 60 { 0.005 } else { 0.0 };
         assert!(
-            comp <= plain + 0.015,
+            comp <= plain + slack,
             "skew {skew} ms: {comp} against {plain}"
         );
         if skew == 20 || skew == 40 {

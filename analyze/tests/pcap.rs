@@ -1,8 +1,11 @@
 //! The pcap reader on captures written by the tests themselves (every link type, both formats,
 //! retransmissions, gaps, two sniffers, bad input) and on real captures made with tcpdump on
-//! loopback of a small multi-tier HTTP system (see `pcap/loopback.rs`) and of a relay whose
+//! loopback of a small multi-tier HTTP system (see `pcap/loopback.rs`; `pcap/convolution.rs`
+//! analyses one with convolution) and of a relay whose
 //! worker answers the client by another path (`pcap/forwarding.rs`, linking).
 
+#[path = "pcap/convolution.rs"]
+mod convolution;
 #[path = "pcap/forge.rs"]
 mod forge;
 #[path = "pcap/forwarding.rs"]

@@ -10,9 +10,10 @@
 
 use super::Params;
 use super::signal::{Correlator, indicator};
-use super::spikes::spikes;
+use super::spikes::{Spike, spikes, split};
 use crate::hash::FxHashMap;
 use crate::trace::{NodeId, Time, Trace};
+use rustfft::num_complex::Complex;
 use serde::Serialize;
 
 /// One edge of the path graph.
@@ -115,21 +116,99 @@ impl Flows {
     }
 }
 
-/// The messages of `z` that follow one of `v` (sorted) after `d ± tol`.
-fn caused(v: &[Time], z: &[Time], d: Time, tol: Time) -> Vec<Time> {
+/// The messages of `z` that follow one of `v` (sorted) after a delay in `[lo, hi]`.
+fn caused(v: &[Time], z: &[Time], (lo, hi): (Time, Time)) -> Vec<Time> {
     z.iter()
         .copied()
         .filter(|&t| {
-            let want = t.saturating_sub(d);
-            let i = v.partition_point(|&x| x < want.saturating_sub(tol));
-            v.get(i).is_some_and(|&x| x <= want.saturating_add(tol))
+            let i = v.partition_point(|&x| x < t.saturating_sub(hi));
+            v.get(i).is_some_and(|&x| x <= t.saturating_sub(lo))
         })
         .collect()
 }
 
+/// The correlations a walk computes: at the quantum, and (when a cluster needs a second look,
+/// [`super::spikes::split`]) at half of it.
+struct Correlators {
+    coarse: Correlator,
+    fine: std::cell::OnceCell<Correlator>,
+    len: usize,
+}
+
+impl Correlators {
+    fn new(len: usize) -> Correlators {
+        Correlators {
+            coarse: Correlator::new(len),
+            fine: std::cell::OnceCell::new(),
+            len,
+        }
+    }
+}
+
+/// The signal of the messages into a node, as [`delays`] correlates it with each set the node
+/// sends: its spectrum at the quantum and (computed when first needed) at half of it.
+struct Source<'a> {
+    times: &'a [Time],
+    coarse: Vec<Complex<f64>>,
+    fine: std::cell::OnceCell<Vec<Complex<f64>>>,
+}
+
+/// The spikes of `v` against `z`, each with its delay and the window of delays whose messages
+/// it explains: `d ± v`, except that spikes split out of one cluster share it at their
+/// midpoints.
+fn delays(
+    flows: &Flows,
+    corr: &Correlators,
+    p: &Params,
+    v: &Source,
+    z: &[Time],
+) -> Vec<(Spike, Time, (Time, Time))> {
+    let s2 = indicator(z, flows.t0, p.quantum, flows.len);
+    let c = corr
+        .coarse
+        .lagged_spectra(&v.coarse, &corr.coarse.spectrum(&s2), flows.len);
+    let (mean, sd) = super::spikes::moments(&c);
+    let mut fine: Option<Vec<Spike>> = None;
+    let mut out = Vec::new();
+    for sp in spikes(&c, p.spike_sd, p.valley_sd) {
+        let half = p.quantum / 2;
+        // Two delays in neighbouring quanta: two points at spike height in a cluster of two
+        // or three lags. (Wider clusters are a spread delay, for the valley rule alone.)
+        if sp.peaks != 2 || sp.span.1 - sp.span.0 > 2 || half == 0 {
+            let d = sp.lag as Time * p.quantum;
+            out.push((sp, d, (d - p.tolerance, d + p.tolerance)));
+            continue;
+        }
+        let fine = fine.get_or_insert_with(|| {
+            let f = corr.fine.get_or_init(|| Correlator::new(2 * corr.len));
+            let fa = v
+                .fine
+                .get_or_init(|| f.spectrum(&indicator(v.times, flows.t0, half, 2 * corr.len)));
+            let b = indicator(z, flows.t0, half, 2 * corr.len);
+            let c = f.lagged_spectra(fa, &f.spectrum(&b), 2 * corr.len);
+            spikes(&c, p.spike_sd, p.valley_sd)
+        });
+        let parts = split(&sp, fine, |lag| (c[lag] - mean) / sd);
+        let ds: Vec<Time> = parts.iter().map(|s| s.lag as Time * p.quantum).collect();
+        for (i, part) in parts.into_iter().enumerate() {
+            let d = ds[i];
+            let lo = match i.checked_sub(1) {
+                Some(j) => (d - p.tolerance).max((ds[j] + d) / 2),
+                None => d - p.tolerance,
+            };
+            let hi = match ds.get(i + 1) {
+                Some(&n) => (d + p.tolerance).min((d + n) / 2 - 1),
+                None => d + p.tolerance,
+            };
+            out.push((part, d, (lo, hi)));
+        }
+    }
+    out
+}
+
 /// Walks the graph from `root`.
 pub fn from_root(trace: &Trace, flows: &Flows, root: NodeId, p: &Params) -> Found {
-    let corr = Correlator::new(flows.len);
+    let corr = Correlators::new(flows.len);
     let mut out = Found::default();
     for &j in flows.receivers(root) {
         let v = flows.times(root, j);
@@ -156,7 +235,7 @@ pub fn from_root(trace: &Trace, flows: &Flows, root: NodeId, p: &Params) -> Foun
 fn walk(
     trace: &Trace,
     flows: &Flows,
-    corr: &Correlator,
+    corr: &Correlators,
     p: &Params,
     (j, v, parent): (NodeId, &[Time], u32),
     path: &mut Vec<(NodeId, usize)>,
@@ -165,23 +244,26 @@ fn walk(
     if path.len() > p.max_depth {
         return;
     }
-    let s1 = indicator(v, flows.t0, p.quantum, flows.len);
+    let source = Source {
+        times: v,
+        coarse: corr
+            .coarse
+            .spectrum(&indicator(v, flows.t0, p.quantum, flows.len)),
+        fine: std::cell::OnceCell::new(),
+    };
     for &k in flows.receivers(j) {
         let z = flows.times(j, k);
         if (z.len() as u64) < p.min_messages {
             continue;
         }
-        let s2 = indicator(z, flows.t0, p.quantum, flows.len);
-        let c = corr.lagged(&s1, &s2);
         let cycle = path.iter().any(|&(n, _)| n == k);
         // Every spike with the messages it explains, the most frequent delay first (Fig. 9).
-        let mut found: Vec<(super::spikes::Spike, Time, Vec<Time>)> = Vec::new();
-        for sp in spikes(&c, p.spike_sd, p.valley_sd) {
-            let d = sp.lag as Time * p.quantum;
+        let mut found: Vec<(Spike, Time, Vec<Time>)> = Vec::new();
+        for (sp, d, window) in delays(flows, corr, p, &source, z) {
             let w = if cycle {
                 Vec::new()
             } else {
-                caused(v, z, d, p.tolerance)
+                caused(v, z, window)
             };
             let verdict = if cycle {
                 Some("cycle")

@@ -52,16 +52,23 @@ impl Correlator {
     /// correlation would fall off linearly with the lag and bury its spikes in that trend; the
     /// longest lags, with little overlap left, are too noisy to keep.
     pub fn lagged(&self, a: &[f64], b: &[f64]) -> Vec<f64> {
-        let spectrum = |x: &[f64]| {
-            let mut v: Vec<Complex<f64>> = x.iter().map(|&r| Complex::new(r, 0.0)).collect();
-            v.resize(self.n, Complex::new(0.0, 0.0));
-            self.fwd.process(&mut v);
-            v
-        };
-        let (fa, fb) = (spectrum(a), spectrum(b));
-        let mut prod: Vec<Complex<f64>> = fa.iter().zip(&fb).map(|(x, y)| x.conj() * y).collect();
+        self.lagged_spectra(&self.spectrum(a), &self.spectrum(b), a.len())
+    }
+
+    /// The padded spectrum of a signal, for [`Correlator::lagged_spectra`] (one signal is
+    /// often correlated with several).
+    pub fn spectrum(&self, x: &[f64]) -> Vec<Complex<f64>> {
+        let mut v: Vec<Complex<f64>> = x.iter().map(|&r| Complex::new(r, 0.0)).collect();
+        v.resize(self.n, Complex::new(0.0, 0.0));
+        self.fwd.process(&mut v);
+        v
+    }
+
+    /// [`Correlator::lagged`] of two signals of `len` quanta from their spectra.
+    pub fn lagged_spectra(&self, fa: &[Complex<f64>], fb: &[Complex<f64>], len: usize) -> Vec<f64> {
+        let mut prod: Vec<Complex<f64>> = fa.iter().zip(fb).map(|(x, y)| x.conj() * y).collect();
         self.inv.process(&mut prod);
-        let len = a.len().min(self.n);
+        let len = len.min(self.n);
         let scale = 1.0 / self.n as f64;
         prod[..len / 2 + 1]
             .iter()

@@ -6,7 +6,8 @@
 //! by B when the trace has both ends of every message (p5's own sessions), so no clock offset
 //! between hosts can change the answer. For a child no parent holds that way, `window` widens
 //! both comparisons: in traces with one timestamp per message B's times are other hosts', and
-//! a skewed clock moves children out of their parents (\[P5\] §7.5.6).
+//! a skewed clock moves children out of their parents (\[P5\] §7.5.6); those children alone
+//! are scored on the smoothed scoreboard.
 
 use super::bins::{Bins, Scoreboard};
 use super::pairs::CallPair;
@@ -30,6 +31,10 @@ pub struct Candidates {
     offsets: Vec<u32>,
     parents: Vec<u32>,
     bins: Vec<u16>,
+    /// Children whose candidates only the skew window admitted.
+    widened: Vec<u32>,
+    /// Whether there was a window.
+    window: bool,
 }
 
 impl Candidates {
@@ -56,6 +61,8 @@ pub fn candidates(pairs: &[CallPair], nodes: usize, window: Time, bins: &Bins) -
         offsets: Vec::with_capacity(pairs.len() + 1),
         parents: Vec::new(),
         bins: Vec::new(),
+        widened: Vec::new(),
+        window: window > 0,
     };
     out.offsets.push(0);
     for (ci, c) in pairs.iter().enumerate() {
@@ -82,6 +89,9 @@ pub fn candidates(pairs: &[CallPair], nodes: usize, window: Time, bins: &Bins) -
                 }
             }
             if out.parents.len() > *out.offsets.last().unwrap_or(&0) as usize || window == 0 {
+                if w > 0 {
+                    out.widened.push(ci as u32);
+                }
                 break;
             }
         }
@@ -120,7 +130,12 @@ fn penalty(n: usize, x: f64) -> f64 {
 }
 
 /// One parent per child (or none: a root), in call order, scaling each candidate's score
-/// by `(1 + c)^-x` per penalty; ties go to the parent whose call arrived first.
+/// by `(1 + c)^-x` per penalty; ties go to the parent whose call arrived first. The smoothed
+/// scoreboard scores the children the skew window rescued (their delays are off by the skew;
+/// smoothing is what lets their votes meet), and every child when there is no window; the
+/// raw one scores the children held on the times as they are (smoothing only blurs their
+/// sharp delays into their neighbours': half a point more instance false negatives on the
+/// multi-tier trace without skew).
 pub fn assign(
     pairs: &[CallPair],
     cands: &Candidates,
@@ -128,13 +143,19 @@ pub fn assign(
     pen: Penalties,
 ) -> Vec<Option<u32>> {
     let mut parent = vec![None; pairs.len()];
+    let mut widened = cands.widened.iter().copied().peekable();
     // Children assigned so far, per parent, as a list from the newest back.
     let (mut newest, mut older) = (vec![u32::MAX; pairs.len()], vec![u32::MAX; pairs.len()]);
     for (ci, c) in pairs.iter().enumerate() {
         let mut best: Option<(f64, u32)> = None;
         let (ps, bs) = cands.of(ci);
+        let smoothed = !cands.window || widened.next_if_eq(&(ci as u32)).is_some();
         for (&p, &b) in ps.iter().zip(bs) {
-            let raw = sb.get(key(pairs, p, c), b as usize);
+            let raw = if smoothed {
+                sb.get_smoothed(key(pairs, p, c), b as usize)
+            } else {
+                sb.get(key(pairs, p, c), b as usize)
+            };
             if raw <= 0.0 {
                 continue;
             }

@@ -43,6 +43,7 @@ impl Bins {
 pub struct Scoreboard {
     bins: usize,
     slots: FxHashMap<(NodeId, NodeId, NodeId), Vec<f64>>,
+    smoothed: Option<FxHashMap<(NodeId, NodeId, NodeId), Vec<f64>>>,
 }
 
 impl Scoreboard {
@@ -51,6 +52,7 @@ impl Scoreboard {
         Scoreboard {
             bins,
             slots: FxHashMap::default(),
+            smoothed: None,
         }
     }
 
@@ -65,18 +67,33 @@ impl Scoreboard {
         self.slots.get(&key).map_or(0.0, |h| h[bin])
     }
 
-    /// Smooths every histogram with a Gaussian of `sigma` bins (\[P5\] §7.5.6: it helps
-    /// under clock skew), cut at 3 sigma.
+    /// The value at `bin` of the smoothed histogram of `key` ([`Scoreboard::smooth`]; the
+    /// raw one if it was not smoothed).
+    pub fn get_smoothed(&self, key: (NodeId, NodeId, NodeId), bin: usize) -> f64 {
+        match &self.smoothed {
+            Some(s) => s.get(&key).map_or(0.0, |h| h[bin]),
+            None => self.get(key, bin),
+        }
+    }
+
+    /// Keeps, beside the histograms, each smoothed with a Gaussian of `sigma` bins cut at
+    /// 3 sigma (\[P5\] §7.5.6: it helps under clock skew), for [`Scoreboard::get_smoothed`].
     pub fn smooth(&mut self, sigma: f64) {
         if sigma <= 0.0 {
+            self.smoothed = None;
             return;
         }
         let kernel = gaussian(sigma);
-        for h in self.slots.values_mut() {
-            let mut out = vec![0.0; h.len()];
-            smooth_into(h, &kernel, &mut out);
-            *h = out;
-        }
+        let smoothed = self
+            .slots
+            .iter()
+            .map(|(&k, h)| {
+                let mut out = vec![0.0; h.len()];
+                smooth_into(h, &kernel, &mut out);
+                (k, out)
+            })
+            .collect();
+        self.smoothed = Some(smoothed);
     }
 }
 
@@ -130,7 +147,8 @@ mod tests {
         let mut s = Scoreboard::new(40);
         s.add((0, 1, 2), 20, 1.0);
         s.smooth(2.0);
-        let h: Vec<f64> = (0..40).map(|i| s.get((0, 1, 2), i)).collect();
+        assert_eq!(s.get((0, 1, 2), 20), 1.0, "the raw histogram stays");
+        let h: Vec<f64> = (0..40).map(|i| s.get_smoothed((0, 1, 2), i)).collect();
         assert!((h.iter().sum::<f64>() - 1.0).abs() < 1e-9);
         assert!(h[20] > h[21] && h[21] > h[23] && h[23] > 0.0);
         assert!((h[19] - h[21]).abs() < 1e-12);

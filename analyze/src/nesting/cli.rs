@@ -23,7 +23,8 @@ pub struct NestingArgs {
     #[arg(long, default_value_t = 0.0)]
     pub generic: f64,
     /// Smooth the scoreboard with a Gaussian of this many bins (2 is a good value under
-    /// clock skew; 0: off).
+    /// clock skew; 0: off). With --skew-window it scores only the children the window
+    /// rescued.
     #[arg(long, default_value_t = 0.0, num_args = 0..=1, default_missing_value = "2")]
     pub smooth: f64,
     /// Skew window for traces with one timestamp per message, e.g. 30ms.

@@ -25,7 +25,7 @@ const REQUESTS: usize = 20;
 const DB_CALLS: usize = 2;
 
 /// Reads one HTTP message (headers and a Content-Length body); `None` at EOF.
-fn read_http(r: &mut BufReader<TcpStream>) -> Option<Vec<u8>> {
+pub(crate) fn read_http(r: &mut BufReader<TcpStream>) -> Option<Vec<u8>> {
     let mut len = 0usize;
     let mut line = String::new();
     loop {
@@ -45,7 +45,7 @@ fn read_http(r: &mut BufReader<TcpStream>) -> Option<Vec<u8>> {
     Some(body)
 }
 
-fn request(w: &mut TcpStream, path: &str, body: &[u8]) -> std::io::Result<()> {
+pub(crate) fn request(w: &mut TcpStream, path: &str, body: &[u8]) -> std::io::Result<()> {
     let head = format!(
         "POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n",
         body.len()
@@ -53,7 +53,7 @@ fn request(w: &mut TcpStream, path: &str, body: &[u8]) -> std::io::Result<()> {
     w.write_all(&[head.as_bytes(), body].concat())
 }
 
-fn reply(w: &mut TcpStream, body: &[u8]) -> std::io::Result<()> {
+pub(crate) fn reply(w: &mut TcpStream, body: &[u8]) -> std::io::Result<()> {
     let head = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len());
     w.write_all(&[head.as_bytes(), body].concat())
 }
