@@ -4,10 +4,13 @@
 //! is matched, no message is received before it was sent, the calls are named after the libc
 //! function, the processes after their programs, and the server's polls are waiting states.
 
+mod web_get;
+
 use p5_tracedb::domain::ThreadState;
 use p5_tracedb::read;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use web_get::web_get;
 
 const REQUESTS: usize = 40;
 
@@ -120,37 +123,10 @@ fn merged(dir: &Path) -> Merged {
 
 /// The message arrows `p5 web` serves for session 1 of `db` (its `/messages` API).
 fn web_messages(db: &Path) -> Vec<serde_json::Value> {
-    use std::io::{BufRead as _, BufReader, Read as _, Write as _};
-    let mut web = Command::new(env!("CARGO_BIN_EXE_p5"))
-        .args(["web", "--no-cache", "--listen", "127.0.0.1:0", "--db"])
-        .arg(format!("sqlite:{}", db.display()))
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(web.stderr.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split('/').next())
-        .unwrap_or_else(|| panic!("no address in {line:?}"))
-        .to_owned();
-    let mut s = std::net::TcpStream::connect(&addr).unwrap();
-    write!(
-        s,
-        "GET /api/v1/sessions/1/messages HTTP/1.0\r\nHost: {addr}\r\n\r\n"
-    )
-    .unwrap();
-    let mut reply = String::new();
-    s.read_to_string(&mut reply).unwrap();
-    let _ = web.kill();
-    let _ = web.wait();
-    let body = reply.split("\r\n\r\n").nth(1).unwrap_or_default();
-    let v: serde_json::Value =
-        serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {reply}"));
-    v["messages"].as_array().cloned().unwrap_or_default()
+    web_get(db, "/api/v1/sessions/1/messages")["messages"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default()
 }
 
 /// The number after `label` on the summary line that starts with it.

@@ -155,19 +155,32 @@ fn tag(key: &str) -> String {
     format!("{:08x}", h as u32)
 }
 
-/// A C string literal: escapes `\`, `"`, `?` (trigraphs) and control characters.
+/// A C string literal: escapes `\`, `"`, `?` (trigraphs) and control characters (octal);
+/// other characters stay as they are (UTF-8).
 fn c_literal(s: &str) -> String {
+    literal(s, |c| match c {
+        '?' => Some("\\?".to_owned()),
+        c if (c as u32) < 0x20 => Some(format!("\\{:03o}", c as u32)),
+        _ => None,
+    })
+}
+
+/// `s` as a double-quoted literal: `\`, `"`, line feed, tab and carriage return escaped the
+/// way C, Rust, Python and Java all read them; `other` escapes what else the language needs.
+fn literal(s: &str, other: impl Fn(char) -> Option<String>) -> String {
     let mut out = String::with_capacity(s.len() + 16);
     out.push('"');
     for c in s.chars() {
         match c {
             '\\' => out.push_str("\\\\"),
             '"' => out.push_str("\\\""),
-            '?' => out.push_str("\\?"),
             '\n' => out.push_str("\\n"),
             '\t' => out.push_str("\\t"),
-            c if (c as u32) < 0x20 => out.push_str(&format!("\\{:03o}", c as u32)),
-            c => out.push(c),
+            '\r' => out.push_str("\\r"),
+            c => match other(c) {
+                Some(e) => out.push_str(&e),
+                None => out.push(c),
+            },
         }
     }
     out.push('"');
@@ -201,23 +214,12 @@ fn c_trailer(tables: &[String], key: &str) -> String {
     s
 }
 
-/// A Rust (or Python, or Java) string literal: escapes `\`, `"` and control characters.
+/// A Rust (or Python, or Java) string literal: besides [`literal`]'s escapes, control and
+/// non-ASCII characters as `unicode` writes them.
 fn quoted(s: &str, unicode: fn(u32) -> String) -> String {
-    let mut out = String::with_capacity(s.len() + 16);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 || (c as u32) > 0x7e => out.push_str(&unicode(c as u32)),
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
+    literal(s, |c| {
+        ((c as u32) < 0x20 || (c as u32) > 0x7e).then(|| unicode(c as u32))
+    })
 }
 
 fn rust_trailer(tables: &[String], key: &str) -> String {
