@@ -162,6 +162,11 @@ pub struct Sampler {
     pid_stat: HashMap<u32, proc_stat::ProcFile>,
 }
 
+/// A counter as the signed value a sample holds.
+fn clamp(v: u64) -> i64 {
+    v.min(i64::MAX as u64) as i64
+}
+
 impl Sampler {
     /// A sampler for the host and the given processes.
     pub fn new(filter: ProcessFilter) -> Result<Self, sysinfo::Error> {
@@ -199,168 +204,218 @@ impl Sampler {
             }
         };
         if sel.wants_group("cpu") {
-            let now = proc_stat::parse_cpu_times(self.stat.read());
-            if now.len() != self.cpu_prev.len() {
-                // CPUs came or went: start over from this reading.
-                self.cpu_prev = now.clone();
-            }
-            let cores = now.len().saturating_sub(1) as u64;
-            for (i, (b, a)) in self.cpu_prev.iter_mut().zip(&now).enumerate() {
-                let (name, cpus) = match i {
-                    0 => ("cpu.total.busy".to_owned(), cores),
-                    n => (format!("cpu.{}.busy", n - 1), 1),
-                };
-                // Too short since the last share: this interval joins the next one.
-                if let Some(p) = proc_stat::busy_percent(*b, *a, cpus) {
-                    push(Sample::centi(name, "%", p));
-                    *b = *a;
-                }
+            self.cpu(&mut push);
+        }
+        if sel.wants_group("load") {
+            self.load(&mut push);
+        }
+        if sel.wants_group("mem") || sel.wants_group("swap") {
+            self.memory(&mut push);
+        }
+        if sel.wants_group("vm") {
+            self.vm(&mut push);
+        }
+        if sel.wants_group("net") {
+            self.net(&mut push);
+        }
+        if sel.wants_group("disk") {
+            self.disk(&mut push);
+        }
+        if sel.wants_group("irq") {
+            self.irq(&mut push);
+        }
+        if sel.wants_group("proc") {
+            self.processes(&mut push);
+        }
+    }
+
+    /// Busy shares per CPU and in all, since the last reading.
+    fn cpu(&mut self, push: &mut impl FnMut(Sample)) {
+        let now = proc_stat::parse_cpu_times(self.stat.read());
+        if now.len() != self.cpu_prev.len() {
+            // CPUs came or went: start over from this reading.
+            self.cpu_prev = now.clone();
+        }
+        let cores = now.len().saturating_sub(1) as u64;
+        for (i, (b, a)) in self.cpu_prev.iter_mut().zip(&now).enumerate() {
+            let (name, cpus) = match i {
+                0 => ("cpu.total.busy".to_owned(), cores),
+                n => (format!("cpu.{}.busy", n - 1), 1),
+            };
+            // Too short since the last share: this interval joins the next one.
+            if let Some(p) = proc_stat::busy_percent(*b, *a, cpus) {
+                push(Sample::centi(name, "%", p));
+                *b = *a;
             }
         }
-        if sel.wants_group("load")
-            && let Some(l) = proc_stat::parse_loadavg(self.loadavg.read())
-        {
+    }
+
+    /// Load averages.
+    fn load(&mut self, push: &mut impl FnMut(Sample)) {
+        if let Some(l) = proc_stat::parse_loadavg(self.loadavg.read()) {
             push(Sample::centi("load.1".into(), "", l[0]));
             push(Sample::centi("load.5".into(), "", l[1]));
             push(Sample::centi("load.15".into(), "", l[2]));
         }
-        if sel.wants_group("mem") || sel.wants_group("swap") {
-            self.sys
-                .refresh_memory_specifics(MemoryRefreshKind::everything());
-            let b = |v: u64| v.min(i64::MAX as u64) as i64;
-            push(Sample::new(
-                "mem.total".into(),
-                "bytes",
-                b(self.sys.total_memory()),
-            ));
-            push(Sample::new(
-                "mem.used".into(),
-                "bytes",
-                b(self.sys.used_memory()),
-            ));
-            push(Sample::new(
-                "mem.available".into(),
-                "bytes",
-                b(self.sys.available_memory()),
-            ));
-            push(Sample::new(
-                "swap.total".into(),
-                "bytes",
-                b(self.sys.total_swap()),
-            ));
-            push(Sample::new(
-                "swap.used".into(),
-                "bytes",
-                b(self.sys.used_swap()),
-            ));
+    }
+
+    /// Memory and swap.
+    fn memory(&mut self, push: &mut impl FnMut(Sample)) {
+        self.sys
+            .refresh_memory_specifics(MemoryRefreshKind::everything());
+        push(Sample::new(
+            "mem.total".into(),
+            "bytes",
+            clamp(self.sys.total_memory()),
+        ));
+        push(Sample::new(
+            "mem.used".into(),
+            "bytes",
+            clamp(self.sys.used_memory()),
+        ));
+        push(Sample::new(
+            "mem.available".into(),
+            "bytes",
+            clamp(self.sys.available_memory()),
+        ));
+        push(Sample::new(
+            "swap.total".into(),
+            "bytes",
+            clamp(self.sys.total_swap()),
+        ));
+        push(Sample::new(
+            "swap.used".into(),
+            "bytes",
+            clamp(self.sys.used_swap()),
+        ));
+    }
+
+    /// Paging and faults (cumulative).
+    fn vm(&mut self, push: &mut impl FnMut(Sample)) {
+        let v = proc_stat::parse_vmstat(self.vmstat.read());
+        push(Sample::new(
+            "vm.pgpgin_total".into(),
+            "KiB",
+            clamp(v.pgpgin),
+        ));
+        push(Sample::new(
+            "vm.pgpgout_total".into(),
+            "KiB",
+            clamp(v.pgpgout),
+        ));
+        push(Sample::new(
+            "vm.pswpin_total".into(),
+            "pages",
+            clamp(v.pswpin),
+        ));
+        push(Sample::new(
+            "vm.pswpout_total".into(),
+            "pages",
+            clamp(v.pswpout),
+        ));
+        push(Sample::new(
+            "vm.pgfault_total".into(),
+            "count",
+            clamp(v.pgfault),
+        ));
+        push(Sample::new(
+            "vm.pgmajfault_total".into(),
+            "count",
+            clamp(v.pgmajfault),
+        ));
+    }
+
+    /// Per interface: bytes, packets, errors, drops each way (cumulative).
+    fn net(&mut self, push: &mut impl FnMut(Sample)) {
+        const Q: [(&str, &str); 4] = [
+            ("bytes", "bytes"),
+            ("packets", "count"),
+            ("errors", "count"),
+            ("drops", "count"),
+        ];
+        for d in proc_stat::parse_net_dev(self.net_dev.read()) {
+            let i = component(&d.name);
+            for (k, (q, unit)) in Q.iter().enumerate() {
+                push(Sample::new(
+                    format!("net.{i}.rx_{q}_total"),
+                    unit,
+                    clamp(d.rx[k]),
+                ));
+                push(Sample::new(
+                    format!("net.{i}.tx_{q}_total"),
+                    unit,
+                    clamp(d.tx[k]),
+                ));
+            }
         }
-        let c = |v: u64| v.min(i64::MAX as u64) as i64;
-        if sel.wants_group("vm") {
-            let v = proc_stat::parse_vmstat(self.vmstat.read());
-            push(Sample::new("vm.pgpgin_total".into(), "KiB", c(v.pgpgin)));
-            push(Sample::new("vm.pgpgout_total".into(), "KiB", c(v.pgpgout)));
-            push(Sample::new("vm.pswpin_total".into(), "pages", c(v.pswpin)));
+    }
+
+    /// Per disk: operations, bytes, busy time (cumulative).
+    fn disk(&mut self, push: &mut impl FnMut(Sample)) {
+        for d in proc_stat::parse_diskstats(self.diskstats.read()) {
+            let n = component(&d.name);
             push(Sample::new(
-                "vm.pswpout_total".into(),
-                "pages",
-                c(v.pswpout),
-            ));
-            push(Sample::new(
-                "vm.pgfault_total".into(),
+                format!("disk.{n}.reads_total"),
                 "count",
-                c(v.pgfault),
+                clamp(d.reads),
             ));
             push(Sample::new(
-                "vm.pgmajfault_total".into(),
+                format!("disk.{n}.writes_total"),
                 "count",
-                c(v.pgmajfault),
+                clamp(d.writes),
+            ));
+            push(Sample::new(
+                format!("disk.{n}.read_bytes_total"),
+                "bytes",
+                clamp(d.read_sectors.saturating_mul(512)),
+            ));
+            push(Sample::new(
+                format!("disk.{n}.write_bytes_total"),
+                "bytes",
+                clamp(d.write_sectors.saturating_mul(512)),
+            ));
+            push(Sample::new(
+                format!("disk.{n}.io_ms_total"),
+                "ms",
+                clamp(d.io_ms),
             ));
         }
-        if sel.wants_group("net") {
-            const Q: [(&str, &str); 4] = [
-                ("bytes", "bytes"),
-                ("packets", "count"),
-                ("errors", "count"),
-                ("drops", "count"),
-            ];
-            for d in proc_stat::parse_net_dev(self.net_dev.read()) {
-                let i = component(&d.name);
-                for (k, (q, unit)) in Q.iter().enumerate() {
-                    push(Sample::new(
-                        format!("net.{i}.rx_{q}_total"),
-                        unit,
-                        c(d.rx[k]),
-                    ));
-                    push(Sample::new(
-                        format!("net.{i}.tx_{q}_total"),
-                        unit,
-                        c(d.tx[k]),
-                    ));
-                }
-            }
+    }
+
+    /// Interrupts per line (cumulative).
+    fn irq(&mut self, push: &mut impl FnMut(Sample)) {
+        for l in proc_stat::parse_interrupts(self.interrupts.read()) {
+            push(Sample::new(
+                format!("irq.{}.interrupts_total", component(&l.irq)),
+                "count",
+                clamp(l.count),
+            ));
         }
-        if sel.wants_group("disk") {
-            for d in proc_stat::parse_diskstats(self.diskstats.read()) {
-                let n = component(&d.name);
-                push(Sample::new(
-                    format!("disk.{n}.reads_total"),
-                    "count",
-                    c(d.reads),
-                ));
-                push(Sample::new(
-                    format!("disk.{n}.writes_total"),
-                    "count",
-                    c(d.writes),
-                ));
-                push(Sample::new(
-                    format!("disk.{n}.read_bytes_total"),
-                    "bytes",
-                    c(d.read_sectors.saturating_mul(512)),
-                ));
-                push(Sample::new(
-                    format!("disk.{n}.write_bytes_total"),
-                    "bytes",
-                    c(d.write_sectors.saturating_mul(512)),
-                ));
-                push(Sample::new(
-                    format!("disk.{n}.io_ms_total"),
-                    "ms",
-                    c(d.io_ms),
-                ));
-            }
-        }
-        if sel.wants_group("irq") {
-            for l in proc_stat::parse_interrupts(self.interrupts.read()) {
-                push(Sample::new(
-                    format!("irq.{}.interrupts_total", component(&l.irq)),
-                    "count",
-                    c(l.count),
-                ));
-            }
-        }
-        if sel.wants_group("proc") {
-            let pids = self.finder.pids().to_vec();
-            self.pid_stat.retain(|p, _| pids.contains(p));
-            for pid in pids {
-                let f = self
-                    .pid_stat
-                    .entry(pid)
-                    .or_insert_with(|| proc_stat::ProcFile::new(format!("/proc/{pid}/stat")));
-                let Some(st) = proc_stat::parse_task_stat(f.read()) else {
-                    continue;
-                };
-                let name = component(&st.comm);
-                push(Sample::new(
-                    format!("proc.{name}.{pid}.cpu_ns_total"),
-                    "ns",
-                    c(st.cpu_ticks.saturating_mul(self.ns_per_tick)),
-                ));
-                push(Sample::new(
-                    format!("proc.{name}.{pid}.rss"),
-                    "bytes",
-                    c(st.rss_pages.saturating_mul(self.page_size)),
-                ));
-            }
+    }
+
+    /// CPU time and resident memory of the followed processes.
+    fn processes(&mut self, push: &mut impl FnMut(Sample)) {
+        let pids = self.finder.pids().to_vec();
+        self.pid_stat.retain(|p, _| pids.contains(p));
+        for pid in pids {
+            let f = self
+                .pid_stat
+                .entry(pid)
+                .or_insert_with(|| proc_stat::ProcFile::new(format!("/proc/{pid}/stat")));
+            let Some(st) = proc_stat::parse_task_stat(f.read()) else {
+                continue;
+            };
+            let name = component(&st.comm);
+            push(Sample::new(
+                format!("proc.{name}.{pid}.cpu_ns_total"),
+                "ns",
+                clamp(st.cpu_ticks.saturating_mul(self.ns_per_tick)),
+            ));
+            push(Sample::new(
+                format!("proc.{name}.{pid}.rss"),
+                "bytes",
+                clamp(st.rss_pages.saturating_mul(self.page_size)),
+            ));
         }
     }
 }
