@@ -162,6 +162,42 @@ pub(crate) async fn refuse_busy(stream: tokio::net::TcpStream) {
     let _ = tokio::time::timeout(LINGER, drain).await;
 }
 
+/// Reads and checks the hello and opens the session it names: the hello, its body and
+/// arrival time, the session's name and store sender; `None` if the peer closed first, `Err`
+/// with the reason to refuse it.
+async fn accept_hello<R: AsyncRead + Unpin>(
+    rx: &mut FrameReceiver<R>,
+    ctx: &ConnContext,
+) -> Result<Option<(Hello, Vec<u8>, u64, String, SessionSender)>, End> {
+    let first = tokio::time::timeout(ctx.hello_timeout, rx.next(ctx.hello_timeout)).await;
+    let hello_frame = match first {
+        Err(_) | Ok(Err(FrameError::Idle(_))) => {
+            return Err(End::bad(format!("no hello within {:?}", ctx.hello_timeout)));
+        }
+        Ok(Ok(Received::Frame(f))) => f,
+        Ok(Ok(Received::Eof)) => return Ok(None),
+        Ok(Ok(Received::Shutdown)) => return Err(End::server("server shutting down")),
+        Ok(Err(e)) => return Err(End::from_frame_error(&e)),
+    };
+    if hello_frame.frame_type() != Some(FrameType::Hello) {
+        return Err(End::bad(format!(
+            "expected a hello frame, got type {:#04x}",
+            hello_frame.ty()
+        )));
+    }
+    let hello = Hello::decode_body(hello_frame.body())
+        .map_err(|e| End::bad(format!("invalid hello: {e}")))?;
+    let session_name = session::resolve(&hello.identity.session)
+        .map_err(|e| End::bad(e.to_string()))?
+        .to_owned();
+    let sender = ctx
+        .store
+        .session(&session_name)
+        .map_err(|e| End::server(format!("store unavailable: {}", crate::error::chain(&e))))?;
+    let body = hello_frame.body().to_vec();
+    Ok(Some((hello, body, hello_frame.t_s, session_name, sender)))
+}
+
 /// Serves one connection to completion. Never panics on input; every exit path closes the
 /// socket.
 pub(crate) async fn serve<R, W>(read: R, mut write: W, peer: String, conn_id: u64, ctx: ConnContext)
@@ -179,64 +215,20 @@ where
     );
 
     // Handshake.
-    let first = tokio::time::timeout(ctx.hello_timeout, rx.next(ctx.hello_timeout)).await;
-    let hello_frame = match first {
-        Err(_) | Ok(Err(FrameError::Idle(_))) => {
-            let end = End::bad(format!("no hello within {:?}", ctx.hello_timeout));
-            return refuse(&mut rx, &mut write, &peer, conn_id, end).await;
-        }
-        Ok(Ok(Received::Frame(f))) => f,
-        Ok(Ok(Received::Eof)) => {
-            tracing::debug!(conn = conn_id, %peer, "closed before hello");
-            return;
-        }
-        Ok(Ok(Received::Shutdown)) => {
-            return refuse(
-                &mut rx,
-                &mut write,
-                &peer,
-                conn_id,
-                End::server("server shutting down"),
-            )
-            .await;
-        }
-        Ok(Err(e)) => {
-            let end = End::from_frame_error(&e);
-            return refuse(&mut rx, &mut write, &peer, conn_id, end).await;
-        }
-    };
-    if hello_frame.frame_type() != Some(FrameType::Hello) {
-        let end = End::bad(format!(
-            "expected a hello frame, got type {:#04x}",
-            hello_frame.ty()
-        ));
-        return refuse(&mut rx, &mut write, &peer, conn_id, end).await;
-    }
-    let hello = match Hello::decode_body(hello_frame.body()) {
-        Ok(h) => h,
-        Err(e) => {
-            let end = End::bad(format!("invalid hello: {e}"));
-            return refuse(&mut rx, &mut write, &peer, conn_id, end).await;
-        }
-    };
-    let session_name = match session::resolve(&hello.identity.session) {
-        Ok(s) => s.to_owned(),
-        Err(e) => {
-            return refuse(&mut rx, &mut write, &peer, conn_id, End::bad(e.to_string())).await;
-        }
-    };
-    let sender = match ctx.store.session(&session_name) {
-        Ok(s) => s,
-        Err(e) => {
-            let end = End::server(format!("store unavailable: {}", crate::error::chain(&e)));
-            return refuse(&mut rx, &mut write, &peer, conn_id, end).await;
-        }
-    };
+    let (hello, hello_body, hello_t_s, session_name, sender) =
+        match accept_hello(&mut rx, &ctx).await {
+            Ok(Some(h)) => h,
+            Ok(None) => {
+                tracing::debug!(conn = conn_id, %peer, "closed before hello");
+                return;
+            }
+            Err(end) => return refuse(&mut rx, &mut write, &peer, conn_id, end).await,
+        };
     rx.lift_hello_cap();
     let uid = hello.identity.process_uid;
-    let mut record = Vec::with_capacity(hello_frame.body().len() + 40);
-    wstore::encode_process(&mut record, hello_frame.t_s, conn_id, hello_frame.body());
-    drop(hello_frame);
+    let mut record = Vec::with_capacity(hello_body.len() + 40);
+    wstore::encode_process(&mut record, hello_t_s, conn_id, &hello_body);
+    drop(hello_body);
     if let Err(e) = sender.send(Item::record(record)).await {
         let end = End::server(format!("store unavailable: {e}"));
         return refuse(&mut rx, &mut write, &peer, conn_id, end).await;
