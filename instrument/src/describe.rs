@@ -42,18 +42,24 @@ pub fn table(root: &str, rel: &str, lang: Lang, sha256: &str, sensors: Vec<Senso
     .to_text()
 }
 
-/// True if the crate `file` (a Rust source) belongs to forbids unsafe code: its crate root
-/// (`src/lib.rs` or `src/main.rs` beside the nearest `Cargo.toml`) says
-/// `#![forbid(unsafe_code)]`, so the `.init_array` entry cannot be compiled there and the
-/// crate's sensors are named only with `--manifest`.
+/// True if the crate `file` (a Rust source) belongs to forbids unsafe code, so the
+/// `.init_array` entry cannot be compiled there and the crate's sensors are named only with
+/// `--manifest` (see [`crate_dir`] and [`crate_forbids_unsafe`]).
 pub fn forbids_unsafe(file: &std::path::Path) -> bool {
-    let Some(dir) = file
-        .ancestors()
+    crate_dir(file).is_some_and(|d| crate_forbids_unsafe(&d))
+}
+
+/// The directory of the nearest `Cargo.toml` above `file`.
+pub fn crate_dir(file: &std::path::Path) -> Option<std::path::PathBuf> {
+    file.ancestors()
         .skip(1)
         .find(|d| d.join("Cargo.toml").is_file())
-    else {
-        return false;
-    };
+        .map(std::path::Path::to_path_buf)
+}
+
+/// True if the crate in `dir` has a root (`src/lib.rs` or `src/main.rs`) that says
+/// `#![forbid(unsafe_code)]`.
+pub fn crate_forbids_unsafe(dir: &std::path::Path) -> bool {
     ["src/lib.rs", "src/main.rs"].iter().any(|root| {
         std::fs::read_to_string(dir.join(root)).is_ok_and(|t| {
             t.lines().any(|l| {

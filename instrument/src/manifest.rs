@@ -44,19 +44,22 @@ impl Builder {
         Self::default()
     }
 
-    /// Adds one instrumented file (its original text) and its sensors.
-    pub fn add(&mut self, rel: &str, lang: Lang, original: &str, sensors: &[Sensor]) {
+    /// Adds one instrumented file (its original text) and its sensors; returns the text's
+    /// SHA-256 (the name of its copy under `sources/`).
+    pub fn add(&mut self, rel: &str, lang: Lang, original: &str, sensors: &[Sensor]) -> String {
+        let sha = sha256_hex(original);
         self.files.push((
             wm::SourceFile {
                 path: rel.to_owned(),
                 language: lang.name().to_owned(),
-                sha256: sha256_hex(original),
+                sha256: sha.clone(),
                 lines: crate::edit::line_count(original),
             },
             original.to_owned(),
         ));
         self.sensors
             .extend(sensors.iter().map(|s| wire_sensor(rel, lang, s)));
+        sha
     }
 
     /// Records a problem of file `rel` for the manifest's `problems` list.

@@ -315,11 +315,11 @@ impl Pass {
             self.c_family |= matches!(lang, Lang::C | Lang::Cpp);
             self.rust_sensors |= lang == Lang::Rust;
         }
-        self.manifest.add(&e.rel, lang, &original, &outcome.sensors);
+        let sha = self.manifest.add(&e.rel, lang, &original, &outcome.sensors);
         for p in &outcome.problems {
             self.manifest.problem(&e.rel, p);
         }
-        let table = self.tables.table(&e.rel, lang, &original, &outcome.sensors);
+        let table = self.tables.table(&e.rel, lang, &sha, &outcome.sensors);
         self.report
             .problems
             .extend(outcome.problems.into_iter().map(|p| (e.rel.clone(), p)));
@@ -387,6 +387,8 @@ struct Tables {
     deferred: Vec<(Output, Vec<String>)>,
     /// Rust files left without a table: their crate forbids unsafe code.
     unsafe_forbidden: usize,
+    /// Whether each crate directory seen forbids unsafe code (its root is read once).
+    forbidding: std::collections::HashMap<PathBuf, bool>,
 }
 
 impl Tables {
@@ -396,11 +398,12 @@ impl Tables {
             headers: Default::default(),
             deferred: Vec::new(),
             unsafe_forbidden: 0,
+            forbidding: Default::default(),
         }
     }
 
     /// The table of one file (`None` when nothing is written or it has no sensors).
-    fn table(&self, rel: &str, lang: Lang, src: &str, sensors: &[Sensor]) -> Option<String> {
+    fn table(&self, rel: &str, lang: Lang, sha: &str, sensors: &[Sensor]) -> Option<String> {
         let root = self.root.as_ref()?;
         if sensors.is_empty() {
             return None;
@@ -409,8 +412,7 @@ impl Tables {
             .iter()
             .map(|s| crate::manifest::wire_sensor(rel, lang, s))
             .collect();
-        let sha = crate::manifest::sha256_hex(src);
-        Some(describe::table(root, rel, lang, &sha, ws))
+        Some(describe::table(root, rel, lang, sha, ws))
     }
 
     /// Takes a file and its table: returns the file if it can be written now with that table
@@ -429,7 +431,7 @@ impl Tables {
             return None;
         }
         if let Some(t) = table {
-            if file.lang == Lang::Rust && describe::forbids_unsafe(&file.abs) {
+            if file.lang == Lang::Rust && self.forbids_unsafe(&file.abs) {
                 self.unsafe_forbidden += 1;
                 return Some(file);
             }
@@ -437,6 +439,17 @@ impl Tables {
                 describe::embed(file.lang, &file.text, &[t], &file.rel).unwrap_or(file.text);
         }
         Some(file)
+    }
+
+    /// [`describe::forbids_unsafe`], reading each crate's root once.
+    fn forbids_unsafe(&mut self, file: &Path) -> bool {
+        let Some(dir) = describe::crate_dir(file) else {
+            return false;
+        };
+        *self
+            .forbidding
+            .entry(dir)
+            .or_insert_with_key(|d| describe::crate_forbids_unsafe(d))
     }
 
     /// The C and C++ sources with their own tables and those of the headers they include.

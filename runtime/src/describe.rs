@@ -12,41 +12,32 @@
 use p5_wire::data::{DataHeader, SENSORS_STREAM, Sensors};
 use p5_wire::frame::{self, FrameType};
 use p5_wire::sensors::Table;
-use std::collections::BTreeSet;
+use std::collections::HashSet;
+use std::collections::hash_map::DefaultHasher;
+use std::hash::{BuildHasher as _, BuildHasherDefault};
 use std::sync::Mutex;
 
 /// A table part is cut near this size (a frame may hold 8 MiB).
 const PART_BYTES: usize = 1 << 20;
 
-/// The registered tables, in registration order, and the hashes of their texts (a header's
-/// table comes once from every file that includes it).
-static TABLES: Mutex<(Vec<&'static str>, BTreeSet<u64>)> =
-    Mutex::new((Vec::new(), BTreeSet::new()));
+/// The registered tables, in registration order (a header's table comes once from every file
+/// that includes it; the flusher sends each text once).
+static TABLES: Mutex<Vec<&'static str>> = Mutex::new(Vec::new());
 
-/// Registers one file's sensor table (its text; see `p5_wire::sensors`). Cheap and safe to
-/// call before `main`; the same table registered twice is sent once.
+/// Registers one file's sensor table (its text; see `p5_wire::sensors`). Only stores the
+/// pointer, so it is cheap and safe before `main`; the same table registered twice is sent once.
 pub fn describe(table: &'static str) {
-    let h = std::hash::BuildHasher::hash_one(
-        &std::hash::BuildHasherDefault::<std::collections::hash_map::DefaultHasher>::default(),
-        table,
-    );
-    let mut t = TABLES.lock().unwrap_or_else(|e| e.into_inner());
-    if t.1.insert(h) {
-        t.0.push(table);
-    }
-}
-
-/// Number of tables registered so far.
-pub fn registered() -> usize {
-    TABLES.lock().unwrap_or_else(|e| e.into_inner()).0.len()
+    TABLES.lock().unwrap_or_else(|e| e.into_inner()).push(table);
 }
 
 /// The flusher's side: which tables went out, and the stream's next sequence number.
 #[derive(Debug)]
 pub struct Sender {
     sent: usize,
+    /// Hashes of the texts sent.
+    seen: HashSet<u64>,
     next_seq: u64,
-    /// Tables that did not parse (not sent; counted for the stats).
+    /// Tables that did not parse (not sent).
     pub bad: u64,
 }
 
@@ -54,6 +45,7 @@ impl Default for Sender {
     fn default() -> Self {
         Sender {
             sent: 0,
+            seen: HashSet::new(),
             next_seq: 1,
             bad: 0,
         }
@@ -66,11 +58,15 @@ impl Sender {
     pub fn new_frames(&mut self) -> Vec<Vec<u8>> {
         let fresh: Vec<&'static str> = {
             let t = TABLES.lock().unwrap_or_else(|e| e.into_inner());
-            t.0.get(self.sent..).map(<[_]>::to_vec).unwrap_or_default()
+            t.get(self.sent..).map(<[_]>::to_vec).unwrap_or_default()
         };
         self.sent += fresh.len();
         let mut out = Vec::new();
         for text in fresh {
+            let hasher = BuildHasherDefault::<DefaultHasher>::default();
+            if !self.seen.insert(hasher.hash_one(text)) {
+                continue;
+            }
             let Ok(table) = Table::parse(text) else {
                 self.bad += 1;
                 continue;
