@@ -4,116 +4,18 @@
 //! recorded sensor is named from the tables the instrumented files registered, and clicking
 //! back from a sensor (`p5 web`'s source API) gives the Lua source with the function's lines.
 
+mod lua;
 mod web_get;
 
+use lua::build_lua;
 use p5_tracedb::read;
-use std::path::{Path, PathBuf};
 use std::process::Command;
 use web_get::web_get;
-
-/// Where a crates.io crate's source was unpacked (`cargo metadata` on a throw-away package).
-fn crate_source(name: &str, req: &str, work: &Path) -> PathBuf {
-    let probe = work.join(format!("probe-{name}"));
-    std::fs::create_dir_all(probe.join("src")).unwrap();
-    std::fs::write(
-        probe.join("Cargo.toml"),
-        format!(
-            "[package]\nname = \"probe\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\
-             [dependencies]\n{name} = \"{req}\"\n[workspace]\n"
-        ),
-    )
-    .unwrap();
-    std::fs::write(probe.join("src/lib.rs"), "").unwrap();
-    let out = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(["metadata", "--format-version", "1", "--manifest-path"])
-        .arg(probe.join("Cargo.toml"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "cargo metadata for {name} failed");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let pkg = v["packages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == name)
-        .unwrap();
-    Path::new(pkg["manifest_path"].as_str().unwrap())
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
-
-/// The interpreter's `main` (the crate ships the library without `lua.c`).
-const MAIN: &str = r#"#include <stdio.h>
-#include "lua.h"
-#include "lauxlib.h"
-#include "lualib.h"
-
-int main(int argc, char **argv) {
-    lua_State *L = luaL_newstate();
-    luaL_openlibs(L);
-    if (argc < 2 || luaL_dofile(L, argv[1]) != LUA_OK) {
-        fprintf(stderr, "%s\n", lua_tostring(L, -1));
-        return 1;
-    }
-    lua_close(L);
-    return 0;
-}
-"#;
-
-/// Lua's sources and a `main` instrumented into `work/out` and built as `work/lua`.
-fn build_lua(work: &Path) -> PathBuf {
-    let lua = crate_source("lua-src", "547", work).join("lua-5.4.7");
-    let src = work.join("src");
-    std::fs::create_dir_all(&src).unwrap();
-    for e in std::fs::read_dir(&lua).unwrap().flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
-        if (name.ends_with(".c") || name.ends_with(".h")) && name != "luac.c" && name != "onelua.c"
-        {
-            std::fs::copy(e.path(), src.join(&name)).unwrap();
-        }
-    }
-    std::fs::write(src.join("main.c"), MAIN).unwrap();
-    let out = work.join("out");
-    let report = p5_instrument::run(&p5_instrument::Options {
-        paths: vec![src],
-        out: Some(out.clone()),
-        modes: p5_instrument::Modes {
-            functions: true,
-            ..p5_instrument::Modes::default()
-        },
-        ..p5_instrument::Options::default()
-    })
-    .unwrap();
-    assert!(report.sensors.len() > 1000, "{}", report.sensors.len());
-    let mut sources: Vec<PathBuf> = std::fs::read_dir(&out)
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|x| x == "c"))
-        .collect();
-    sources.sort();
-    let exe = work.join("lua");
-    let lib = p5_instrument::runtime::static_lib().expect("libp5_runtime.a");
-    let st = Command::new("gcc")
-        .args(["-O1", "-w", "-DLUA_USE_LINUX", "-I"])
-        .arg(&out)
-        .arg("-I")
-        .arg(out.join(p5_instrument::runtime::INCLUDE_DIR))
-        .args(&sources)
-        .arg(&lib)
-        .args(["-lm", "-ldl", "-lpthread", "-lrt", "-o"])
-        .arg(&exe)
-        .status()
-        .unwrap();
-    assert!(st.success(), "gcc failed");
-    exe
-}
 
 #[test]
 fn a_recorded_lua_names_its_sensors_and_clicks_back_without_a_manifest() {
     let dir = tempfile::tempdir().unwrap();
-    let exe = build_lua(dir.path());
+    let exe = build_lua(dir.path(), "-O1");
     let script = dir.path().join("work.lua");
     std::fs::write(
         &script,

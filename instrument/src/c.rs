@@ -4,7 +4,9 @@
 //!   The macro declares a guard with `__attribute__((cleanup))` (GCC, Clang; in C++ it acts as
 //!   an RAII object), so the exit is recorded on every way out: `return`, falling off the end,
 //!   `goto` out, C++ exceptions. Not covered: `longjmp` past the frame, `exit()`/`abort()`, and
-//!   threads killed while inside. C++ `constexpr`/`consteval` functions are left alone, and so
+//!   threads killed while inside. A function that calls `setjmp` (or a macro of the file that
+//!   expands to one, like Lua's `LUAI_TRY`) is where a `longjmp` lands: it gets
+//!   `P5_SCOPE_ALWAYS`, never throttled, so its exit closes the scopes the jump skipped. C++ `constexpr`/`consteval` functions are left alone, and so
 //!   are definitions of C library functions (`malloc`, `memcmp`, `write`, … — see
 //!   `INTERPOSED`): a program defines those to interpose on libc, and they run before `main`
 //!   and inside the runtime itself; so are functions the file registers in `.preinit_array`.
@@ -30,6 +32,7 @@
 use crate::include;
 use crate::lang::Lang;
 use crate::region;
+use crate::select::Pin;
 use crate::sensor::{Kind, Problem, Span, parse_literal};
 use crate::tree::{jumps_out, preorder, squash, text};
 use crate::unit::Unit;
@@ -161,6 +164,8 @@ pub struct Walker {
     /// Whether region markers or line regions can occur.
     markers: bool,
     preinit: Vec<String>,
+    /// Macros of this file that expand to a `setjmp` (see [`catches_longjmp`]).
+    catchers: Vec<String>,
     frames: Vec<Frame>,
     defined: HashSet<String>,
     comm: Vec<PendingComm>,
@@ -185,6 +190,7 @@ impl Walker {
             roles: roles(&u.lang.grammar()),
             markers,
             preinit: preinit_functions(src),
+            catchers: setjmp_macros(src),
             frames: Vec::new(),
             defined: HashSet::new(),
             comm: Vec::new(),
@@ -201,6 +207,7 @@ impl Walker {
         let Walker {
             roles,
             preinit,
+            catchers,
             frames,
             defined,
             comm,
@@ -297,7 +304,8 @@ impl Walker {
                             && !preinit.contains(&bare)
                             && u.selected(&qualified, &bare);
                         if selected && u.modes.functions {
-                            function_sensor(u, n, &qualified);
+                            let catches = catches_longjmp(text(n, src), catchers);
+                            function_sensor(u, n, &qualified, catches);
                         }
                         defs.push(n);
                         // Calls in a body with unreadable lines are left alone: error
@@ -617,7 +625,87 @@ fn first_statement(block: Node<'_>) -> Option<Node<'_>> {
     block.named_children(&mut c).find(|n| n.kind() != "comment")
 }
 
-fn function_sensor(u: &mut Unit<'_>, def: Node<'_>, name: &str) {
+/// `setjmp` and its kin: a function calling one of these is where a `longjmp` lands.
+const SETJMP: &[&str] = &[
+    "setjmp",
+    "_setjmp",
+    "sigsetjmp",
+    "__sigsetjmp",
+    "__builtin_setjmp",
+];
+
+/// Names of the function-like macros this file defines that expand to a `setjmp` (directly
+/// or through another such macro), e.g. Lua's `LUAI_TRY`.
+fn setjmp_macros(src: &str) -> Vec<String> {
+    if !src.contains("setjmp") {
+        return Vec::new();
+    }
+    // (name, body) of every `#define NAME(` with its continuation lines.
+    let mut defs = Vec::new();
+    let mut lines = src.lines();
+    while let Some(line) = lines.next() {
+        let t = line.trim_start();
+        let Some(rest) = t.strip_prefix('#').map(str::trim_start) else {
+            continue;
+        };
+        let Some(rest) = rest.strip_prefix("define") else {
+            continue;
+        };
+        let rest = rest.trim_start();
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        let mut body = rest[name.len()..].to_owned();
+        let mut last = line;
+        while last.trim_end().ends_with('\\') {
+            let Some(next) = lines.next() else { break };
+            body.push_str(next);
+            last = next;
+        }
+        if !name.is_empty() && body.starts_with('(') {
+            defs.push((name, body));
+        }
+    }
+    let mut found: Vec<String> = Vec::new();
+    loop {
+        let before = found.len();
+        for (name, body) in &defs {
+            if !found.contains(name)
+                && (calls_any(body, SETJMP.iter().copied())
+                    || calls_any(body, found.iter().map(String::as_str)))
+            {
+                found.push(name.clone());
+            }
+        }
+        if found.len() == before {
+            return found;
+        }
+    }
+}
+
+/// Whether `text` calls (`name(` as a whole word) one of `names`.
+fn calls_any<'a>(text: &str, names: impl IntoIterator<Item = &'a str>) -> bool {
+    let word = |c: char| c.is_alphanumeric() || c == '_';
+    names.into_iter().any(|name| {
+        text.match_indices(name).any(|(i, _)| {
+            let before = text[..i].chars().next_back();
+            let after = text[i + name.len()..].trim_start();
+            !before.is_some_and(word) && after.starts_with('(')
+        })
+    })
+}
+
+/// Whether a function's text calls `setjmp` (or a macro of `catchers` that does): a
+/// `longjmp` may land there, leaving the scopes it skipped without their exits. Such a
+/// function is recorded on every call (`P5_SCOPE_ALWAYS`, unless the selection file pins it),
+/// so its exit closes the abandoned scopes even when everything around it is throttled.
+fn catches_longjmp(def_text: &str, catchers: &[String]) -> bool {
+    (def_text.contains("jmp") && calls_any(def_text, SETJMP.iter().copied()))
+        || (!catchers.is_empty() && calls_any(def_text, catchers.iter().map(String::as_str)))
+}
+
+fn function_sensor(u: &mut Unit<'_>, def: Node<'_>, name: &str, catches: bool) {
     let Some(body) = def.child_by_field_name("body") else {
         return;
     };
@@ -630,7 +718,11 @@ fn function_sensor(u: &mut Unit<'_>, def: Node<'_>, name: &str) {
         .add(Kind::Function, name, name, Span::of(def), existing);
     if existing.is_none() {
         let lit = u.lit(id);
-        let guard = u.pin(name, bare_name(name)).c_macro();
+        let pin = match u.pin(name, bare_name(name)) {
+            Pin::Auto if catches => Pin::Always,
+            pin => pin,
+        };
+        let guard = pin.c_macro();
         u.edits
             .open(body.start_byte() + 1, format!(" {guard}({lit});"));
     }
@@ -1050,5 +1142,49 @@ mod tests {
             ),
             ["late"]
         );
+    }
+
+    #[test]
+    fn functions_where_a_longjmp_lands_are_never_throttled() {
+        let src = "#include <setjmp.h>\n\
+                   #define TRY(c, a) if (_setjmp((c)->b) == 0) { a }\n\
+                   #define TRY2(c, a) \\\n  TRY(c, a)\n\
+                   struct jb { jmp_buf b; };\n\
+                   static int leaf(int x) { return x + 1; }\n\
+                   int guarded(struct jb *c) { TRY(c, leaf(1);); return 0; }\n\
+                   int guarded2(struct jb *c) { TRY2(c, leaf(2);); return 0; }\n\
+                   int direct(void) { jmp_buf b; if (sigsetjmp(b, 1) == 0) return 1; return 0; }\n\
+                   int mentions(void) { int TRYX = 1, mysetjmp = 2; return TRYX + mysetjmp; }\n";
+        let out = instrument(
+            Lang::C,
+            "t.c",
+            src,
+            Modes {
+                functions: true,
+                ..Modes::default()
+            },
+            &Selection::all(),
+        );
+        let guard_of = |f: &str| {
+            let line = out
+                .text
+                .lines()
+                .find(|l| l.contains(&format!(" {f}(")))
+                .unwrap();
+            line.split(['{', ';'])
+                .nth(1)
+                .unwrap()
+                .trim()
+                .split('(')
+                .next()
+                .unwrap()
+                .to_owned()
+        };
+        assert_eq!(guard_of("leaf"), "P5_SCOPE");
+        assert_eq!(guard_of("guarded"), "P5_SCOPE_ALWAYS");
+        assert_eq!(guard_of("guarded2"), "P5_SCOPE_ALWAYS");
+        assert_eq!(guard_of("direct"), "P5_SCOPE_ALWAYS");
+        assert_eq!(guard_of("mentions"), "P5_SCOPE");
+        assert_eq!(super::setjmp_macros(src), ["TRY", "TRY2"]);
     }
 }

@@ -10,10 +10,11 @@
 //! file of one more recorded run (local-file mode, decoded with `p5_wire`) — the events
 //! recorded, the sensors throttled and the calls they only counted, and the events dropped. Needs gcc and the crates (network or a warm cargo cache).
 //!
-//! Two more lines per program run the builds compiled with `-DP5_NO_INLINE` (every guard
+//! Three more lines per program run the builds compiled with `-DP5_NO_INLINE` (every guard
 //! calls `p5_enter`/`p5_exit`, nothing is throttled) and `-DP5_CALL_RECORD` (recorded calls
 //! go through `p5_site_enter`/`p5_site_exit` instead of writing the ring inline), throttling
-//! off: the guard variants measured inside a real program.
+//! off — the guard variants measured inside a real program —, and `-DP5_SAMPLE_MASK=0`
+//! with default settings: every throttled call timed, so every long one can be recorded.
 //!
 //! First it prints the C microbenchmark of the inlined guard (`benches/c/inline.c`).
 //!
@@ -138,13 +139,20 @@ fn gcc(src: &Path, main: &Path, extra: &[&str], out: &Path) {
     assert!(st.success(), "gcc failed for {}", out.display());
 }
 
+/// An instrumented build with other guard flags: label, executable, settings it runs with.
+type Variant = (
+    &'static str,
+    PathBuf,
+    &'static [(&'static str, &'static str)],
+);
+
 /// One program: plain and instrumented executables and their arguments.
 struct Program {
     name: &'static str,
     plain: PathBuf,
     p5: PathBuf,
-    /// The same instrumented build with other guard flags: `(label, executable)`.
-    variants: Vec<(&'static str, PathBuf)>,
+    /// The same instrumented build with other guard flags.
+    variants: Vec<Variant>,
     args: Vec<String>,
 }
 
@@ -178,13 +186,19 @@ fn build(
     gcc(&out, &main, &[&inc, lib.to_str().expect("utf-8 path")], &p5);
     let lib = lib.to_str().expect("utf-8 path");
     let mut variants = Vec::new();
-    for (label, flag) in [
-        ("P5_NO_INLINE", "-DP5_NO_INLINE"),
-        ("P5_CALL_RECORD", "-DP5_CALL_RECORD"),
+    const OFF: &[(&str, &str)] = &[("P5_THROTTLE", "off")];
+    for (label, flag, env) in [
+        ("P5_NO_INLINE, throttle off", "-DP5_NO_INLINE", OFF),
+        ("P5_CALL_RECORD, throttle off", "-DP5_CALL_RECORD", OFF),
+        (
+            "P5_SAMPLE_MASK=0 (every throttled call timed)",
+            "-DP5_SAMPLE_MASK=0",
+            &[],
+        ),
     ] {
         let exe = dir.join(format!("p5-{flag}"));
         gcc(&out, &main, &[&inc, flag, lib], &exe);
-        variants.push((label, exe));
+        variants.push((label, exe, env));
     }
     Program {
         name,
@@ -425,9 +439,8 @@ fn main() {
     for p in &programs {
         bench((p, &p.p5), "default", &[], runs, (&work, &addr));
         bench((p, &p.p5), "P5_THROTTLE=off", &off, runs, (&work, &addr));
-        for (label, exe) in &p.variants {
-            let setting = format!("{label}, throttle off");
-            bench((p, exe), &setting, &off, runs, (&work, &addr));
+        for (label, exe, env) in &p.variants {
+            bench((p, exe), label, env, runs, (&work, &addr));
         }
     }
     let _ = server.kill();

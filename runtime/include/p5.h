@@ -10,7 +10,7 @@
  * Configuration is read from the environment at initialisation: P5_LOGSERVER (host:port,
  * default 127.0.0.1:28725), P5_DIR (spool directory; alone it selects local-file mode),
  * P5_SESSION, P5_DISABLE=1, P5_EXIT_TIMEOUT_MS (default 3000), P5_RING (slots per thread,
- * default 1M), P5_FULL=drop|wait, P5_THROTTLE=N,T|off, P5_FLUSH_MS, P5_CLOCK=mono, P5_DISCARD=1.
+ * default 1M), P5_FULL=grace|drop|wait, P5_THROTTLE=N,T|off, P5_FLUSH_MS, P5_CLOCK=mono, P5_DISCARD=1.
  */
 #ifndef P5_H
 #define P5_H
@@ -79,13 +79,21 @@ static inline void p5_mark_inline(uint64_t sensor) {
  * code; no difference beyond the noise in the real programs measured, ARCHITECTURE.md).
  * Throttling (TAU's rule, P5_THROTTLE=N,T, default 1000,10us):
  * after N timed calls with a mean below T a site stops recording and only counts calls;
- * every 64th call is still timed and recorded if it takes longer than T. The selection
+ * every 64th call is still timed and recorded if it takes longer than T, and a site that has
+ * shown a call longer than T (before throttling or a timed one after) is timed on every call
+ * from then on, so each of its long calls is recorded. The selection
  * file can pin a site on (P5_SCOPE_ALWAYS: always recorded) or off (P5_SCOPE_COUNT:
  * counted only). Counts are relaxed loads and stores: exact for one thread, possibly a few
  * short when threads race on one site. Without x86-64 (or with -DP5_NO_INLINE, or where
  * the runtime does not use the TSC) the guard calls p5_enter/p5_exit and never throttles. */
 
 #define P5_ALWAYS_INLINE_ static inline __attribute__((always_inline))
+
+/* A throttled call is timed when (calls & P5_SAMPLE_MASK) == 0: every 64th by default;
+ * -DP5_SAMPLE_MASK=0 times (and so can record) every long call, at two rdtsc per call. */
+#ifndef P5_SAMPLE_MASK
+#define P5_SAMPLE_MASK 63
+#endif
 
 enum p5_site_state { P5_SITE_AUTO = 0, P5_SITE_ALWAYS = 1, P5_SITE_THROTTLED = 2, P5_SITE_COUNT = 3 };
 
@@ -97,7 +105,7 @@ typedef struct p5_site {
     uint32_t state;    /* enum p5_site_state */
     uint32_t listed;   /* on the runtime's report list */
     uint64_t since;    /* TSC when throttled */
-    uint64_t recorded; /* long calls recorded while throttled */
+    uint64_t recorded; /* calls longer than T recorded (before throttling and after) */
     struct p5_site *next;
 } p5_site_t;
 
@@ -108,6 +116,7 @@ void p5_site_exit(p5_site_t *site, uint64_t sensor, uint64_t t0);
 void p5_site_throttle(p5_site_t *site);
 void p5_site_list(p5_site_t *site);
 void p5_site_long(p5_site_t *site, uint64_t t0, uint64_t t1);
+void p5_site_saw_long(p5_site_t *site);
 void p5_push_slow(uint32_t kind, uint64_t t, uint64_t sensor);
 /* Calls before the rule applies (0: off or not calibrated yet) and its bound in TSC ticks. */
 extern uint64_t p5_throttle_calls;
@@ -187,7 +196,8 @@ P5_ALWAYS_INLINE_ p5_scope_t p5_scope_begin_site(p5_site_t *site, uint64_t senso
         if (st >= P5_SITE_THROTTLED) {
             if (__builtin_expect(!__atomic_load_n(&site->listed, __ATOMIC_RELAXED), 0))
                 p5_site_list(site);
-            if (c & 63) {
+            /* Sites that have shown a call longer than T are timed on every call. */
+            if ((c & P5_SAMPLE_MASK) && !__atomic_load_n(&site->recorded, __ATOMIC_RELAXED)) {
                 s.on = P5_COUNTED_;
                 return s;
             }
@@ -238,6 +248,8 @@ P5_ALWAYS_INLINE_ void p5_scope_end(p5_scope_t *s) {
         p5_push_(r, 1, t, s->sensor);
     else
         p5_push_slow(1, t, s->sensor);
+    if (__builtin_expect(dt > __atomic_load_n(&p5_throttle_ticks, __ATOMIC_RELAXED), 0))
+        p5_site_saw_long(site);
     uint64_t n = __atomic_load_n(&p5_throttle_calls, __ATOMIC_RELAXED);
     if (__builtin_expect(n != 0 && timed >= n, 0) &&
         ticks < timed * __atomic_load_n(&p5_throttle_ticks, __ATOMIC_RELAXED) &&

@@ -9,7 +9,7 @@
 //! | `P5_SESSION` | session name sent in the handshake and used in file names | empty |
 //! | `P5_EXIT_TIMEOUT_MS` | how long exit and [`crate::flush`] wait for acknowledgements | 3000 |
 //! | `P5_RING` (or `P5_RING_SLOTS`) | slots per thread ring (rounded up to a power of two, 16 bytes each; `K`/`M` suffixes multiply by 1024 / 1024²) | 1M (16 MiB, touched only as it fills) |
-//! | `P5_FULL=drop\|wait` | a full ring drops and counts (the application never waits), or waits for the flusher (a complete trace, perturbed) | `drop` |
+//! | `P5_FULL=grace[,D]\|drop\|wait` | a full ring waits for the flusher while it frees room, and drops and counts once it has freed nothing for `D` (default 50 ms; the wait is reported at exit); drops at once (the application never waits); or waits however long (a complete trace, perturbed) | `grace,50ms` |
 //! | `P5_THROTTLE=N,T` or `off` | a scope sensor (`P5_SCOPE`) that fired `N` times with a mean below `T` (`10us`, `500ns`, plain numbers are µs) only counts calls from then on; calls longer than `T` are still recorded | `1000,10us` |
 //! | `P5_FLUSH_MS` | flusher period | 20 |
 //! | `P5_CLOCK=mono` | use CLOCK_MONOTONIC even where the TSC is invariant | TSC if invariant |
@@ -100,7 +100,7 @@ impl Default for Config {
             ring_slots: DEFAULT_RING_SLOTS,
             flush_interval: Duration::from_millis(20),
             allow_tsc: true,
-            full: Full::Drop,
+            full: Full::default(),
             throttle: Some(Throttle::default()),
         }
     }
@@ -209,7 +209,14 @@ impl Config {
         }
         c.full = match get("P5_FULL").as_ref().and_then(|v| v.to_str()) {
             Some(v) if v.trim() == "wait" => Full::Wait,
-            _ => Full::Drop,
+            Some(v) if v.trim() == "drop" => Full::Drop,
+            Some(v) => v
+                .trim()
+                .strip_prefix("grace")
+                .and_then(|d| d.strip_prefix([',', ':']))
+                .and_then(duration_ns)
+                .map_or(Full::default(), |ns| Full::Grace(Duration::from_nanos(ns))),
+            None => Full::default(),
         };
         if let Some(t) = throttle(get("P5_THROTTLE")) {
             c.throttle = t;
@@ -282,7 +289,7 @@ mod tests {
     fn ring_full_and_throttle() {
         let d = cfg(&[]);
         assert_eq!(d.ring_slots, DEFAULT_RING_SLOTS);
-        assert_eq!(d.full, Full::Drop);
+        assert_eq!(d.full, Full::Grace(crate::ring::GRACE));
         assert_eq!(d.throttle, Some(Throttle::default()));
         assert_eq!(cfg(&[("P5_RING", "256K")]).ring_slots, 256 << 10);
         assert_eq!(cfg(&[("P5_RING", "2m")]).ring_slots, 2 << 20);
@@ -294,6 +301,11 @@ mod tests {
         assert_eq!(cfg(&[("P5_RING", "x")]).ring_slots, DEFAULT_RING_SLOTS);
         assert_eq!(cfg(&[("P5_FULL", "wait")]).full, Full::Wait);
         assert_eq!(cfg(&[("P5_FULL", "drop")]).full, Full::Drop);
+        assert_eq!(cfg(&[("P5_FULL", "grace")]).full, Full::default());
+        assert_eq!(
+            cfg(&[("P5_FULL", "grace,5ms")]).full,
+            Full::Grace(Duration::from_millis(5))
+        );
         assert_eq!(cfg(&[("P5_THROTTLE", "off")]).throttle, None);
         let t = |v: &str| cfg(&[("P5_THROTTLE", v)]).throttle;
         assert_eq!(

@@ -59,6 +59,8 @@ struct Stream {
     ring: RingPtr,
     next_seq: u64,
     dropped_seen: u64,
+    /// Full-ring waits and their ns already added to the counters.
+    waits_seen: (u64, u64),
 }
 
 impl Stream {
@@ -220,6 +222,7 @@ impl Flusher {
                 ring: r,
                 next_seq: 0,
                 dropped_seen: 0,
+                waits_seen: (0, 0),
             });
         }
         let bounds: Vec<(bool, u64)> = self
@@ -267,6 +270,10 @@ impl Flusher {
             let d = s.ring().dropped();
             add(&self.p.counters.dropped, d - s.dropped_seen);
             s.dropped_seen = d;
+            let w = s.ring().waits();
+            add(&self.p.counters.waits, w.0 - s.waits_seen.0);
+            add(&self.p.counters.held_ns, w.1 - s.waits_seen.1);
+            s.waits_seen = w;
         }
         let mut k = 0;
         let mut gone = Vec::new();
@@ -318,6 +325,7 @@ impl Flusher {
         let start = Instant::now();
         let deadline = start + self.p.config.exit_timeout;
         self.drain();
+        report_waits(&self.p.counters.snapshot());
         // Nothing is drained after this: `P5_FULL=wait` producers drop from now on.
         self.p.waker.set_consumer_gone(true);
         // One wait, bounded by the deadline: at most one connection attempt of its own. An
@@ -352,6 +360,27 @@ impl Flusher {
         self.outbox
             .close(deadline.max(Instant::now() + Duration::from_millis(100)));
     }
+}
+
+/// Tells the user, once at exit, how long full rings held the program (the price of a
+/// complete trace under `P5_FULL=grace` or `wait`), and how many events were lost.
+fn report_waits(st: &crate::stats::Stats) {
+    if st.waits == 0 && st.dropped == 0 {
+        return;
+    }
+    let mut msg = String::from("p5:");
+    if st.waits > 0 {
+        msg += &format!(
+            " full event buffers held the program {:.1} ms in {} waits for the flusher;",
+            st.held_ns as f64 / 1e6,
+            st.waits
+        );
+    }
+    if st.dropped > 0 {
+        msg += &format!(" {} events were lost to full buffers;", st.dropped);
+    }
+    msg += " P5_RING sets the buffer size (P5_FULL=drop never waits, P5_FULL=wait never drops)";
+    crate::fdtable::warn(&msg);
 }
 
 /// Drains one ring up to `head` into frames.

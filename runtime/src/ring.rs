@@ -8,10 +8,12 @@
 //! The hot path compares `head + n` with a producer-private `limit` and nothing else: `limit`
 //! is where the producer must next look at `tail`, which is either "half full" (so it can wake
 //! the flusher early through its doorbell) or "full". Only that slow path loads the consumer's line. When
-//! the ring is full the record is dropped and counted in `dropped`, which the flusher ships
-//! in-band in every `Events` frame; the application never waits — unless the ring was made
-//! with [`Full::Wait`] (`P5_FULL=wait`), where the producer rings the doorbell and yields until
-//! the flusher has freed room (or is gone, when it drops after all).
+//! the ring is full the producer rings the doorbell and yields the CPU to the flusher while it
+//! frees room ([`Full::Grace`], the default: on a machine whose cores are all busy the flusher
+//! can be starved); when the flusher frees nothing for 50 ms it drops the record and counts it
+//! in `dropped`, which the flusher ships in-band in every `Events` frame. With [`Full::Drop`] (`P5_FULL=drop`) the application
+//! never waits; with [`Full::Wait`] (`P5_FULL=wait`) it yields until the flusher has freed
+//! room (or is gone, when it drops after all).
 //!
 //! No false sharing: the consumer keeps its own copies of the slot pointer and mask on its
 //! line, so reading slots never touches the producer's line; it reads the producer's `head`
@@ -28,6 +30,19 @@ use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::cell::UnsafeCell;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+/// How long a [`Full::Grace`] ring waits for a flusher that frees nothing before it drops,
+/// by default. A starved flusher on a busy 2-core machine can go 10–20 ms without a turn.
+pub const GRACE: Duration = Duration::from_millis(50);
+
+impl Default for Full {
+    fn default() -> Self {
+        Full::Grace(GRACE)
+    }
+}
+/// How long a ring whose grace ran out drops at once.
+pub const GRACE_PAUSE: Duration = Duration::from_secs(1);
 
 /// Everything the hot path touches, on one cache line: the producer's cursor and limit, and
 /// the immutable slot pointer, mask, tick base and clock choice.
@@ -44,6 +59,12 @@ struct Producer {
     /// What a full ring does.
     full: Full,
     dropped: AtomicU64,
+    /// Times the producer waited for the flusher on a full ring.
+    waits: AtomicU64,
+    /// The time it waited in all, ns.
+    held_ns: AtomicU64,
+    /// [`Full::Grace`]: no grace before this instant (set when a grace wait ran out).
+    grace_off_until: UnsafeCell<Option<Instant>>,
 }
 
 /// Consumer-owned fields (another cache line), with the consumer's copies of the immutable
@@ -58,11 +79,18 @@ struct Consumer {
 }
 
 /// What the producer does when its ring is full (`P5_FULL`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Full {
-    /// Drop the record and count it: the application never waits (the default).
-    #[default]
+    /// Drop the record and count it: the application never waits.
     Drop,
+    /// The default ([`GRACE`]): wake the flusher and yield the CPU to it while it frees
+    /// room, giving up (drop and count) once it has freed nothing for this long. On a
+    /// machine whose cores are all busy the flusher can be starved while the producer runs;
+    /// yielding lets it catch up instead of losing a stretch of trace, and the time waited is
+    /// counted and reported. A grace given up (the flusher is blocked, not starved) is not
+    /// tried again for [`GRACE_PAUSE`], so a stuck consumer costs the application at most one
+    /// stall per pause.
+    Grace(Duration),
     /// Wake the flusher and wait for room: a complete trace at the price of stalls. Drops
     /// only once the flusher is gone (process exit).
     Wait,
@@ -119,7 +147,7 @@ impl Ring {
         waker: &'static Waker,
         meta: StreamMeta,
     ) -> Option<Self> {
-        Self::with_full(slots, base, tsc, Full::Drop, waker, meta)
+        Self::with_full(slots, base, tsc, Full::default(), waker, meta)
     }
 
     /// [`Ring::new`] with a choice of what a full ring does.
@@ -145,6 +173,9 @@ impl Ring {
                 tsc,
                 full,
                 dropped: AtomicU64::new(0),
+                waits: AtomicU64::new(0),
+                held_ns: AtomicU64::new(0),
+                grace_off_until: UnsafeCell::new(None),
             },
             c: Consumer {
                 tail: AtomicU64::new(0),
@@ -279,8 +310,12 @@ impl Ring {
         if head.wrapping_sub(tail) + n > half {
             self.waker.wake();
         }
-        if head.wrapping_sub(tail) + n > self.cap && self.p.full == Full::Wait {
-            tail = self.wait_for_room(head, n);
+        if head.wrapping_sub(tail) + n > self.cap {
+            match self.p.full {
+                Full::Wait => tail = self.held(head, n, None),
+                Full::Grace(d) => tail = self.grace(head, n, tail, d),
+                Full::Drop => {}
+            }
         }
         let used = head.wrapping_sub(tail);
         let limit = if used + n > self.cap {
@@ -300,16 +335,55 @@ impl Ring {
         used + n <= self.cap
     }
 
-    /// `P5_FULL=wait`: rings the doorbell and yields until the flusher freed room for `n`
-    /// slots or is gone; returns the last tail seen.
+    /// [`Full::Grace`]: waits for room while the flusher makes progress (gives up after
+    /// `stall` without any), unless a grace gave up less than [`GRACE_PAUSE`] ago; returns
+    /// the last tail seen.
+    fn grace(&self, head: u64, n: u64, tail: u64, stall: Duration) -> u64 {
+        // SAFETY: producer-private field.
+        let off = unsafe { &mut *self.p.grace_off_until.get() };
+        if off.is_some_and(|until| Instant::now() < until) {
+            return tail;
+        }
+        let tail = self.held(head, n, Some(stall));
+        *off = (head.wrapping_sub(tail) + n > self.cap).then(|| Instant::now() + GRACE_PAUSE);
+        tail
+    }
+
+    /// [`Ring::wait_for_room`], counted in `waits` and `held_ns`.
+    fn held(&self, head: u64, n: u64, stall: Option<Duration>) -> u64 {
+        let start = Instant::now();
+        let tail = self.wait_for_room(head, n, stall);
+        let ns = start.elapsed().as_nanos().min(u64::MAX as u128) as u64;
+        // Single writer: plain loads and stores.
+        let w = self.p.waits.load(Ordering::Relaxed);
+        self.p.waits.store(w + 1, Ordering::Relaxed);
+        let h = self.p.held_ns.load(Ordering::Relaxed);
+        self.p
+            .held_ns
+            .store(h.saturating_add(ns), Ordering::Relaxed);
+        tail
+    }
+
+    /// Rings the doorbell and yields until the flusher freed room for `n` slots, is gone, or
+    /// has freed nothing for `stall` (`P5_FULL=wait`: no limit); returns the last tail seen.
     #[cold]
     #[inline(never)]
-    fn wait_for_room(&self, head: u64, n: u64) -> u64 {
+    fn wait_for_room(&self, head: u64, n: u64, stall: Option<Duration>) -> u64 {
         let mut spins = 0u32;
+        let mut seen = self.c.tail.load(Ordering::Acquire);
+        let mut progress = Instant::now();
         loop {
             let tail = self.c.tail.load(Ordering::Acquire);
             if head.wrapping_sub(tail) + n <= self.cap || self.waker.consumer_gone() {
                 return tail;
+            }
+            if let Some(stall) = stall.filter(|_| spins >= 64) {
+                let now = Instant::now();
+                if tail != seen {
+                    (seen, progress) = (tail, now);
+                } else if now.duration_since(progress) >= stall {
+                    return tail;
+                }
             }
             self.waker.wake();
             spins += 1;
@@ -321,6 +395,15 @@ impl Ring {
                 std::thread::sleep(std::time::Duration::from_micros(50));
             }
         }
+    }
+
+    /// Times the producer found the ring full and waited for the flusher ([`Full::Grace`],
+    /// [`Full::Wait`]), and the time it waited in all, ns.
+    pub fn waits(&self) -> (u64, u64) {
+        (
+            self.p.waits.load(Ordering::Relaxed),
+            self.p.held_ns.load(Ordering::Relaxed),
+        )
     }
 
     /// Marks the stream ended (the thread is exiting). Producer only, after its last event.
@@ -442,7 +525,7 @@ mod tests {
 
     #[test]
     fn full_ring_drops_and_counts() {
-        let r = Ring::new(64, 0, false, waker(), StreamMeta::default()).unwrap();
+        let r = Ring::with_full(64, 0, false, Full::Drop, waker(), StreamMeta::default()).unwrap();
         for i in 0..100 {
             r.push_simple(Kind::Enter, i);
         }
@@ -539,5 +622,55 @@ mod tests {
         }
         prod.join().unwrap();
         assert_eq!(seen + r.dropped(), N);
+    }
+
+    /// The default: a full ring yields to a consumer that catches up and loses nothing.
+    #[test]
+    fn grace_waits_for_a_consumer_that_catches_up() {
+        let grace = Full::Grace(Duration::from_secs(60));
+        let r: &'static Ring = Box::leak(Box::new(
+            Ring::with_full(64, 0, false, grace, waker(), StreamMeta::default()).unwrap(),
+        ));
+        const N: u64 = 5_000;
+        let prod = std::thread::spawn(move || {
+            for i in 0..N {
+                r.push_simple(Kind::Mark, i);
+            }
+            r.close();
+        });
+        let mut seen = 0;
+        loop {
+            let closed = r.is_closed();
+            seen += drain(r).len() as u64;
+            if closed {
+                break;
+            }
+            // A slow consumer: the ring fills while it sleeps.
+            std::thread::sleep(Duration::from_micros(200));
+        }
+        prod.join().unwrap();
+        assert_eq!((seen, r.dropped()), (N, 0));
+        assert!(r.waits().0 > 0, "the ring never filled");
+    }
+
+    /// A grace given up (the consumer is alive but frees nothing) drops, and the next full
+    /// pushes drop at once instead of waiting again.
+    #[test]
+    fn a_grace_that_runs_out_is_not_tried_again_at_once() {
+        let grace = Full::Grace(Duration::from_millis(1));
+        let r = Ring::with_full(64, 0, false, grace, waker(), StreamMeta::default()).unwrap();
+        for i in 0..200 {
+            r.push_simple(Kind::Enter, i);
+        }
+        assert_eq!((r.published(), r.dropped(), r.waits().0), (64, 136, 1));
+        assert!(r.waits().1 >= 1_000_000, "held {} ns", r.waits().1);
+        // The consumer is gone: no grace at all.
+        let w = waker();
+        w.set_consumer_gone(true);
+        let r = Ring::with_full(64, 0, false, Full::default(), w, StreamMeta::default()).unwrap();
+        for i in 0..100 {
+            r.push_simple(Kind::Enter, i);
+        }
+        assert_eq!((r.published(), r.dropped()), (64, 36));
     }
 }

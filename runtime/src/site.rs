@@ -12,14 +12,19 @@
 //!                  (mean below T): p5_site_throttle → THROTTLED
 //! state ALWAYS     pinned on by the selection file: record every call, never throttle
 //! state THROTTLED  count the call (no clock read); every 64th call is timed, and a timed
-//!                  call longer than T is recorded (enter and exit) — the mean stays known
+//!                  call longer than T is recorded (enter and exit) — the mean stays known;
+//!                  a site that has shown a call longer than T (`recorded` > 0: before
+//!                  throttling, or a timed one after) is timed on every call instead
 //! state COUNT      pinned off by the selection file: THROTTLED from the first call
 //! ```
 //!
-//! Why no clock read on a throttled call: on this machine one `rdtsc` costs about as much as
-//! a tiny function (2 reads ≈ 45 ns per call against ≈ 4 ns for a leaf call), so timing
-//! every call would keep most of the perturbation throttling exists to remove. The price:
-//! a long call of a throttled sensor is recorded only if it is one of the timed ones.
+//! Why no clock read on most throttled calls: on this machine one `rdtsc` costs about as
+//! much as a tiny function (≈ 9 ns a read against ≈ 4 ns for a leaf call); timing every
+//! throttled call took the Lua workload from 2.2× to 6.3× its uninstrumented time
+//! (`-DP5_SAMPLE_MASK=0`, `cargo bench -p p5-runtime --bench lua`). So only the sites that
+//! have shown a long call pay for timing every call. The price: a site whose first N calls
+//! and sampled calls were all short can have long calls unrecorded until a sampled one is
+//! long.
 //!
 //! Counters are updated with relaxed loads and stores, not locked read-modify-writes: exact
 //! for a site used by one thread, possibly short by a few calls when threads race on it.
@@ -59,7 +64,8 @@ pub struct Site {
     pub listed: AtomicU32,
     /// Raw ticks when throttled (or first counted).
     pub since: AtomicU64,
-    /// Long calls recorded while throttled.
+    /// Calls longer than the bound recorded (before throttling, and timed ones after); once
+    /// non-zero a throttled site times every call.
     pub recorded: AtomicU64,
     /// Next site on the report list.
     pub next: AtomicPtr<Site>,
@@ -235,11 +241,28 @@ pub unsafe extern "C" fn p5_site_long(site: *mut Site, t0: u64, t1: u64) {
     let Some(s) = (unsafe { site_ref(site) }) else {
         return;
     };
-    s.recorded
-        .store(s.recorded.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    saw_long(s);
     let id = s.sensor.load(Ordering::Relaxed);
     crate::sensor::emit_raw(Kind::Enter, t0, id);
     crate::sensor::emit_raw(Kind::Exit, t1, id);
+}
+
+/// A recorded call of an unthrottled site lasted longer than the bound: counts it, so the
+/// site times every call once throttled.
+///
+/// # Safety
+/// `site` is null or a static `struct p5_site`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn p5_site_saw_long(site: *mut Site) {
+    // SAFETY: per the contract.
+    if let Some(s) = unsafe { site_ref(site) } {
+        saw_long(s);
+    }
+}
+
+fn saw_long(s: &Site) {
+    s.recorded
+        .store(s.recorded.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
 }
 
 /// A recorded call of a site begins (guards built with `-DP5_CALL_RECORD`): stamps the TSC,
@@ -269,10 +292,11 @@ pub unsafe extern "C" fn p5_site_exit(site: *mut Site, sensor: u64, t0: u64) {
         return;
     };
     let timed = s.timed.load(Ordering::Relaxed) + 1;
-    let ticks = s
-        .ticks
-        .load(Ordering::Relaxed)
-        .wrapping_add(t.wrapping_sub(t0));
+    let dt = t.wrapping_sub(t0);
+    if dt > THROTTLE_TICKS.load(Ordering::Relaxed) {
+        saw_long(s);
+    }
+    let ticks = s.ticks.load(Ordering::Relaxed).wrapping_add(dt);
     s.timed.store(timed, Ordering::Relaxed);
     s.ticks.store(ticks, Ordering::Relaxed);
     let n = THROTTLE_CALLS.load(Ordering::Relaxed);

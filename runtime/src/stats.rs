@@ -12,6 +12,10 @@ pub struct Stats {
     pub events: u64,
     /// Events lost because a thread's ring was full.
     pub dropped: u64,
+    /// Times a thread found its ring full and waited for the flusher (`P5_FULL=grace|wait`).
+    pub waits: u64,
+    /// The time those waits took in all, ns.
+    pub held_ns: u64,
     /// Streams (threads) opened.
     pub streams: u64,
     /// Data frames built (StreamOpen, Events, StreamClose).
@@ -39,6 +43,8 @@ pub struct Stats {
 pub struct Counters {
     pub(crate) events: AtomicU64,
     pub(crate) dropped: AtomicU64,
+    pub(crate) waits: AtomicU64,
+    pub(crate) held_ns: AtomicU64,
     pub(crate) streams: AtomicU64,
     pub(crate) frames: AtomicU64,
     pub(crate) frames_sent: AtomicU64,
@@ -64,6 +70,8 @@ impl Counters {
         Stats {
             events: r(&self.events),
             dropped: r(&self.dropped),
+            waits: r(&self.waits),
+            held_ns: r(&self.held_ns),
             streams: r(&self.streams),
             frames: r(&self.frames),
             frames_sent: r(&self.frames_sent),
