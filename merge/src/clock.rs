@@ -147,6 +147,14 @@ pub struct Samples {
     pub forward: Vec<(i64, i64)>,
     /// Backward (`y ≤ O(x)`).
     pub backward: Vec<(i64, i64)>,
+    /// The forward samples of pings (also in `forward`) and the backward samples of their
+    /// echoes (also in `backward`): the round trips of ping bursts, both of whose directions
+    /// meet a receiver that has just blocked, so their delay floors are alike. Their midline is
+    /// the line preferred (see [`fit`]); matched messages, whose request wakes an idle process
+    /// and whose reply one that has just blocked, are not in them.
+    pub pinged: Vec<(i64, i64)>,
+    /// See `pinged`.
+    pub echoed: Vec<(i64, i64)>,
     /// Range of `x` the fit is used over besides the samples' own and `x = 0` (the source's
     /// start); the error bound covers all of it.
     pub span: Option<(i64, i64)>,
@@ -273,6 +281,8 @@ pub fn fit(s: &Samples) -> Fit {
         forward: rel(&s.forward),
         backward: rel(&s.backward),
         span: Some((lo.min(0).saturating_sub(x0), hi.saturating_sub(x0))),
+        pinged: rel(&s.pinged),
+        echoed: rel(&s.echoed),
     });
     // y = a + b·(x − x0) = (a − b·x0) + b·x
     f.offset -= f.drift * x0 as f64;
@@ -306,9 +316,20 @@ fn fit_relative(s: &Samples) -> Fit {
     }
     let upper = hull(&s.backward, true);
     // Inconsistent samples (no line fits between them) give no bound: one-way fit.
-    // The preferred lines follow the floor of each direction's delays; the one consistent with
-    // every sample and with the smallest bound is taken.
-    let mid = preferred_lines(&lower, &upper, (mean_x(&s.forward), mean_x(&s.backward)));
+    // The preferred lines follow the floor of each direction's delays; the first consistent
+    // with every sample is taken: the ping bursts' own midline (their floors are alike in both
+    // directions), else of the two lines of all samples the one with the smaller bound.
+    let mut mid = Vec::new();
+    if !s.pinged.is_empty() && !s.echoed.is_empty() {
+        let (pl, pu) = (hull(&s.pinged, false), hull(&s.echoed, true));
+        let pinged = preferred_lines(&pl, &pu, (mean_x(&s.pinged), mean_x(&s.echoed)));
+        mid.push(pinged.into_iter().take(1).collect());
+    }
+    mid.push(preferred_lines(
+        &lower,
+        &upper,
+        (mean_x(&s.forward), mean_x(&s.backward)),
+    ));
     match two_way(&lower, &upper, s.span, &mid) {
         Some((offset, drift, bound)) => Fit {
             offset,
@@ -364,18 +385,19 @@ fn two_way_region(
 }
 
 /// The joint offset and drift estimate from both hulls: `(offset at x = 0, drift, error bound
-/// in ns over the span)`, `preferred` if it is consistent (see [`region::Region::estimate`]).
+/// in ns over the span)`, the first group of `preferred` lines with one consistent (see
+/// [`region::Region::estimate`]).
 fn two_way(
     lower: &[(f64, f64)],
     upper: &[(f64, f64)],
     span: Option<(i64, i64)>,
-    preferred: &[(f64, f64)],
+    preferred: &[Vec<(f64, f64)>],
 ) -> Option<(f64, f64, i64)> {
     let (r, xc, yr, u0, u1) = two_way_region(lower, upper, span)?;
     // y = a + b·x  ⇔  v = (a + b·xc − yr) + (b·1e9)·u
-    let pref: Vec<(f64, f64)> = preferred
+    let pref: Vec<Vec<(f64, f64)>> = preferred
         .iter()
-        .map(|&(a, b)| (a + b * xc - yr, b * 1e9))
+        .map(|g| g.iter().map(|&(a, b)| (a + b * xc - yr, b * 1e9)).collect())
         .collect();
     let (a, sl, bound) = r.estimate(u0, u1, &pref);
     let drift = sl / 1e9;
@@ -543,6 +565,7 @@ mod tests {
             forward: vec![(10, 500)],
             backward: vec![],
             span: None,
+            ..Samples::default()
         };
         let f = fit(&s);
         assert_eq!(f.method, Method::Min);
@@ -586,6 +609,7 @@ mod tests {
             forward: vec![(0, 100), (10, 100)],
             backward: vec![(5, 90)],
             span: None,
+            ..Samples::default()
         };
         assert!(consistent(&s));
         s.backward.push((6, 120));
@@ -666,6 +690,51 @@ mod tests {
             let err = (f.map(x) as f64 - (x as f64 + o + b * x as f64)).abs();
             assert!(err <= 60.0, "err {err} at {x}: {f:?}");
         }
+    }
+
+    /// Messages whose request meets an idle receiver (floor 60 µs) and whose reply one that has
+    /// just blocked (20 µs) pull the midline of all samples 5 µs off the truth (ping floors of
+    /// 30 µs forward, 20 µs backward overall); the ping bursts' own round trips, 30 µs each
+    /// way, are symmetric, and their midline is taken.
+    #[test]
+    fn the_ping_bursts_symmetric_floors_are_preferred() {
+        let (o, b) = (-1.5e9, 100e-6);
+        let line = |x: i64| o + b * x as f64;
+        let mut s = Samples::default();
+        for i in 0..400i64 {
+            let x = i * 10_000_000;
+            let extra = if i % 50 == 0 || i == 399 {
+                0.0
+            } else {
+                ((i * 7919) % 200_000) as f64
+            };
+            let ping = (x, (line(x) + 30_000.0 + extra).round() as i64);
+            let echo_x = x + 100_000;
+            let echo = (echo_x, (line(echo_x) - 30_000.0 - extra).round() as i64);
+            s.forward.push(ping);
+            s.pinged.push(ping);
+            s.backward.push(echo);
+            s.echoed.push(echo);
+            let (mx, rx) = (x + 3_000_000, x + 3_200_000);
+            s.forward
+                .push((mx, (line(mx) + 60_000.0 + extra).round() as i64));
+            s.backward
+                .push((rx, (line(rx) - 20_000.0 - extra).round() as i64));
+        }
+        let f = fit(&s);
+        assert_eq!(f.method, Method::TwoWay);
+        for x in [0i64, 2_000_000_000, 3_990_000_000] {
+            let err = (f.map(x) as f64 - (x as f64 + line(x))).abs();
+            assert!(err <= 500.0, "err {err} at {x}: {f:?}");
+        }
+        // Without the classes, the midline of all samples is 5 µs off.
+        let all = fit(&Samples {
+            pinged: Vec::new(),
+            echoed: Vec::new(),
+            ..s.clone()
+        });
+        let err = (all.map(2_000_000_000) as f64 - (2e9 + line(2_000_000_000))).abs();
+        assert!(err >= 4_000.0, "{all:?}");
     }
 
     proptest! {
