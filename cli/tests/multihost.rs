@@ -29,6 +29,7 @@
 //! tens of microseconds. Traffic stays inside the namespaces the test creates (bounded: one
 //! client, `REQUESTS` requests or the run's time); they are deleted on every exit path
 //! (guards), after their processes are killed. Runs take turns (a lock): each loads both cores.
+//! With `P5_MULTIHOST_KEEP=PATH` a run's directory (store, logs) is kept and linked at `PATH`.
 
 use p5_logserver::reader::StoreDir;
 use p5_wire::store::StoreRecord;
