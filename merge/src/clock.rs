@@ -147,14 +147,6 @@ pub struct Samples {
     pub forward: Vec<(i64, i64)>,
     /// Backward (`y ≤ O(x)`).
     pub backward: Vec<(i64, i64)>,
-    /// The forward samples of pings (also in `forward`) and the backward samples of their
-    /// echoes (also in `backward`): the round trips of ping bursts, both of whose directions
-    /// meet a receiver that has just blocked, so their delay floors are alike. Their midline is
-    /// the line preferred (see [`fit`]); matched messages, whose request wakes an idle process
-    /// and whose reply one that has just blocked, are not in them.
-    pub pinged: Vec<(i64, i64)>,
-    /// See `pinged`.
-    pub echoed: Vec<(i64, i64)>,
     /// Range of `x` the fit is used over besides the samples' own and `x = 0` (the source's
     /// start); the error bound covers all of it.
     pub span: Option<(i64, i64)>,
@@ -281,8 +273,6 @@ pub fn fit(s: &Samples) -> Fit {
         forward: rel(&s.forward),
         backward: rel(&s.backward),
         span: Some((lo.min(0).saturating_sub(x0), hi.saturating_sub(x0))),
-        pinged: rel(&s.pinged),
-        echoed: rel(&s.echoed),
     });
     // y = a + b·(x − x0) = (a − b·x0) + b·x
     f.offset -= f.drift * x0 as f64;
@@ -317,15 +307,14 @@ fn without_outliers(s: &Samples, lower: &[(f64, f64)], upper: &[(f64, f64)]) -> 
         (f, _) if f > 0 && f <= allowed(s.forward.len()) => (bad_f, vec![]),
         _ => return None,
     };
-    let keep = |v: &[(i64, i64)], out: &[(i64, i64)]| -> Vec<(i64, i64)> {
+    let keep = |v: &[(i64, i64)], out: Vec<(i64, i64)>| -> Vec<(i64, i64)> {
+        let out: std::collections::BTreeSet<(i64, i64)> = out.into_iter().collect();
         v.iter().filter(|p| !out.contains(p)).copied().collect()
     };
     Some(Samples {
-        forward: keep(&s.forward, &drop_f),
-        backward: keep(&s.backward, &drop_b),
+        forward: keep(&s.forward, drop_f),
+        backward: keep(&s.backward, drop_b),
         span: s.span,
-        pinged: keep(&s.pinged, &drop_f),
-        echoed: keep(&s.echoed, &drop_b),
     })
 }
 
@@ -356,20 +345,9 @@ fn fit_relative_with(s: &Samples, retries: u8) -> Fit {
     }
     let upper = hull(&s.backward, true);
     // Inconsistent samples (no line fits between them) give no bound: one-way fit.
-    // The preferred lines follow the floor of each direction's delays; the first consistent
-    // with every sample is taken: the ping bursts' own midline (their floors are alike in both
-    // directions), else of the two lines of all samples the one with the smaller bound.
-    let mut mid = Vec::new();
-    if !s.pinged.is_empty() && !s.echoed.is_empty() {
-        let (pl, pu) = (hull(&s.pinged, false), hull(&s.echoed, true));
-        let pinged = preferred_lines(&pl, &pu, (mean_x(&s.pinged), mean_x(&s.echoed)));
-        mid.push(pinged.into_iter().take(1).collect());
-    }
-    mid.push(preferred_lines(
-        &lower,
-        &upper,
-        (mean_x(&s.forward), mean_x(&s.backward)),
-    ));
+    // The preferred lines follow the floor of each direction's delays; the one consistent with
+    // every sample and with the smallest bound is taken.
+    let mid = preferred_lines(&lower, &upper, (mean_x(&s.forward), mean_x(&s.backward)));
     match two_way(&lower, &upper, s.span, &mid) {
         Some((offset, drift, bound)) => Fit {
             offset,
@@ -428,19 +406,18 @@ fn two_way_region(
 }
 
 /// The joint offset and drift estimate from both hulls: `(offset at x = 0, drift, error bound
-/// in ns over the span)`, the first group of `preferred` lines with one consistent (see
-/// [`region::Region::estimate`]).
+/// in ns over the span)`, `preferred` if it is consistent (see [`region::Region::estimate`]).
 fn two_way(
     lower: &[(f64, f64)],
     upper: &[(f64, f64)],
     span: Option<(i64, i64)>,
-    preferred: &[Vec<(f64, f64)>],
+    preferred: &[(f64, f64)],
 ) -> Option<(f64, f64, i64)> {
     let (r, xc, yr, u0, u1) = two_way_region(lower, upper, span)?;
     // y = a + b·x  ⇔  v = (a + b·xc − yr) + (b·1e9)·u
-    let pref: Vec<Vec<(f64, f64)>> = preferred
+    let pref: Vec<(f64, f64)> = preferred
         .iter()
-        .map(|g| g.iter().map(|&(a, b)| (a + b * xc - yr, b * 1e9)).collect())
+        .map(|&(a, b)| (a + b * xc - yr, b * 1e9))
         .collect();
     let (a, sl, bound) = r.estimate(u0, u1, &pref);
     let drift = sl / 1e9;
@@ -608,7 +585,6 @@ mod tests {
             forward: vec![(10, 500)],
             backward: vec![],
             span: None,
-            ..Samples::default()
         };
         let f = fit(&s);
         assert_eq!(f.method, Method::Min);
@@ -652,7 +628,6 @@ mod tests {
             forward: vec![(0, 100), (10, 100)],
             backward: vec![(5, 90)],
             span: None,
-            ..Samples::default()
         };
         assert!(consistent(&s));
         s.backward.push((6, 120));
@@ -755,51 +730,6 @@ mod tests {
             s.backward.push((x, (o + b * x as f64 + 30_000.0) as i64));
         }
         assert_ne!(fit(&s).method, Method::TwoWay);
-    }
-
-    /// Messages whose request meets an idle receiver (floor 60 µs) and whose reply one that has
-    /// just blocked (20 µs) pull the midline of all samples 5 µs off the truth (ping floors of
-    /// 30 µs forward, 20 µs backward overall); the ping bursts' own round trips, 30 µs each
-    /// way, are symmetric, and their midline is taken.
-    #[test]
-    fn the_ping_bursts_symmetric_floors_are_preferred() {
-        let (o, b) = (-1.5e9, 100e-6);
-        let line = |x: i64| o + b * x as f64;
-        let mut s = Samples::default();
-        for i in 0..400i64 {
-            let x = i * 10_000_000;
-            let extra = if i % 50 == 0 || i == 399 {
-                0.0
-            } else {
-                ((i * 7919) % 200_000) as f64
-            };
-            let ping = (x, (line(x) + 30_000.0 + extra).round() as i64);
-            let echo_x = x + 100_000;
-            let echo = (echo_x, (line(echo_x) - 30_000.0 - extra).round() as i64);
-            s.forward.push(ping);
-            s.pinged.push(ping);
-            s.backward.push(echo);
-            s.echoed.push(echo);
-            let (mx, rx) = (x + 3_000_000, x + 3_200_000);
-            s.forward
-                .push((mx, (line(mx) + 60_000.0 + extra).round() as i64));
-            s.backward
-                .push((rx, (line(rx) - 20_000.0 - extra).round() as i64));
-        }
-        let f = fit(&s);
-        assert_eq!(f.method, Method::TwoWay);
-        for x in [0i64, 2_000_000_000, 3_990_000_000] {
-            let err = (f.map(x) as f64 - (x as f64 + line(x))).abs();
-            assert!(err <= 500.0, "err {err} at {x}: {f:?}");
-        }
-        // Without the classes, the midline of all samples is 5 µs off.
-        let all = fit(&Samples {
-            pinged: Vec::new(),
-            echoed: Vec::new(),
-            ..s.clone()
-        });
-        let err = (all.map(2_000_000_000) as f64 - (2e9 + line(2_000_000_000))).abs();
-        assert!(err >= 4_000.0, "{all:?}");
     }
 
     proptest! {

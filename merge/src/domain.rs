@@ -81,15 +81,16 @@ fn domains(scan: &Scan, hosts: &[usize]) -> Domains {
                 DomainKey::Process(_) => 0,
             };
             of[p].1 = shift;
-            let to_domain = |v: &[(i64, i64)]| -> Vec<(i64, i64)> {
-                v.iter()
-                    .map(|&(x, y)| (x.saturating_add(shift), y.saturating_sub(shift)))
-                    .collect()
-            };
-            samples.forward.extend(to_domain(&info.forward));
-            samples.backward.extend(to_domain(&info.backward));
-            samples.pinged.extend(to_domain(&info.pinged));
-            samples.echoed.extend(to_domain(&info.backward));
+            samples.forward.extend(
+                info.forward
+                    .iter()
+                    .map(|&(x, y)| (x.saturating_add(shift), y.saturating_sub(shift))),
+            );
+            samples.backward.extend(
+                info.backward
+                    .iter()
+                    .map(|&(x, y)| (x.saturating_add(shift), y.saturating_sub(shift))),
+            );
         }
         let mut fit = clock::fit(&samples);
         if let (DomainKey::Host(_), Some(base)) = (keys[d], scan.base) {

@@ -33,9 +33,6 @@ pub struct ProcessInfo {
     pub forward: Vec<(i64, i64)>,
     /// Backward samples `(echo_t_p, echo_t_s − echo_t_p)`.
     pub backward: Vec<(i64, i64)>,
-    /// The forward samples of pings (also in `forward`): with the backward ones, the class
-    /// whose two directions' delays are alike (a ping burst's round trips).
-    pub pinged: Vec<(i64, i64)>,
     /// Data frames received without a receipt time (imported).
     pub untimed_frames: u64,
 }
@@ -283,9 +280,6 @@ impl Scan {
                 let tb = base_time(&base, seg, t_s);
                 let info = &mut self.processes[p];
                 info.forward.push((t_p as i64, tb.wrapping_sub(t_p as i64)));
-                if source == SampleSource::Ping as u8 {
-                    info.pinged.push((t_p as i64, tb.wrapping_sub(t_p as i64)));
-                }
                 if source == SampleSource::Ping as u8
                     && echo_t_s != 0
                     && echo_t_s <= t_s

@@ -100,20 +100,18 @@ impl Region {
     }
 
     /// The estimate over `[u0, u1]`: `(a, s, bound)`. Of the `preferred` lines consistent with
-    /// the samples (consistent lines cannot put a message sampled here before its send), in
-    /// the first group that has any, the one with the smallest bound, unless that is more than
-    /// twice the least bound any line can have — the line through the middle of the value
-    /// ranges at both ends, taken then if consistent; else the mean of the region's vertices
-    /// (inside, by convexity). The bound is the chosen line's largest distance to the region.
-    pub(crate) fn estimate(&self, u0: f64, u1: f64, preferred: &[Vec<Pt>]) -> (f64, f64, f64) {
+    /// the samples (consistent lines cannot put a message sampled here before its send), the
+    /// one with the smallest bound, unless that is more than twice the least bound any line
+    /// can have — the line through the middle of the value ranges at both ends, taken then if
+    /// consistent; else the mean of the region's vertices (inside, by convexity). The bound is
+    /// the chosen line's largest distance to the region.
+    pub(crate) fn estimate(&self, u0: f64, u1: f64, preferred: &[Pt]) -> (f64, f64, f64) {
         let (a, s, least) = self.centre(u0, u1);
-        let best = preferred.iter().find_map(|group| {
-            group
-                .iter()
-                .filter(|&&p| self.contains(p))
-                .map(|&p| (p, self.bound_of(p, u0, u1)))
-                .min_by(|x, y| x.1.total_cmp(&y.1))
-        });
+        let best = preferred
+            .iter()
+            .filter(|&&p| self.contains(p))
+            .map(|&p| (p, self.bound_of(p, u0, u1)))
+            .min_by(|x, y| x.1.total_cmp(&y.1));
         match best {
             // A preferred line whose bound is not more than twice the least possible.
             Some(((pa, ps), b)) if b <= 2.0 * least || !self.contains((a, s)) => {
