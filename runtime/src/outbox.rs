@@ -695,6 +695,60 @@ mod tests {
         Box::leak(Box::new(t))
     }
 
+    /// Pings the outbox queued (and takes them off, as a write would).
+    fn pings_sent(o: &mut Outbox) -> usize {
+        let mut n = 0;
+        let mut rest: &[u8] = &o.ctrl;
+        while let Ok((f, len)) = frame::decode(rest) {
+            assert_eq!(f.ty, FrameType::Ping as u8);
+            n += 1;
+            rest = &rest[len..];
+        }
+        o.ctrl.clear();
+        n
+    }
+
+    /// A burst: a ping when one is due, then one more for each answer until 8 went out; an
+    /// answer later than the burst timeout ends it; bursts every 100 ms for the first 5 s of
+    /// a connection, then every 500 ms.
+    #[test]
+    fn pings_go_in_bursts_paced_by_the_answers() {
+        let mut o = Outbox::new(
+            Mode::Discard,
+            Vec::new(),
+            PathBuf::new(),
+            Origin::capture(false),
+            leak(Counters::default()),
+            leak(Fds::default()),
+        );
+        let t0 = o.connected_at;
+        let ms = Duration::from_millis;
+        o.next_ping = t0;
+        o.ping(t0, false);
+        assert_eq!(pings_sent(&mut o), 1);
+        // No answer yet: nothing more.
+        o.ping(t0 + ms(1), false);
+        assert_eq!(pings_sent(&mut o), 0);
+        for k in 1..PING_BURST {
+            o.ping(t0 + ms(1 + k as u64), true);
+            assert_eq!(pings_sent(&mut o), 1, "answer {k}");
+        }
+        // The burst is complete: an answer to its last ping sends nothing.
+        o.ping(t0 + ms(20), true);
+        assert_eq!(pings_sent(&mut o), 0);
+        assert_eq!(o.next_ping, t0 + EARLY_PING_INTERVAL);
+        // The next burst, whose first answer comes too late.
+        o.ping(t0 + EARLY_PING_INTERVAL, false);
+        assert_eq!(pings_sent(&mut o), 1);
+        o.ping(t0 + EARLY_PING_INTERVAL + BURST_TIMEOUT + ms(1), true);
+        assert_eq!(pings_sent(&mut o), 0);
+        // After the early phase, bursts are PING_INTERVAL apart.
+        let late = t0 + EARLY + ms(1);
+        o.ping(late, false);
+        assert_eq!(pings_sent(&mut o), 1);
+        assert_eq!(o.next_ping, late + PING_INTERVAL);
+    }
+
     fn data_frame(stream: u32) -> Vec<u8> {
         let open = StreamOpen {
             header: DataHeader {

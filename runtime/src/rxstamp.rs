@@ -82,3 +82,34 @@ pub fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
     };
     Ok((n as usize, age))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+    use std::net::{TcpListener, TcpStream};
+    use std::os::fd::AsRawFd;
+
+    /// Bytes over loopback come with the kernel's stamp, taken before the read. (The kernel
+    /// turns stamping on in a work item after the first socket asks, so the first packets may
+    /// have none: a few rounds until one has.)
+    #[test]
+    fn a_read_returns_the_age_of_the_packet() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (rx, _) = l.accept().unwrap();
+        assert!(enable(rx.as_raw_fd()));
+        let mut buf = [0u8; 16];
+        let age = (0..100)
+            .find_map(|_| {
+                tx.write_all(b"ping").unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                let (n, age) = recv(rx.as_raw_fd(), &mut buf).unwrap();
+                assert_eq!(&buf[..n], b"ping");
+                age
+            })
+            .expect("a kernel receive stamp");
+        // The packet waited 20 ms in the socket before the read.
+        assert!(age >= 19_000_000, "age {age} ns");
+    }
+}
