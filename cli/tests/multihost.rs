@@ -29,6 +29,7 @@
 //! tens of microseconds. Traffic stays inside the namespaces the test creates (bounded: one
 //! client, `REQUESTS` requests or the run's time); they are deleted on every exit path
 //! (guards), after their processes are killed. Runs take turns (a lock): each loads both cores.
+//! With `P5_MULTIHOST_KEEP=PATH` a run's directory (store, logs) is kept and linked at `PATH`.
 
 use p5_logserver::reader::StoreDir;
 use p5_wire::store::StoreRecord;
@@ -577,7 +578,12 @@ fn run(sc: &Scenario) -> Outcome {
     let net = Net::create(sc.label, sc.relay.is_some())
         .unwrap_or_else(|e| panic!("cannot build the namespaces: {e}"));
     let started = Instant::now();
-    let dir = tempfile::tempdir().unwrap();
+    let mut dir = tempfile::tempdir().unwrap();
+    if let Ok(keep) = std::env::var("P5_MULTIHOST_KEEP") {
+        let _ = std::fs::remove_file(&keep);
+        let _ = std::os::unix::fs::symlink(dir.path(), &keep);
+        dir.disable_cleanup(true);
+    }
     let log = dir.path();
     let store = dir.path().join("store");
     std::fs::create_dir_all(&store).unwrap();

@@ -33,7 +33,7 @@ use p5_wire::store::{self as wstore, SampleSource};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{Semaphore, oneshot, watch};
+use tokio::sync::{Notify, Semaphore, oneshot, watch};
 
 /// How long the server tries to deliver a final `Error` frame or ack before giving up.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
@@ -200,12 +200,20 @@ async fn accept_hello<R: AsyncRead + Unpin>(
 
 /// Serves one connection to completion. Never panics on input; every exit path closes the
 /// socket.
-pub(crate) async fn serve<R, W>(read: R, mut write: W, peer: String, conn_id: u64, ctx: ConnContext)
-where
+/// `receipt`, if any, is where `read` leaves the arrival time of the bytes it read (see
+/// [`crate::rxstamp`]).
+pub(crate) async fn serve<R, W>(
+    read: R,
+    mut write: W,
+    peer: String,
+    conn_id: u64,
+    ctx: ConnContext,
+    receipt: Option<Arc<std::sync::atomic::AtomicU64>>,
+) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
 {
-    let mut rx = FrameReceiver::new(
+    let rx = FrameReceiver::new(
         read,
         ctx.read_buffer,
         ctx.limits.clone(),
@@ -213,6 +221,10 @@ where
         ctx.clock.clone(),
         ctx.shutdown.clone(),
     );
+    let mut rx = match receipt {
+        Some(r) => rx.with_receipts(r),
+        None => rx,
+    };
 
     // Handshake.
     let (hello, hello_body, hello_t_s, session_name, sender) =
@@ -259,16 +271,19 @@ where
     let (durable_tx, durable_rx) = watch::channel(Durable::default());
     let durable_tx: AckSender = Arc::new(durable_tx);
     let (finish_tx, finish_rx) = oneshot::channel();
+    let pong = Arc::new(Notify::new());
     let acker = tokio::spawn(ack_loop(
         write,
         durable_tx.subscribe(),
         finish_rx,
+        pong.clone(),
         ctx.clock.clone(),
     ));
     let mut conn = Conn {
         uid,
         sender,
         ack: durable_tx,
+        pong,
         submitted: 0,
         frames: 0,
         events: 0,
@@ -325,6 +340,9 @@ struct Conn {
     uid: u64,
     sender: SessionSender,
     ack: AckSender,
+    /// Asks the ack loop for an `Ack` now: the reply to a `Ping`, whose `t_s` is the backward
+    /// half of a two-way clock sample.
+    pong: Arc<Notify>,
     /// Data frames queued so far (the count a final ack must reach).
     submitted: u64,
     frames: u64,
@@ -385,6 +403,9 @@ impl Conn {
                     Ok(p) => p,
                     Err(e) => return Some(End::bad(format!("invalid ping: {e}"))),
                 };
+                // Answer at once (the client echoes this ack's `t_s` in its next ping): a
+                // client pinging in bursts gets round trips whose both ends are awake.
+                self.pong.notify_one();
                 let mut rec = Vec::with_capacity(64);
                 wstore::encode_sample(&mut rec, f.t_s, self.uid, ping, SampleSource::Ping);
                 Item::record(rec)
@@ -400,10 +421,14 @@ impl Conn {
     }
 }
 
+/// Sends `Ack`s: whenever more frames are durable, and at once for every `Ping` (`pong`; the
+/// count is then the durable count so far, which a client takes as nothing new — older clients
+/// included).
 async fn ack_loop<W: AsyncWrite + Unpin>(
     mut w: W,
     mut durable: watch::Receiver<Durable>,
     mut finish: oneshot::Receiver<Option<String>>,
+    pong: Arc<Notify>,
     clock: Arc<RunClock>,
 ) {
     let mut sent = 0u64;
@@ -431,6 +456,14 @@ async fn ack_loop<W: AsyncWrite + Unpin>(
                 }
                 let _ = tokio::time::timeout(CLOSE_GRACE, w.shutdown()).await;
                 return;
+            }
+            () = pong.notified() => {
+                let count = durable.borrow().count.max(sent);
+                let frame = ack_frame(count);
+                if w.write_all(&frame).await.and(w.flush().await).is_err() {
+                    return;
+                }
+                sent = count;
             }
             changed = durable.changed() => {
                 if changed.is_err() {

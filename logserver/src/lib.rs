@@ -31,6 +31,7 @@ pub mod local;
 pub mod reader;
 pub mod receiver;
 pub mod recover;
+pub mod rxstamp;
 pub mod server;
 pub mod session;
 pub mod spool;

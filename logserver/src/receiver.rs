@@ -23,6 +23,7 @@ use p5_wire::DecodeError;
 use p5_wire::frame::{self, FrameType};
 use std::io;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
@@ -187,6 +188,8 @@ pub struct FrameReceiver<R> {
     shutdown: watch::Receiver<bool>,
     /// The length limit now: [`HELLO_FRAME_CAP`] until a Hello was accepted.
     cap: u32,
+    /// When the newest bytes read arrived, on the run clock (see [`crate::rxstamp`]).
+    receipt: Option<Arc<AtomicU64>>,
 }
 
 /// Resolves once `rx` says `true` or its sender is gone.
@@ -218,7 +221,15 @@ impl<R: AsyncRead + Unpin> FrameReceiver<R> {
             budget,
             clock,
             shutdown,
+            receipt: None,
         }
+    }
+
+    /// Takes frames' receipt times from `receipt` (set by a [`crate::rxstamp::StampedRead`]
+    /// under this receiver) instead of the clock after the read.
+    pub fn with_receipts(mut self, receipt: Arc<AtomicU64>) -> Self {
+        self.receipt = Some(receipt);
+        self
     }
 
     /// The limits in force.
@@ -244,11 +255,16 @@ impl<R: AsyncRead + Unpin> FrameReceiver<R> {
             Ok(Ok(true)) => return Ok(Received::Eof),
             Ok(Ok(false)) => {}
         }
+        // The frame's first bytes are in the buffer: they came with the last read.
+        let now = self.clock.now_ns();
+        let t_s = match self.receipt.as_ref().map(|r| r.load(Ordering::Acquire)) {
+            Some(r) if r > 0 => r.min(now),
+            _ => now,
+        };
         let timeout = self.limits.frame_timeout;
         let mut deadline = Instant::now() + timeout;
         let mut h = [0u8; frame::HEADER_LEN];
         read_by(&mut self.inner, &mut h, deadline, timeout).await?;
-        let t_s = self.clock.now_ns();
         let (len, crc) = frame::parse_header(&h, self.cap).map_err(FrameError::Length)?;
         let mut f = ReceivedFrame::growing(t_s);
         if !self.reserve(&mut f, STORE_PREFIX, &mut deadline).await {

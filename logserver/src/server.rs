@@ -13,10 +13,12 @@ use crate::conn::{self, ConnContext};
 use crate::error::Error;
 use crate::receiver::FrameLimits;
 use crate::recover::RecoveryReport;
+use crate::rxstamp::StampedRead;
 use crate::store::{Store, WriterStats};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 use tokio::net::TcpListener;
 use tokio::sync::{Semaphore, watch};
@@ -135,8 +137,11 @@ impl Server {
                         let conn_id = summary.connections;
                         let ctx = ctx.clone();
                         let (rd, wr) = stream.into_split();
+                        let receipt = Arc::new(AtomicU64::new(0));
+                        let rd = StampedRead::new(rd, ctx.clock.clone(), receipt.clone());
                         tasks.spawn(async move {
-                            conn::serve(rd, wr, peer.to_string(), conn_id, ctx).await;
+                            let peer = peer.to_string();
+                            conn::serve(rd, wr, peer, conn_id, ctx, Some(receipt)).await;
                             drop(slot);
                         });
                     }

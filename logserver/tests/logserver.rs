@@ -1440,3 +1440,39 @@ fn encode_raw(ty: u8, body: &[u8]) -> Vec<u8> {
     frame::encode(&mut out, ty, body);
     out
 }
+
+/// Every ping is answered at once with an ack (the count durable so far): the client echoes
+/// its `t_s` in its next ping, so a burst of pings gives round trips whose both ends are awake.
+#[test]
+fn pings_are_answered_at_once_with_an_ack() {
+    let dir = tempfile::tempdir().unwrap();
+    let server = InProc::start(config(dir.path()));
+    let (mut p, hello_ack) = Peer::hello(server.addr, 0x9a11, "pong");
+    let mut last_t_s = hello_ack.t_s;
+    for round in 0..3u64 {
+        p.send(&ping_frame(round));
+        let (ty, body) = p.read_frame().expect("an answer to the ping");
+        assert_eq!(
+            ty,
+            FrameType::Ack as u8,
+            "{}",
+            String::from_utf8_lossy(&body)
+        );
+        let a = Ack::decode_body(&body).unwrap();
+        assert_eq!(a.count, 0, "no data frame was sent");
+        assert!(a.t_s >= last_t_s, "ack t_s {} before {last_t_s}", a.t_s);
+        last_t_s = a.t_s;
+    }
+    let (frames, _) = stream_frames(0, 3, 50);
+    for f in &frames {
+        p.send(f);
+    }
+    let n = frames.len() as u64;
+    p.wait_ack(n);
+    p.send(&ping_frame(9));
+    let (ty, body) = p.read_frame().expect("an answer to the ping");
+    assert_eq!(ty, FrameType::Ack as u8);
+    assert_eq!(Ack::decode_body(&body).unwrap().count, n);
+    p.goodbye(n);
+    server.stop();
+}

@@ -280,6 +280,45 @@ pub fn fit(s: &Samples) -> Fit {
 }
 
 fn fit_relative(s: &Samples) -> Fit {
+    fit_relative_with(s, 2)
+}
+
+/// Where the hull `h` (sorted by x) passes `x`, if within its range.
+fn envelope(h: &[(f64, f64)], x: f64) -> Option<f64> {
+    let i = h.windows(2).position(|w| w[0].0 <= x && x <= w[1].0)?;
+    let (p, q) = (h[i], h[i + 1]);
+    Some(p.1 + (q.1 - p.1) * (x - p.0) / (q.0 - p.0))
+}
+
+/// The samples less the few that no clock line can satisfy: backward samples above the
+/// forward samples' lower hull (every consistent line passes below it), or forward samples
+/// below the backward samples' upper hull — whichever side has fewer, if at most 1 % of that
+/// side (one glitched timestamp must not cost a host its two-way fit, many say the clock is
+/// not linear). `None` if there are none or too many.
+fn without_outliers(s: &Samples, lower: &[(f64, f64)], upper: &[(f64, f64)]) -> Option<Samples> {
+    let above = |&&(x, y): &&(i64, i64)| envelope(lower, x as f64).is_some_and(|v| y as f64 > v);
+    let below = |&&(x, y): &&(i64, i64)| envelope(upper, x as f64).is_some_and(|v| (y as f64) < v);
+    let bad_b: Vec<(i64, i64)> = s.backward.iter().filter(above).copied().collect();
+    let bad_f: Vec<(i64, i64)> = s.forward.iter().filter(below).copied().collect();
+    let allowed = |n: usize| (n / 100).max(1);
+    let (drop_f, drop_b) = match (bad_f.len(), bad_b.len()) {
+        (0, 0) => return None,
+        (f, b) if b > 0 && (f == 0 || b <= f) && b <= allowed(s.backward.len()) => (vec![], bad_b),
+        (f, _) if f > 0 && f <= allowed(s.forward.len()) => (bad_f, vec![]),
+        _ => return None,
+    };
+    let keep = |v: &[(i64, i64)], out: Vec<(i64, i64)>| -> Vec<(i64, i64)> {
+        let out: std::collections::BTreeSet<(i64, i64)> = out.into_iter().collect();
+        v.iter().filter(|p| !out.contains(p)).copied().collect()
+    };
+    Some(Samples {
+        forward: keep(&s.forward, drop_f),
+        backward: keep(&s.backward, drop_b),
+        span: s.span,
+    })
+}
+
+fn fit_relative_with(s: &Samples, retries: u8) -> Fit {
     if s.forward.is_empty() {
         return Fit::NONE;
     }
@@ -318,7 +357,10 @@ fn fit_relative(s: &Samples) -> Fit {
             error_bound_ns: Some(bound),
             ..f
         },
-        None => f,
+        None => match without_outliers(s, &lower, &upper) {
+            Some(clean) if retries > 0 => fit_relative_with(&clean, retries - 1),
+            _ => f,
+        },
     }
 }
 
@@ -666,6 +708,28 @@ mod tests {
             let err = (f.map(x) as f64 - (x as f64 + o + b * x as f64)).abs();
             assert!(err <= 60.0, "err {err} at {x}: {f:?}");
         }
+    }
+
+    /// One backward sample 30 µs above the forward floor (a glitched timestamp) leaves no
+    /// consistent line; it is dropped, and the fit is two-way again, its bound holding.
+    #[test]
+    fn one_impossible_sample_is_dropped() {
+        let delays = vec![(5_000, 5_000); 200];
+        let (o, b) = (2e9, 100e-6);
+        let mut s = synth(o, b, &delays, 10_000_000, 0);
+        let x = 1_000_000_000i64;
+        s.backward.push((x, (o + b * x as f64 + 30_000.0) as i64));
+        let f = fit(&s);
+        assert_eq!(f.method, Method::TwoWay, "{f:?}");
+        assert_eq!(f.backward, 200);
+        let err = (f.map(x) as f64 - (x as f64 + o + b * x as f64)).abs();
+        assert!(err <= f.error_bound_ns.unwrap() as f64, "{err} {f:?}");
+        // Many impossible samples are not outliers: no two-way fit.
+        for i in 0..5i64 {
+            let x = 100_000_000 * (i + 1);
+            s.backward.push((x, (o + b * x as f64 + 30_000.0) as i64));
+        }
+        assert_ne!(fit(&s).method, Method::TwoWay);
     }
 
     proptest! {

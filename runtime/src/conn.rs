@@ -78,6 +78,7 @@ impl Conn {
                 let ack =
                     HelloAck::decode_body(&body).map_err(|e| bad(format!("bad hello ack: {e}")))?;
                 sock.set_nonblocking(true)?;
+                crate::rxstamp::enable(sock.as_raw_fd());
                 Ok(Conn {
                     sock,
                     inbuf: Vec::new(),
@@ -113,14 +114,21 @@ impl Conn {
         }
     }
 
-    /// Reads whatever arrived and returns the complete server frames. An orderly close by the
-    /// server is an error (`UnexpectedEof`).
-    pub fn read_replies(&mut self) -> io::Result<Vec<Reply>> {
+    /// Reads whatever arrived and returns the complete server frames, and when the newest of
+    /// them arrived on `now()`'s clock: the kernel's receive stamp of the last packet read
+    /// (see [`crate::rxstamp`]), else `now()` right after that read. It is the receipt time of
+    /// the last ack, a clock sample. An orderly close by the server is an error
+    /// (`UnexpectedEof`).
+    pub fn read_replies(&mut self, now: impl Fn() -> u64) -> io::Result<(Vec<Reply>, u64)> {
         let mut buf = [0u8; 4096];
+        let mut read_at = None;
         loop {
-            match self.sock.read(&mut buf) {
-                Ok(0) => return Err(io::ErrorKind::UnexpectedEof.into()),
-                Ok(n) => self.inbuf.extend_from_slice(&buf[..n]),
+            match crate::rxstamp::recv(self.sock.as_raw_fd(), &mut buf) {
+                Ok((0, _)) => return Err(io::ErrorKind::UnexpectedEof.into()),
+                Ok((n, age)) => {
+                    read_at = Some(now().saturating_sub(age.unwrap_or(0)));
+                    self.inbuf.extend_from_slice(&buf[..n]);
+                }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 Err(e) => return Err(e),
@@ -158,6 +166,6 @@ impl Conn {
             }
         }
         self.inbuf.drain(..pos);
-        Ok(out)
+        Ok((out, read_at.unwrap_or_else(now)))
     }
 }

@@ -46,6 +46,7 @@ mod process;
 pub mod record;
 mod registry;
 pub mod ring;
+mod rxstamp;
 mod sensor;
 pub mod site;
 pub mod spool;

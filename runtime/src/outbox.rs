@@ -41,8 +41,19 @@ use std::time::{Duration, Instant};
 pub const MEM_LIMIT: usize = 16 << 20;
 /// Bytes read ahead from the spool onto the connection.
 const WRITE_AHEAD: usize = 1 << 20;
-/// Interval between pings.
+/// Interval between ping bursts.
 pub const PING_INTERVAL: Duration = Duration::from_millis(500);
+/// Interval between ping bursts in a connection's first [`EARLY`]: a clock estimate needs
+/// many round trips near both ends of a run, and a short run has only its start.
+pub const EARLY_PING_INTERVAL: Duration = Duration::from_millis(100);
+/// How long a connection pings at [`EARLY_PING_INTERVAL`].
+pub const EARLY: Duration = Duration::from_secs(5);
+/// Pings per burst: each after the server's answer to the one before (an `Ack`), so both
+/// sides have just blocked when the next arrives and the two directions' delays are alike —
+/// the best two-way clock samples.
+pub const PING_BURST: u32 = 8;
+/// A burst whose answer is this late ends (an older server answers no ping).
+const BURST_TIMEOUT: Duration = Duration::from_millis(50);
 /// First reconnect delay; doubles up to [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(500);
 /// Longest reconnect delay.
@@ -104,6 +115,10 @@ pub struct Outbox {
     connecting: Option<mpsc::Receiver<std::io::Result<Conn>>>,
     backoff: Duration,
     next_ping: Instant,
+    /// When the connection came up (pings are denser early).
+    connected_at: Instant,
+    /// The ping burst under way: pings still to send, and when the last one was queued.
+    burst: Option<(u32, Instant)>,
 }
 
 impl Outbox {
@@ -140,6 +155,8 @@ impl Outbox {
             connecting: None,
             backoff: MIN_BACKOFF,
             next_ping: now,
+            connected_at: now,
+            burst: None,
         };
         if o.mode == Mode::Local {
             o.ensure_spool();
@@ -399,6 +416,8 @@ impl Outbox {
                 self.ctrl.clear();
                 self.backoff = MIN_BACKOFF;
                 self.next_ping = now;
+                self.connected_at = now;
+                self.burst = None;
                 if let Some(s) = self.spool.as_mut() {
                     s.sent = s.acked;
                 }
@@ -436,28 +455,55 @@ impl Outbox {
         let Some(conn) = self.conn.as_mut() else {
             return Ok(());
         };
-        for r in conn.read_replies()? {
+        let origin = self.origin;
+        let (replies, read_at) = conn.read_replies(|| origin.elapsed_ns())?;
+        let mut acked = false;
+        for r in replies {
             match r {
-                Reply::Ack(a) => self.on_ack(a.count, a.t_s),
+                Reply::Ack(a) => {
+                    self.on_ack(a.count, a.t_s, read_at);
+                    acked = true;
+                }
                 Reply::Error(m) => {
                     return Err(std::io::Error::other(format!("server error: {m}")));
                 }
             }
         }
         self.refill()?;
-        if now >= self.next_ping {
-            // Always move the deadline on (a blocked socket must not make the flusher spin);
-            // skip this ping if the previous control frame has not left yet.
-            self.next_ping = now + PING_INTERVAL;
-            if self.ctrl.is_empty() {
-                self.queue_ping();
-            }
-        }
+        self.ping(now, acked);
         self.write()
     }
 
-    fn on_ack(&mut self, count: u64, t_s: u64) {
-        self.last_ack = Some((t_s, self.origin.elapsed_ns()));
+    /// Starts a ping burst when one is due, and goes on with the one under way when an ack
+    /// (the answer) came.
+    fn ping(&mut self, now: Instant, acked: bool) {
+        if let Some((left, at)) = self.burst {
+            if left == 0 || now.duration_since(at) > BURST_TIMEOUT {
+                self.burst = None;
+            } else if acked && self.ctrl.is_empty() {
+                self.queue_ping();
+                self.burst = Some((left - 1, now));
+            }
+        }
+        if now >= self.next_ping {
+            // Always move the deadline on (a blocked socket must not make the flusher spin);
+            // skip this burst if the previous control frame has not left yet.
+            let early = now.duration_since(self.connected_at) < EARLY;
+            self.next_ping = now
+                + if early {
+                    EARLY_PING_INTERVAL
+                } else {
+                    PING_INTERVAL
+                };
+            if self.ctrl.is_empty() {
+                self.queue_ping();
+                self.burst = Some((PING_BURST - 1, now));
+            }
+        }
+    }
+
+    fn on_ack(&mut self, count: u64, t_s: u64, read_at: u64) {
+        self.last_ack = Some((t_s, read_at));
         let n = count
             .saturating_sub(self.conn_acked)
             .min(self.written as u64);
@@ -647,6 +693,60 @@ mod tests {
 
     fn leak<T>(t: T) -> &'static T {
         Box::leak(Box::new(t))
+    }
+
+    /// Pings the outbox queued (and takes them off, as a write would).
+    fn pings_sent(o: &mut Outbox) -> usize {
+        let mut n = 0;
+        let mut rest: &[u8] = &o.ctrl;
+        while let Ok((f, len)) = frame::decode(rest) {
+            assert_eq!(f.ty, FrameType::Ping as u8);
+            n += 1;
+            rest = &rest[len..];
+        }
+        o.ctrl.clear();
+        n
+    }
+
+    /// A burst: a ping when one is due, then one more for each answer until 8 went out; an
+    /// answer later than the burst timeout ends it; bursts every 100 ms for the first 5 s of
+    /// a connection, then every 500 ms.
+    #[test]
+    fn pings_go_in_bursts_paced_by_the_answers() {
+        let mut o = Outbox::new(
+            Mode::Discard,
+            Vec::new(),
+            PathBuf::new(),
+            Origin::capture(false),
+            leak(Counters::default()),
+            leak(Fds::default()),
+        );
+        let t0 = o.connected_at;
+        let ms = Duration::from_millis;
+        o.next_ping = t0;
+        o.ping(t0, false);
+        assert_eq!(pings_sent(&mut o), 1);
+        // No answer yet: nothing more.
+        o.ping(t0 + ms(1), false);
+        assert_eq!(pings_sent(&mut o), 0);
+        for k in 1..PING_BURST {
+            o.ping(t0 + ms(1 + k as u64), true);
+            assert_eq!(pings_sent(&mut o), 1, "answer {k}");
+        }
+        // The burst is complete: an answer to its last ping sends nothing.
+        o.ping(t0 + ms(20), true);
+        assert_eq!(pings_sent(&mut o), 0);
+        assert_eq!(o.next_ping, t0 + EARLY_PING_INTERVAL);
+        // The next burst, whose first answer comes too late.
+        o.ping(t0 + EARLY_PING_INTERVAL, false);
+        assert_eq!(pings_sent(&mut o), 1);
+        o.ping(t0 + EARLY_PING_INTERVAL + BURST_TIMEOUT + ms(1), true);
+        assert_eq!(pings_sent(&mut o), 0);
+        // After the early phase, bursts are PING_INTERVAL apart.
+        let late = t0 + EARLY + ms(1);
+        o.ping(late, false);
+        assert_eq!(pings_sent(&mut o), 1);
+        assert_eq!(o.next_ping, late + PING_INTERVAL);
     }
 
     fn data_frame(stream: u32) -> Vec<u8> {
