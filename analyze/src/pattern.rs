@@ -562,6 +562,12 @@ impl Collector {
         self.node_of_visits(visits.len())
     }
 
+    /// Room for exactly `n` more listed instances (an analysis that knows how many it will
+    /// list: no spare capacity, no copy while growing).
+    pub fn reserve_instances(&mut self, n: usize) {
+        self.instances.reserve_exact(n);
+    }
+
     /// [`Collector::add`], also noting which pattern node each message enters: `entered[i]`
     /// is the 1-based visit message `i` enters (0: the root caller).
     pub fn add_entering(

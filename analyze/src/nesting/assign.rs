@@ -129,6 +129,28 @@ fn penalty(n: usize, x: f64) -> f64 {
     }
 }
 
+/// No parent: the pair is a root.
+pub const ROOT: u32 = u32::MAX;
+
+/// Who nests in whom: each pair's parent ([`ROOT`] for none) and each parent's children
+/// as a list from the last (in call order) back through `prev_sib` (`u32::MAX` ends it).
+#[derive(Debug, Default)]
+pub struct Tree {
+    /// Parent of each pair, or [`ROOT`].
+    pub parent: Vec<u32>,
+    /// Last child of each pair.
+    pub last_kid: Vec<u32>,
+    /// The child assigned to the same parent before this one.
+    pub prev_sib: Vec<u32>,
+}
+
+impl Tree {
+    /// Pairs nested in a parent.
+    pub fn nested(&self) -> usize {
+        self.parent.iter().filter(|&&p| p != ROOT).count()
+    }
+}
+
 /// One parent per child (or none: a root), in call order, scaling each candidate's score
 /// by `(1 + c)^-x` per penalty; ties go to the parent whose call arrived first. The smoothed
 /// scoreboard scores the children the skew window rescued (their delays are off by the skew;
@@ -136,16 +158,14 @@ fn penalty(n: usize, x: f64) -> f64 {
 /// raw one scores the children held on the times as they are (smoothing only blurs their
 /// sharp delays into their neighbours': half a point more instance false negatives on the
 /// multi-tier trace without skew).
-pub fn assign(
-    pairs: &[CallPair],
-    cands: &Candidates,
-    sb: &Scoreboard,
-    pen: Penalties,
-) -> Vec<Option<u32>> {
-    let mut parent = vec![None; pairs.len()];
+pub fn assign(pairs: &[CallPair], cands: &Candidates, sb: &Scoreboard, pen: Penalties) -> Tree {
     let mut widened = cands.widened.iter().copied().peekable();
     // Children assigned so far, per parent, as a list from the newest back.
-    let (mut newest, mut older) = (vec![u32::MAX; pairs.len()], vec![u32::MAX; pairs.len()]);
+    let mut t = Tree {
+        parent: vec![ROOT; pairs.len()],
+        last_kid: vec![u32::MAX; pairs.len()],
+        prev_sib: vec![u32::MAX; pairs.len()],
+    };
     for (ci, c) in pairs.iter().enumerate() {
         let mut best: Option<(f64, u32)> = None;
         let (ps, bs) = cands.of(ci);
@@ -160,13 +180,13 @@ pub fn assign(
                 continue;
             }
             let (mut overlap, mut same, mut any) = (0, 0, 0);
-            let mut k = newest[p as usize];
+            let mut k = t.last_kid[p as usize];
             while k != u32::MAX {
                 let kp = &pairs[k as usize];
                 overlap += usize::from(kp.out_call <= c.in_ret && c.out_call <= kp.in_ret);
                 same += usize::from(kp.callee == c.callee);
                 any += 1;
-                k = older[k as usize];
+                k = t.prev_sib[k as usize];
             }
             let s = raw
                 * penalty(overlap, pen.overlap)
@@ -177,10 +197,10 @@ pub fn assign(
             }
         }
         if let Some((_, p)) = best {
-            parent[ci] = Some(p);
-            older[ci] = newest[p as usize];
-            newest[p as usize] = ci as u32;
+            t.parent[ci] = p;
+            t.prev_sib[ci] = t.last_kid[p as usize];
+            t.last_kid[p as usize] = ci as u32;
         }
     }
-    parent
+    t
 }

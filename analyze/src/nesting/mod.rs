@@ -78,7 +78,7 @@ pub fn nesting(trace: &Trace, p: &Params) -> (AnalysisResult, Counts) {
     let cands = assign::candidates(&pairs, trace.nodes.len(), p.window, &bins);
     let mut sb = assign::score(&pairs, &cands, &bins);
     sb.smooth(p.smooth);
-    let parent = assign::assign(&pairs, &cands, &sb, p.penalties);
+    let tree = assign::assign(&pairs, &cands, &sb, p.penalties);
     drop(cands);
     let both_ends = !pairs.is_empty()
         && trace
@@ -89,7 +89,7 @@ pub fn nesting(trace: &Trace, p: &Params) -> (AnalysisResult, Counts) {
         pairs: pairs.len() as u64,
         unmatched_calls,
         unmatched_rets,
-        nested: parent.iter().filter(|x| x.is_some()).count() as u64,
+        nested: tree.nested() as u64,
     };
     let params = serde_json::json!({
         "overlap": p.penalties.overlap,
@@ -100,6 +100,11 @@ pub fn nesting(trace: &Trace, p: &Params) -> (AnalysisResult, Counts) {
         "paper_bins": p.paper_bins,
         "local_call_delays": both_ends,
     });
-    let result = paths::collect(trace, &pairs, &parent, both_ends, params);
-    (result, counts)
+    // The pairs' times are the trace's: what the paths need of them is in a sixth of the
+    // memory (the whole run's peak is here, with the instances being listed).
+    let ends = paths::ends(&pairs);
+    drop(pairs);
+    let col = paths::collect(trace, &ends, &tree, both_ends);
+    drop((ends, tree));
+    (col.finish("nesting", params), counts)
 }
