@@ -7,7 +7,9 @@
 //! process):
 //!
 //! - `wait` (`P5_FULL=wait`): nothing may be dropped, so the wall time is the flusher's pace;
-//! - `drop` (the default mode): the producer never waits; prints what was lost.
+//! - `grace` (the default): the producer waits while the flusher frees room, drops only after
+//!   50 ms without progress; prints what was lost and how long the producer was held;
+//! - `drop`: the producer never waits; prints what was lost.
 //!
 //! Printed per mode: producer ns per event, events drained per wall second and per
 //! flusher CPU second (from `/proc/self/task/*/schedstat`), dropped events and percent.
@@ -24,7 +26,7 @@ fn main() {
         return;
     }
     let exe = std::env::current_exe().expect("own executable");
-    for mode in ["wait", "drop"] {
+    for mode in ["wait", "grace", "drop"] {
         let out = std::process::Command::new(&exe)
             .env("P5_BENCH_CHILD", mode)
             .env("P5_FULL", mode)
@@ -90,9 +92,9 @@ fn child(mode: &str) {
     let st = p5_runtime::stats();
     let drained = st.events.saturating_sub(2);
     println!(
-        "flusher P5_FULL={mode:<4} ring {slots} slots: {n} events, producer {:.1} ns/event, \
+        "flusher P5_FULL={mode:<5} ring {slots} slots: {n} events, producer {:.1} ns/event, \
          drained {:.1} M events/s wall ({:.2} s), {:.1} M events per flusher CPU-s, \
-         dropped {} ({:.2} %)",
+         dropped {} ({:.2} %), held {} times for {:.1} ms",
         produced.as_nanos() as f64 / n as f64,
         drained as f64 / wall.as_secs_f64() / 1e6,
         wall.as_secs_f64(),
@@ -102,6 +104,8 @@ fn child(mode: &str) {
             f64::NAN
         },
         st.dropped,
-        st.dropped as f64 * 100.0 / n as f64
+        st.dropped as f64 * 100.0 / n as f64,
+        st.waits,
+        st.held_ns as f64 / 1e6
     );
 }
