@@ -42,6 +42,14 @@ fn cdn() -> String {
 }
 
 fn case(name: &str, trace: &p5_analyze::Trace, p: &Params) {
+    // `cargo bench --bench linking -- WORD` runs only the cases whose name holds WORD.
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {
+        return;
+    }
     let n = trace.messages.len();
     // The trace as held: its messages and its node names (one per client endpoint).
     let input = n * std::mem::size_of::<p5_analyze::Message>()
