@@ -11,7 +11,8 @@
 //!
 //! Cases: WAP5's weights with the try-both cap at 10 (the default), 5 and 0 (the effect of
 //! the cap on time), and ours (`--kernel empirical --exclusive true --refits 5`).
-//! `P5_BENCH_SECONDS=N` sets the length (default 3600 s).
+//! `P5_BENCH_SECONDS=N` sets the length (default 3600 s); `-- WORD` runs only the cases
+//! whose name holds WORD.
 
 use p5_analyze::linking::{KernelKind, Params, linking};
 use p5_analyze::maketrace::{self, Config, Options};
