@@ -11,7 +11,8 @@
 //!
 //! Cases: WAP5's weights with the try-both cap at 10 (the default), 5 and 0 (the effect of
 //! the cap on time), and ours (`--kernel empirical --exclusive true --refits 5`).
-//! `P5_BENCH_SECONDS=N` sets the length (default 3600 s).
+//! `P5_BENCH_SECONDS=N` sets the length (default 3600 s); `-- WORD` runs only the cases
+//! whose name holds WORD.
 
 use p5_analyze::linking::{KernelKind, Params, linking};
 use p5_analyze::maketrace::{self, Config, Options};
@@ -42,6 +43,14 @@ fn cdn() -> String {
 }
 
 fn case(name: &str, trace: &p5_analyze::Trace, p: &Params) {
+    // `cargo bench --bench linking -- WORD` runs only the cases whose name holds WORD.
+    let filter: Vec<String> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with('-'))
+        .collect();
+    if !filter.is_empty() && !filter.iter().any(|f| name.contains(f.as_str())) {
+        return;
+    }
     let n = trace.messages.len();
     // The trace as held: its messages and its node names (one per client endpoint).
     let input = n * std::mem::size_of::<p5_analyze::Message>()

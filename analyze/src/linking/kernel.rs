@@ -54,12 +54,35 @@ impl Keys {
     }
 }
 
+/// The keys of one child edge B→C: where step 2 looks a candidate up.
+#[derive(Debug, Default)]
+pub struct EdgeKeys {
+    /// (parent's sender X, key id, the key's reach), by X.
+    from: Vec<(NodeId, u32, Time)>,
+    /// No pair of these keys is causal at a longer gap (ns).
+    pub reach: Time,
+}
+
+impl EdgeKeys {
+    /// The id of the key (X, B, C) and its reach, if known.
+    pub fn key(&self, x: NodeId) -> Option<(u32, Time)> {
+        self.from
+            .binary_search_by_key(&x, |e| e.0)
+            .ok()
+            .map(|i| (self.from[i].1, self.from[i].2))
+    }
+}
+
 /// Per-key causal probabilities by gap bin.
 #[derive(Debug)]
 pub struct Kernel {
     bins: Bins,
     /// Key ids.
     pub keys: Keys,
+    /// The keys of each child edge (B, C), with their reach.
+    edges: FxHashMap<(NodeId, NodeId), EdgeKeys>,
+    /// `bounds[k]`: the shortest gap in bin `k` (as `Bins::of` puts it).
+    bounds: Vec<Time>,
     /// `probs[key * bins + bin]`.
     probs: Vec<f32>,
     spont: FxHashMap<(NodeId, NodeId), f64>,
@@ -101,6 +124,54 @@ fn widths(b: Bins, window: f64) -> Vec<f64> {
             (hi.min(window) - lo).max(0.0)
         })
         .collect()
+}
+
+/// The shortest gap (ns) of every bin: a binary search on `Bins::of`, which grows with
+/// the gap.
+fn bounds(b: Bins) -> Vec<Time> {
+    (0..b.count)
+        .map(|k| {
+            let (mut lo, mut hi): (Time, Time) = (0, Time::MAX / 2);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if b.of(mid) >= k {
+                    hi = mid;
+                } else {
+                    lo = mid + 1;
+                }
+            }
+            lo
+        })
+        .collect()
+}
+
+/// Each child edge's keys and the longest gap at which any of them is causal: past the
+/// upper edge of its last bin with a probability above 0 (the window if that is the last
+/// bin, which holds every longer gap too).
+fn edge_keys(
+    keys: &Keys,
+    probs: &[f32],
+    b: Bins,
+    window: f64,
+) -> FxHashMap<(NodeId, NodeId), EdgeKeys> {
+    let mut edges: FxHashMap<(NodeId, NodeId), EdgeKeys> = FxHashMap::default();
+    for (id, &(x, node, to)) in keys.list.iter().enumerate() {
+        let row = &probs[id * b.count..(id + 1) * b.count];
+        let reach = match row.iter().rposition(|&p| p > 0.0) {
+            None => 0.0,
+            Some(k) if k + 1 == b.count => window,
+            // One nanosecond more: a gap on the edge itself may round into bin k.
+            Some(k) => (b.first_ns * 1.05f64.powi(k as i32 + 1)).ceil() + 1.0,
+        };
+        let reach = reach.min(window) as Time;
+        let e = edges.entry((node, to)).or_default();
+        e.from.push((x, id as u32, reach));
+        e.reach = e.reach.max(reach);
+    }
+    for e in edges.values_mut() {
+        e.from.sort_unstable();
+    }
+    edges
 }
 
 impl Learner {
@@ -164,9 +235,12 @@ impl Learner {
                 (e, (1.0 - explained).clamp(MIN_SPONT, 1.0))
             })
             .collect();
+        let edges = edge_keys(&self.keys, &probs, b, window);
         Kernel {
+            bounds: bounds(b),
             bins: b,
             keys: self.keys,
+            edges,
             probs,
             spont,
             totals: self.totals,
@@ -233,6 +307,26 @@ impl Kernel {
         self.spont.get(&edge).copied().unwrap_or(1.0)
     }
 
+    /// The keys of child edge B→C, if any pair was causal on it.
+    pub fn edge(&self, edge: (NodeId, NodeId)) -> Option<&EdgeKeys> {
+        self.edges.get(&edge)
+    }
+
+    /// The gap bin of `gap`, found from bin `from` on (a bin at or below `gap`'s: gaps
+    /// taken in increasing order move it forward). The same bin as `Bins::of`.
+    pub fn bin_from(&self, gap: Time, from: usize) -> usize {
+        let mut b = from;
+        while self.bounds.get(b + 1).is_some_and(|&lo| gap >= lo) {
+            b += 1;
+        }
+        b
+    }
+
+    /// The cell of key `id` and gap bin `bin`.
+    pub fn cell_of(&self, id: u32, bin: usize) -> u32 {
+        (id as usize * self.bins.count + bin) as u32
+    }
+
     /// The cell of key `id` and this gap: where [`Kernel::prob_cell`] looks.
     pub fn cell(&self, id: u32, gap: Time) -> u32 {
         (id as usize * self.bins.count + self.bins.of(gap)) as u32
@@ -291,5 +385,31 @@ mod tests {
         assert!(k.prob((0, 1, 2), 500 * ms) < 0.1);
         assert!(k.prob((3, 1, 2), 50 * ms) < 0.1);
         assert_eq!(k.prob((9, 9, 9), 50 * ms), 0.0);
+        // Step 2's look-up: the edge's keys, reaching past the peak, within the window.
+        let e = k.edge((1, 2)).expect("edge (1, 2)");
+        let (id, reach) = e.key(0).expect("key (0, 1, 2)");
+        assert!(reach > 50 * ms && reach <= 1000 * ms, "{reach}");
+        assert!(e.reach >= reach);
+        assert!(k.edge((2, 1)).is_none());
+        let bin = k.bin_from(50 * ms, 0);
+        assert_eq!(k.prob_cell(k.cell_of(id, bin)), k.prob((0, 1, 2), 50 * ms));
+    }
+
+    /// Moving the bin forward along growing gaps gives `Bins::of`'s bin, at the bins'
+    /// edges too.
+    #[test]
+    fn bins_found_forward_match_bins_of() {
+        let b = Bins::FINE;
+        let k = Learner::new().finish(2_000_000_000);
+        let mut gaps: Vec<Time> = (0..4000).map(|i| i * 997).collect();
+        for &edge in &bounds(b)[1..200] {
+            gaps.extend([edge - 1, edge, edge + 1]);
+        }
+        gaps.sort_unstable();
+        let mut bin = 0;
+        for g in gaps {
+            bin = k.bin_from(g, bin);
+            assert_eq!(bin, b.of(g), "gap {g}");
+        }
     }
 }

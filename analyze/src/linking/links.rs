@@ -14,7 +14,7 @@
 //! on nodes that receive thousands of messages within `x`).
 
 use super::exclusive::Balancer;
-use super::kernel::{Kernel, Learner};
+use super::kernel::{EdgeKeys, Kernel, Learner};
 use super::{KernelKind, Params};
 use crate::hash::FxHashMap;
 use crate::trace::{Kind, Message, NO_TIME, NodeId, Time, Trace};
@@ -116,14 +116,15 @@ impl Roles {
     }
 }
 
-/// Per node, the messages into it by arrival: `(arrival, message index)`.
+/// Per node, the messages into it by arrival: `(arrival, message index, its sender as
+/// aggregated)` — the sender beside it, so that weighing a candidate reads no message.
 struct Arrivals {
     off: Vec<u32>,
-    at: Vec<(Time, u32)>,
+    at: Vec<(Time, u32, NodeId)>,
 }
 
 impl Arrivals {
-    fn build(trace: &Trace) -> Arrivals {
+    fn build(trace: &Trace, group: &[NodeId]) -> Arrivals {
         let n = trace.nodes.len();
         let mut off = vec![0u32; n + 1];
         for m in &trace.messages {
@@ -133,10 +134,11 @@ impl Arrivals {
             off[i + 1] += off[i];
         }
         let mut fill = off.clone();
-        let mut at = vec![(0, 0u32); trace.messages.len()];
+        let mut at = vec![(0, 0u32, 0); trace.messages.len()];
         for (i, m) in trace.messages.iter().enumerate() {
             let slot = &mut fill[m.dst as usize];
-            at[*slot as usize] = (arrival(m), i as u32);
+            let from = group.get(m.src as usize).copied().unwrap_or(m.src);
+            at[*slot as usize] = (arrival(m), i as u32, from);
             *slot += 1;
         }
         for w in off.windows(2) {
@@ -147,7 +149,7 @@ impl Arrivals {
     }
 
     /// Node `b`'s arrivals up to and including time `t`.
-    fn until(&self, b: NodeId, t: Time) -> &[(Time, u32)] {
+    fn until(&self, b: NodeId, t: Time) -> &[(Time, u32, NodeId)] {
         let all = &self.at[self.off[b as usize] as usize..self.off[b as usize + 1] as usize];
         &all[..all.partition_point(|a| a.0 <= t)]
     }
@@ -307,8 +309,8 @@ fn edge_ids(trace: &Trace) -> (Vec<u32>, Vec<EdgeDelay>) {
     (ids, edges)
 }
 
-/// The candidate parents of message `i`, newest first, as `(parent, gap)`; `limit` stops
-/// the scan at that gap (inclusive).
+/// The candidate parents of message `i`, newest first, as `(parent, gap, its sender as
+/// aggregated)`; `limit` stops the scan at that gap (inclusive).
 fn candidates(
     trace: &Trace,
     arrivals: &Arrivals,
@@ -316,7 +318,7 @@ fn candidates(
     i: usize,
     limit: Time,
     max: usize,
-    out: &mut Vec<(u32, Time)>,
+    out: &mut Vec<(u32, Time, NodeId)>,
 ) {
     out.clear();
     let m = &trace.messages[i];
@@ -326,7 +328,7 @@ fn candidates(
         return;
     }
     let untraced = !roles.traced(m.src);
-    for &(t, j) in arrivals.until(m.src, dep).iter().rev() {
+    for &(t, j, x) in arrivals.until(m.src, dep).iter().rev() {
         let gap = dep.saturating_sub(t);
         if gap > limit || out.len() >= max {
             break;
@@ -334,7 +336,52 @@ fn candidates(
         if j as usize == i || (untraced && trace.messages[j as usize].src != m.dst) {
             continue;
         }
-        out.push((j, gap));
+        out.push((j, gap, x));
+    }
+}
+
+/// Child `i`'s candidate parents as [`candidates`] finds them (newest first, at most
+/// [`MAX_CANDIDATES`] within the reach of its edge's keys), those the kernel gives a
+/// probability above 0, into `out` as (parent, cell, odds). Gaps grow along the scan, so
+/// the gap bin moves forward, never computed from scratch.
+fn weigh(
+    trace: &Trace,
+    arrivals: &Arrivals,
+    roles: &Roles,
+    i: usize,
+    (k, e): (&Kernel, &EdgeKeys),
+    out: &mut Vec<(u32, u32, f64)>,
+) {
+    out.clear();
+    let m = &trace.messages[i];
+    let dep = departure(m);
+    if roles.origin(m.src) {
+        return;
+    }
+    let untraced = !roles.traced(m.src);
+    let mut bin = 0;
+    let mut seen = 0;
+    for &(t, j, x) in arrivals.until(m.src, dep).iter().rev() {
+        let gap = dep.saturating_sub(t);
+        if gap > e.reach || seen >= MAX_CANDIDATES {
+            break;
+        }
+        if j as usize == i || (untraced && trace.messages[j as usize].src != m.dst) {
+            continue;
+        }
+        seen += 1;
+        let Some((id, reach)) = e.key(x) else {
+            continue;
+        };
+        if gap > reach {
+            continue;
+        }
+        bin = k.bin_from(gap, bin);
+        let cell = k.cell_of(id, bin);
+        let q = k.prob_cell(cell);
+        if q > 0.0 {
+            out.push((j, cell, q / (1.0 - q)));
+        }
     }
 }
 
@@ -352,7 +399,7 @@ fn estimate(
         let e = e as usize;
         edges[e].messages += 1;
         candidates(trace, arrivals, roles, i, window, 1, &mut cands);
-        if let Some(&(_, gap)) = cands.first() {
+        if let Some(&(_, gap, _)) = cands.first() {
             edges[e].caused += 1;
             sums[e] += gap as f64;
         }
@@ -377,10 +424,11 @@ fn learn(
     // Half a million children teach enough; longer traces teach with every k-th.
     let stride = trace.messages.len().div_ceil(LEARN_CHILDREN).max(1);
     for (i, m) in trace.messages.iter().enumerate().step_by(stride) {
-        learner.child((g(m.src), g(m.dst)));
+        let (b, c) = (g(m.src), g(m.dst));
+        learner.child((b, c));
         candidates(trace, arrivals, roles, i, window, MAX_LEARN, &mut cands);
-        for &(j, gap) in &cands {
-            learner.count(key(trace, group, j, i), gap);
+        for &(_, gap, x) in &cands {
+            learner.count((x, b, c), gap);
         }
     }
     learner.finish(window)
@@ -408,13 +456,6 @@ fn refit(trace: &Trace, group: &[NodeId], w: &mut Weighed, k: &mut Kernel, windo
     for (i, m) in trace.messages.iter().enumerate() {
         w.spont[i] = k.spont((g(m.src), g(m.dst)));
     }
-}
-
-/// The kernel key of parent `j` and child `i`: (X, B, C) as aggregated.
-fn key(trace: &Trace, group: &[NodeId], j: u32, i: usize) -> (NodeId, NodeId, NodeId) {
-    let g = |n: NodeId| group.get(n as usize).copied().unwrap_or(n);
-    let (parent, child) = (&trace.messages[j as usize], &trace.messages[i]);
-    (g(parent.src), g(child.src), g(child.dst))
 }
 
 /// Normalises child `i`'s weights (spontaneity's beside them), classifies its links and
@@ -478,7 +519,7 @@ fn classify(
 /// (the empirical kernel's key), `roles` tells which nodes are untraced or only start paths.
 pub fn link(trace: &Trace, p: &Params, group: &[NodeId], roles: &Roles) -> Links {
     let n = trace.messages.len();
-    let arrivals = Arrivals::build(trace);
+    let arrivals = Arrivals::build(trace, group);
     let (edge_of, edges) = estimate(trace, &arrivals, roles, p.window);
     let kernel = (p.kernel == KernelKind::Empirical)
         .then(|| learn(trace, &arrivals, roles, group, p.window));
@@ -497,44 +538,45 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId], roles: &Roles) -> Links
     let mut ids: Vec<u32> = Vec::with_capacity(MAX_CANDIDATES);
     let mut weights: Vec<f64> = Vec::with_capacity(MAX_CANDIDATES);
     let mut cands = Vec::with_capacity(MAX_CANDIDATES);
+    let mut scored = Vec::with_capacity(MAX_CANDIDATES);
     for i in 0..n {
-        let d = edges[edge_of[i] as usize].mean_ns.unwrap_or(0.0).max(1.0);
-        let limit = match kernel {
-            Some(_) => p.window,
-            None => p
-                .window
-                .min(((p.spontaneous_y + CUTOFF) * d).min(9e18) as Time),
-        };
-        candidates(
-            trace,
-            &arrivals,
-            roles,
-            i,
-            limit,
-            MAX_CANDIDATES,
-            &mut cands,
-        );
-        weights.clear();
         let m = &trace.messages[i];
+        weights.clear();
+        ids.clear();
+        cands.clear();
+        match &kernel {
+            // Only the child edge's keys can weigh, and only up to their reach.
+            Some(k) => {
+                if let Some(e) = k.edge((g(m.src), g(m.dst))) {
+                    weigh(trace, &arrivals, roles, i, (k, e), &mut scored);
+                    for &(j, cell, odds) in &scored {
+                        cands.push((j, 0, 0));
+                        ids.push(cell);
+                        weights.push(odds);
+                    }
+                }
+            }
+            None => {
+                let d = edges[edge_of[i] as usize].mean_ns.unwrap_or(0.0).max(1.0);
+                let limit = p
+                    .window
+                    .min(((p.spontaneous_y + CUTOFF) * d).min(9e18) as Time);
+                candidates(
+                    trace,
+                    &arrivals,
+                    roles,
+                    i,
+                    limit,
+                    MAX_CANDIDATES,
+                    &mut cands,
+                );
+                weights.extend(cands.iter().map(|&(_, gap, _)| (-(gap as f64) / d).exp()));
+            }
+        }
         let spont_w = match &kernel {
             Some(k) => k.spont((g(m.src), g(m.dst))),
             None => (-p.spontaneous_y).exp(),
         };
-        ids.clear();
-        match &kernel {
-            Some(k) => {
-                cands.retain(|&(j, gap)| {
-                    let id = k.keys.get(key(trace, group, j, i));
-                    let q = id.map_or(0.0, |id| k.prob_id(id, gap));
-                    if q > 0.0 {
-                        ids.push(k.cell(id.unwrap_or(0), gap));
-                        weights.push(q / (1.0 - q));
-                    }
-                    q > 0.0
-                });
-            }
-            None => weights.extend(cands.iter().map(|&(_, gap)| (-(gap as f64) / d).exp())),
-        }
         if keep {
             w.push(
                 spont_w,
