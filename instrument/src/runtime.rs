@@ -135,12 +135,12 @@ pub fn static_lib() -> Result<PathBuf, RuntimeError> {
 }
 
 /// What a library crate of the workspace (`runtime`, `preload`) is built from: its `src`,
-/// `include` and `csrc`, its build script and manifest, and the runtime's and the wire
-/// format's sources it links — not its tests, benches or documents, whose changes cargo
+/// `include` and `csrc`, its build script and manifest, and the runtime's, the wire
+/// format's and the receive stamps' (`rxstamp`) sources it links — not its tests, benches or documents, whose changes cargo
 /// would not rebuild it for.
 pub fn library_sources(ws: &Path, krate: &str) -> Vec<PathBuf> {
     let mut out = Vec::new();
-    for k in [krate, "runtime", "wire"] {
+    for k in [krate, "runtime", "wire", "rxstamp"] {
         let d = ws.join(k);
         for part in ["src", "include", "csrc", "build.rs", "Cargo.toml"] {
             let p = d.join(part);

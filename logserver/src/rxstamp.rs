@@ -1,95 +1,18 @@
-//! Kernel receive timestamps of a connection's frames: a clock sample is only as good as its
-//! receipt time is close to the packet's arrival, and a server woken from sleep by the packet
-//! reads its clock tens of microseconds late (on this machine's debug build 16 µs later than
-//! a client reads an ack), so the two directions' delays differ and the offset estimate is
-//! off by half the difference. With `SO_TIMESTAMPNS`
-//! the kernel stamps each packet as it is received; [`recv`] returns how long ago that was
-//! (`CLOCK_REALTIME` now, read by a raw system call so that a clock-faking `LD_PRELOAD` cannot
-//! shift it, less the stamp), which the caller takes off its own clock reading.
+//! Frames stamped with the kernel's receive time: the connection's read half reads with
+//! [`p5_rxstamp::recv`], so each frame's `t_s` is when its packet arrived, not when the server
+//! woke up to read it (on this machine's debug build 16 µs later than a client reads an ack,
+//! which would put the offset estimate off by half the difference).
 
 use crate::clock::RunClock;
+use p5_rxstamp::{enable, recv};
 use std::io;
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::AsRawFd;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll, ready};
 use tokio::io::{AsyncRead, Interest, ReadBuf};
 use tokio::net::tcp::OwnedReadHalf;
-
-/// Asks the kernel to stamp received packets; false where it cannot.
-pub fn enable(fd: RawFd) -> bool {
-    let one: libc::c_int = 1;
-    // SAFETY: a valid option pointer and length for an int option.
-    let rc = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_TIMESTAMPNS,
-            (&one as *const libc::c_int).cast(),
-            size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    rc == 0
-}
-
-/// `CLOCK_REALTIME` by a raw system call, ns.
-fn realtime_ns() -> Option<i128> {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_clock_gettime,
-            libc::CLOCK_REALTIME,
-            &mut ts as *mut libc::timespec,
-        )
-    };
-    (rc == 0).then(|| ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128)
-}
-
-/// Reads into `buf` like `recv`, and returns with the byte count the age of the newest packet
-/// read, ns, if the kernel stamped it (below one second: a clock step in between gives none).
-pub fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let mut control = [0u64; 16];
-    // SAFETY: an all-zero msghdr is valid; the pointers set below outlive the call.
-    let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-    msg.msg_iov = &mut iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control.as_mut_ptr().cast();
-    msg.msg_controllen = size_of_val(&control) as _;
-    // SAFETY: msg describes valid buffers.
-    let n = unsafe { libc::recvmsg(fd, &mut msg, 0) };
-    if n < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    let mut stamp = None;
-    // SAFETY: the CMSG macros walk the control buffer the kernel filled, within
-    // msg_controllen; the timespec is read unaligned.
-    unsafe {
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
-                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-                stamp = Some(ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128);
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
-        }
-    }
-    let age = match (stamp, realtime_ns()) {
-        (Some(s), Some(now)) if s > 0 && (0..1_000_000_000).contains(&(now - s)) => {
-            Some((now - s) as u64)
-        }
-        _ => None,
-    };
-    Ok((n as usize, age))
-}
 
 /// The read half of a client connection, reading with [`recv`]: after each read that returned
 /// bytes, `receipt` holds when the newest packet among them arrived, on the run clock (the
@@ -138,36 +61,5 @@ impl AsyncRead for StampedRead {
                 Err(e) => return Poll::Ready(Err(e)),
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::io::Write;
-    use std::net::{TcpListener, TcpStream};
-    use std::os::fd::AsRawFd;
-
-    /// Bytes over loopback come with the kernel's stamp, taken before the read. (The kernel
-    /// turns stamping on in a work item after the first socket asks, so the first packets may
-    /// have none: a few rounds until one has.)
-    #[test]
-    fn a_read_returns_the_age_of_the_packet() {
-        let l = TcpListener::bind("127.0.0.1:0").unwrap();
-        let mut tx = TcpStream::connect(l.local_addr().unwrap()).unwrap();
-        let (rx, _) = l.accept().unwrap();
-        assert!(enable(rx.as_raw_fd()));
-        let mut buf = [0u8; 16];
-        let age = (0..100)
-            .find_map(|_| {
-                tx.write_all(b"ping").unwrap();
-                std::thread::sleep(std::time::Duration::from_millis(20));
-                let (n, age) = recv(rx.as_raw_fd(), &mut buf).unwrap();
-                assert_eq!(&buf[..n], b"ping");
-                age
-            })
-            .expect("a kernel receive stamp");
-        // The packet waited 20 ms in the socket before the read.
-        assert!(age >= 19_000_000, "age {age} ns");
     }
 }

@@ -78,7 +78,7 @@ impl Conn {
                 let ack =
                     HelloAck::decode_body(&body).map_err(|e| bad(format!("bad hello ack: {e}")))?;
                 sock.set_nonblocking(true)?;
-                crate::rxstamp::enable(sock.as_raw_fd());
+                p5_rxstamp::enable(sock.as_raw_fd());
                 Ok(Conn {
                     sock,
                     inbuf: Vec::new(),
@@ -116,14 +116,14 @@ impl Conn {
 
     /// Reads whatever arrived and returns the complete server frames, and when the newest of
     /// them arrived on `now()`'s clock: the kernel's receive stamp of the last packet read
-    /// (see [`crate::rxstamp`]), else `now()` right after that read. It is the receipt time of
+    /// (see [`p5_rxstamp`]), else `now()` right after that read. It is the receipt time of
     /// the last ack, a clock sample. An orderly close by the server is an error
     /// (`UnexpectedEof`).
     pub fn read_replies(&mut self, now: impl Fn() -> u64) -> io::Result<(Vec<Reply>, u64)> {
         let mut buf = [0u8; 4096];
         let mut read_at = None;
         loop {
-            match crate::rxstamp::recv(self.sock.as_raw_fd(), &mut buf) {
+            match p5_rxstamp::recv(self.sock.as_raw_fd(), &mut buf) {
                 Ok((0, _)) => return Err(io::ErrorKind::UnexpectedEof.into()),
                 Ok((n, age)) => {
                     read_at = Some(now().saturating_sub(age.unwrap_or(0)));

@@ -46,7 +46,6 @@ mod process;
 pub mod record;
 mod registry;
 pub mod ring;
-mod rxstamp;
 mod sensor;
 pub mod site;
 pub mod spool;

@@ -20,8 +20,8 @@
 //!
 //! Why no clock read on most throttled calls: on this machine one `rdtsc` costs about as
 //! much as a tiny function (≈ 9 ns a read against ≈ 4 ns for a leaf call); timing every
-//! throttled call took the Lua workload from 2.2× to 6.3× its uninstrumented time
-//! (`-DP5_SAMPLE_MASK=0`, `cargo bench -p p5-runtime --bench lua`). So only the sites that
+//! throttled call takes the Lua workload from 2.6× to 4.1× its uninstrumented time on a
+//! quiet machine (`-DP5_SAMPLE_MASK=0`, `cargo bench -p p5-runtime --bench lua`). So only the sites that
 //! have shown a long call pay for timing every call. The price: a site whose first N calls
 //! and sampled calls were all short can have long calls unrecorded until a sampled one is
 //! long.

@@ -1,10 +1,13 @@
-//! Kernel receive timestamps: a clock sample is only as good as its receipt time is close to
+//! Kernel receive timestamps of socket reads: a clock sample is only as good as its receipt time is close to
 //! the packet's arrival, and a process woken from sleep by the packet reads its clock tens of
 //! microseconds late — later than the log server, which has just sent, so the two directions'
 //! delays differ and the offset estimate is off by half the difference. With `SO_TIMESTAMPNS`
 //! the kernel stamps each packet as it is received; [`recv`] returns how long ago that was
 //! (`CLOCK_REALTIME` now, read by a raw system call so that a clock-faking `LD_PRELOAD` cannot
 //! shift it, less the stamp), which the caller takes off its own clock reading.
+//!
+//! The runtime reads its log-server connection's acks with [`recv`] (blocking socket); the log
+//! server wraps it in an async reader. Linux only, as the rest of p5.
 
 use std::io;
 use std::os::fd::RawFd;
