@@ -79,9 +79,11 @@ static inline void p5_mark_inline(uint64_t sensor) {
  * code; no difference beyond the noise in the real programs measured, ARCHITECTURE.md).
  * Throttling (TAU's rule, P5_THROTTLE=N,T, default 1000,10us):
  * after N timed calls with a mean below T a site stops recording and only counts calls;
- * every 64th call is still timed and recorded if it takes longer than T, and a site that has
- * shown a call longer than T (before throttling or a timed one after) is timed on every call
- * from then on, so each of its long calls is recorded. The selection
+ * every 64th call is still timed and recorded if it takes longer than T, and for 4096 calls
+ * after a call longer than T (before throttling, or a timed one after) the site times every
+ * call, so long calls that come in runs are each recorded, while one preempted call costs
+ * a tiny function only 4096 timed calls (P5_SCOPE_COUNT sites stay sampled).
+ * The selection
  * file can pin a site on (P5_SCOPE_ALWAYS: always recorded) or off (P5_SCOPE_COUNT:
  * counted only). Counts are relaxed loads and stores: exact for one thread, possibly a few
  * short when threads race on one site. Without x86-64 (or with -DP5_NO_INLINE, or where
@@ -106,6 +108,7 @@ typedef struct p5_site {
     uint32_t listed;   /* on the runtime's report list */
     uint64_t since;    /* TSC when throttled */
     uint64_t recorded; /* calls longer than T recorded (before throttling and after) */
+    uint64_t long_until; /* a throttled site times every call while calls < this */
     struct p5_site *next;
 } p5_site_t;
 
@@ -196,8 +199,10 @@ P5_ALWAYS_INLINE_ p5_scope_t p5_scope_begin_site(p5_site_t *site, uint64_t senso
         if (st >= P5_SITE_THROTTLED) {
             if (__builtin_expect(!__atomic_load_n(&site->listed, __ATOMIC_RELAXED), 0))
                 p5_site_list(site);
-            /* Sites that have shown a call longer than T are timed on every call. */
-            if ((c & P5_SAMPLE_MASK) && !__atomic_load_n(&site->recorded, __ATOMIC_RELAXED)) {
+            /* Within P5_LONG_WINDOW calls of a call longer than T a throttled site times
+             * every call (not one the selection file pinned to counting). */
+            if ((c & P5_SAMPLE_MASK) &&
+                (st == P5_SITE_COUNT || c >= __atomic_load_n(&site->long_until, __ATOMIC_RELAXED))) {
                 s.on = P5_COUNTED_;
                 return s;
             }
@@ -261,7 +266,7 @@ P5_ALWAYS_INLINE_ void p5_scope_end(p5_scope_t *s) {
 #define P5_CONCAT_(a, b) a##b
 #define P5_CONCAT(a, b) P5_CONCAT_(a, b)
 #define P5_SCOPE_AT_(sensor, state, n)                                                        \
-    static p5_site_t P5_CONCAT(p5_site_, n) = {0, 0, 0, 0, (state), 0, 0, 0, 0};              \
+    static p5_site_t P5_CONCAT(p5_site_, n) = {0, 0, 0, 0, (state), 0, 0, 0, 0, 0};           \
     p5_scope_t P5_CONCAT(p5_scope_, n) __attribute__((cleanup(p5_scope_end))) =                \
         p5_scope_begin_site(&P5_CONCAT(p5_site_, n), (sensor))
 /* Enter `sensor` now and exit it when the enclosing block is left (any way but longjmp);

@@ -11,9 +11,9 @@
 //! the ring is full the producer rings the doorbell and yields the CPU to the flusher while it
 //! frees room ([`Full::Grace`], the default: on a machine whose cores are all busy the flusher
 //! can be starved); when the flusher frees nothing for 50 ms it drops the record and counts it
-//! in `dropped`, which the flusher ships in-band in every `Events` frame. With [`Full::Drop`] (`P5_FULL=drop`) the application
-//! never waits; with [`Full::Wait`] (`P5_FULL=wait`) it yields until the flusher has freed
-//! room (or is gone, when it drops after all).
+//! in `dropped`, which the flusher ships in-band in every `Events` frame. With [`Full::Drop`]
+//! (`P5_FULL=drop`) the application never waits; with [`Full::Wait`] (`P5_FULL=wait`) it
+//! yields until the flusher has freed room (or is gone, when it drops after all).
 //!
 //! No false sharing: the consumer keeps its own copies of the slot pointer and mask on its
 //! line, so reading slots never touches the producer's line; it reads the producer's `head`
@@ -35,12 +35,6 @@ use std::time::{Duration, Instant};
 /// How long a [`Full::Grace`] ring waits for a flusher that frees nothing before it drops,
 /// by default. A starved flusher on a busy 2-core machine can go 10–20 ms without a turn.
 pub const GRACE: Duration = Duration::from_millis(50);
-
-impl Default for Full {
-    fn default() -> Self {
-        Full::Grace(GRACE)
-    }
-}
 /// How long a ring whose grace ran out drops at once.
 pub const GRACE_PAUSE: Duration = Duration::from_secs(1);
 
@@ -94,6 +88,12 @@ pub enum Full {
     /// Wake the flusher and wait for room: a complete trace at the price of stalls. Drops
     /// only once the flusher is gone (process exit).
     Wait,
+}
+
+impl Default for Full {
+    fn default() -> Self {
+        Full::Grace(GRACE)
+    }
 }
 
 /// What a stream is about, captured on the producing thread at registration.

@@ -13,18 +13,21 @@
 //! state ALWAYS     pinned on by the selection file: record every call, never throttle
 //! state THROTTLED  count the call (no clock read); every 64th call is timed, and a timed
 //!                  call longer than T is recorded (enter and exit) — the mean stays known;
-//!                  a site that has shown a call longer than T (`recorded` > 0: before
-//!                  throttling, or a timed one after) is timed on every call instead
-//! state COUNT      pinned off by the selection file: THROTTLED from the first call
+//!                  for 4096 calls after a call longer than T (before throttling, or a
+//!                  timed one after) the site times every call instead, so long calls
+//!                  that come in runs are each recorded
+//! state COUNT      pinned off by the selection file: THROTTLED from the first call, and
+//!                  always only every 64th call timed
 //! ```
 //!
 //! Why no clock read on most throttled calls: on this machine one `rdtsc` costs about as
 //! much as a tiny function (≈ 9 ns a read against ≈ 4 ns for a leaf call); timing every
 //! throttled call takes the Lua workload from 2.6× to 4.1× its uninstrumented time on a
-//! quiet machine (`-DP5_SAMPLE_MASK=0`, `cargo bench -p p5-runtime --bench lua`). So only the sites that
-//! have shown a long call pay for timing every call. The price: a site whose first N calls
-//! and sampled calls were all short can have long calls unrecorded until a sampled one is
-//! long.
+//! quiet machine (`-DP5_SAMPLE_MASK=0`, `cargo bench -p p5-runtime --bench lua`). So only a
+//! site that has just shown a long call pays for timing every call, and only for a while: a
+//! tiny function preempted once (a long call too) goes back to sampling after 4096 calls.
+//! The price: a long call that is neither sampled nor within 4096 calls after another long
+//! one (or a long call before throttling) goes unrecorded.
 //!
 //! Counters are updated with relaxed loads and stores, not locked read-modify-writes: exact
 //! for a site used by one thread, possibly short by a few calls when threads race on it.
@@ -45,6 +48,8 @@ pub const THROTTLED: u32 = 2;
 pub const COUNT: u32 = 3;
 /// Throttled calls with `calls & SAMPLE_MASK == 0` are timed.
 pub const SAMPLE_MASK: u64 = 63;
+/// After a call longer than the bound a throttled site times every call for this many calls.
+pub const LONG_WINDOW: u64 = 4096;
 
 /// One scope sensor's call site; layout shared with `struct p5_site` in `p5.h`.
 #[repr(C)]
@@ -64,9 +69,11 @@ pub struct Site {
     pub listed: AtomicU32,
     /// Raw ticks when throttled (or first counted).
     pub since: AtomicU64,
-    /// Calls longer than the bound recorded (before throttling, and timed ones after); once
-    /// non-zero a throttled site times every call.
+    /// Calls longer than the bound recorded (before throttling, and timed ones after).
     pub recorded: AtomicU64,
+    /// A throttled site times every call while `calls` is below this: [`LONG_WINDOW`] calls
+    /// past the last call longer than the bound.
+    pub long_until: AtomicU64,
     /// Next site on the report list.
     pub next: AtomicPtr<Site>,
 }
@@ -83,6 +90,7 @@ impl Site {
             listed: AtomicU32::new(0),
             since: AtomicU64::new(0),
             recorded: AtomicU64::new(0),
+            long_until: AtomicU64::new(0),
             next: AtomicPtr::new(std::ptr::null_mut()),
         }
     }
@@ -247,8 +255,8 @@ pub unsafe extern "C" fn p5_site_long(site: *mut Site, t0: u64, t1: u64) {
     crate::sensor::emit_raw(Kind::Exit, t1, id);
 }
 
-/// A recorded call of an unthrottled site lasted longer than the bound: counts it, so the
-/// site times every call once throttled.
+/// A recorded call of an unthrottled site lasted longer than the bound: counts it, and opens
+/// the window of [`LONG_WINDOW`] calls in which the site, once throttled, times every call.
 ///
 /// # Safety
 /// `site` is null or a static `struct p5_site`.
@@ -263,6 +271,8 @@ pub unsafe extern "C" fn p5_site_saw_long(site: *mut Site) {
 fn saw_long(s: &Site) {
     s.recorded
         .store(s.recorded.load(Ordering::Relaxed) + 1, Ordering::Relaxed);
+    let calls = s.calls.load(Ordering::Relaxed);
+    s.long_until.store(calls + LONG_WINDOW, Ordering::Relaxed);
 }
 
 /// A recorded call of a site begins (guards built with `-DP5_CALL_RECORD`): stamps the TSC,

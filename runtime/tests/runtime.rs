@@ -1311,7 +1311,8 @@ fn enters_and_calls(r: &Recording, sensor: u64) -> (usize, Option<CallsReport>) 
 /// through the runtime, `-DP5_CALL_RECORD`): with `P5_THROTTLE=100,10us` the hot tiny scope is recorded 100 times
 /// (plus long sampled calls) and then only counted — and its `Calls` report has every call;
 /// the slow scope (mean above 10 µs) and the scope pinned on are recorded on every call; the
-/// scope pinned off is counted from the first call. With `P5_THROTTLE=off` everything but the
+/// scope pinned off is counted from the first call; the scope that is long every 50th call
+/// is throttled, yet each of its long calls is recorded. With `P5_THROTTLE=off` everything but the
 /// pinned-off scope is recorded.
 #[test]
 fn hot_tiny_scopes_are_throttled_and_counted() {
@@ -1335,9 +1336,10 @@ fn check_throttling(exe: &Path, dir: &Path) {
     assert_eq!(calls, 50_000, "every call counted");
     assert_eq!(pinned, 0);
     assert!(t > 0, "throttled at a time in the run");
+    // Every 64th call, and every call for 4096 after one that was long (preempted).
     assert!(
-        (100..100 + 50_000 / 64 + 2).contains(&timed),
-        "timed {timed}"
+        (100..100 + 50_000 / 64 + 2 + 4096 * recorded).contains(&timed),
+        "timed {timed}, {recorded} long"
     );
     // The thread's first event goes out of line (it registers the ring) and is not timed.
     assert_eq!(
@@ -1353,6 +1355,17 @@ fn check_throttling(exe: &Path, dir: &Path) {
     assert_eq!(
         off as u64, off_calls.2,
         "pinned off: only long calls recorded"
+    );
+    // Long every 50th call: each long call is recorded, also after throttling (the first
+    // 100 calls are recorded in full; of them, calls 0 and 50 are long).
+    let (some, some_calls) = enters_and_calls(&r, 0x7500);
+    let (calls, _, recorded, _, _) =
+        some_calls.expect("a Calls report for the sometimes-long scope");
+    assert_eq!(calls, 50_000);
+    assert!(recorded >= 1_000, "{recorded} long calls seen");
+    assert!(
+        some as u64 >= 100 + 998 && some as u64 <= 100 + recorded,
+        "{some} recorded, {recorded} long"
     );
     let (slow, slow_calls) = enters_and_calls(&r, 0x7200);
     assert_eq!(

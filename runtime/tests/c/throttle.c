@@ -1,6 +1,6 @@
 /* Throttling through p5.h's inline scope guards (runtime test
  * `hot_tiny_scopes_are_throttled_and_counted`): a hot tiny function, a slow one, one pinned
- * on and one pinned off, all in one thread. */
+ * on, one pinned off and one that is sometimes long, all in one thread. */
 #define _POSIX_C_SOURCE 199309L
 #include "p5.h"
 #include <stdio.h>
@@ -11,6 +11,16 @@ static volatile unsigned long sink;
 static void tiny(unsigned long i) { P5_SCOPE(0x7100ULL); sink += i; }
 static void pinned_on(unsigned long i) { P5_SCOPE_ALWAYS(0x7300ULL); sink ^= i; }
 static void pinned_off(unsigned long i) { P5_SCOPE_COUNT(0x7400ULL); sink += 3 * i; }
+/* Long every 50th call (i = 0, 50, …): throttled by the mean (≈ 0.6 µs), yet each long call
+ * falls within 4096 calls of the previous one, so every one is recorded. */
+static void sometimes(unsigned long i) {
+    P5_SCOPE(0x7500ULL);
+    if (i % 50 == 0 && i < 50000) {
+        struct timespec ts = {0, 30000};
+        nanosleep(&ts, 0);
+    }
+    sink += i;
+}
 static void slow(void) {
     P5_SCOPE(0x7200ULL);
     struct timespec ts = {0, 30000};
@@ -28,6 +38,7 @@ int main(void) {
         tiny(i);
         pinned_on(i);
         pinned_off(i);
+        sometimes(i);
     }
     for (int i = 0; i < 300; i++) slow();
     printf("done %lu\n", sink);
