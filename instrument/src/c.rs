@@ -6,10 +6,11 @@
 //!   `goto` out, C++ exceptions. Not covered: `longjmp` past the frame, `exit()`/`abort()`, and
 //!   threads killed while inside. A function that calls `setjmp` (or a macro of the file that
 //!   expands to one, like Lua's `LUAI_TRY`) is where a `longjmp` lands: it gets
-//!   `P5_SCOPE_ALWAYS`, never throttled, so its exit closes the scopes the jump skipped. C++ `constexpr`/`consteval` functions are left alone, and so
-//!   are definitions of C library functions (`malloc`, `memcmp`, `write`, … — see
-//!   `INTERPOSED`): a program defines those to interpose on libc, and they run before `main`
-//!   and inside the runtime itself; so are functions the file registers in `.preinit_array`.
+//!   `P5_SCOPE_ALWAYS`, never throttled, so its exit closes the scopes the jump skipped.
+//!   C++ `constexpr`/`consteval` functions are left alone, and so are definitions of C
+//!   library functions (`malloc`, `memcmp`, `write`, … — see `INTERPOSED`): a program defines
+//!   those to interpose on libc, and they run before `main` and inside the runtime itself; so
+//!   are functions the file registers in `.preinit_array`.
 //! - `--comm`: `send(fd, …)` becomes `p5_send(0x…ULL, fd, …)` for `send recv sendto recvfrom
 //!   sendmsg recvmsg read write connect accept accept4 close` — only real calls of a
 //!   plain (or `::`-qualified) name with the libc arity, inside functions, and not in files that
