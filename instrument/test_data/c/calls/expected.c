@@ -14,7 +14,7 @@ static int (*fp)(int) = f;
 static jmp_buf env;
 
 int use(char *buf)
-{ P5_SCOPE(0x35b3d505323d19f7ULL);
+{ P5_SCOPE_ALWAYS(0x35b3d505323d19f7ULL);
     int arr[sizeof(f(1))];
     int v = ({ P5_SCOPE(0x677c1055ecc30cd7ULL); g(({ P5_SCOPE(0x742bd1806a13f074ULL); f(1); }), ({ P5_SCOPE(0x4e1e8e00f224ab9dULL); f(2); })); });
     switch (v) {
