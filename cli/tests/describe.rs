@@ -7,9 +7,8 @@
 mod lua;
 mod web_get;
 
-use lua::build_lua;
+use lua::{build_lua, read_session, record};
 use p5_tracedb::read;
-use std::process::Command;
 use web_get::web_get;
 
 #[test]
@@ -25,41 +24,18 @@ fn a_recorded_lua_names_its_sensors_and_clicks_back_without_a_manifest() {
     )
     .unwrap();
     let store = dir.path().join("store");
-    let o = Command::new(env!("CARGO_BIN_EXE_p5"))
-        .args(["record", "--no-agent", "--session", "lua", "--store"])
-        .arg(&store)
-        .arg("--")
-        .arg(&exe)
-        .arg(&script)
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let stdout = record(&exe, &script, &store, "lua");
     assert!(stdout.contains("2584\t"), "{stdout}");
     assert!(
         !stdout.contains("--manifest"),
         "asks for a manifest:\n{stdout}"
     );
-    let db = store.join("p5.sqlite");
-    let url = format!("sqlite:{}", db.display());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let (sid, sensors, lvm) = rt.block_on(async {
-        let db = read::Reader::open(&p5_tracedb::DbUrl::parse(&url).unwrap())
-            .await
-            .unwrap();
-        let s = read::sessions(&db).await.unwrap().remove(0);
-        let sensors = read::sensors(&db, s.id).await.unwrap();
+    let (sid, sensors, lvm) = read_session(&store, async |db, sid| {
+        let sensors = read::sensors(db, sid).await.unwrap();
         let v = sensors.iter().find(|s| s.name == "luaV_execute").unwrap();
         let file = v.source_file_id.expect("luaV_execute has a source file");
-        let lvm = read::source_file(&db, s.id, file).await.unwrap().unwrap();
-        (s.id, sensors, lvm)
+        let lvm = read::source_file(db, sid, file).await.unwrap().unwrap();
+        (sid, sensors, lvm)
     });
     // Every sensor the run fired (and every other one of the tables) has a name and a place.
     let unnamed: Vec<_> = sensors.iter().filter(|s| s.file.is_none()).collect();
@@ -82,7 +58,7 @@ fn a_recorded_lua_names_its_sensors_and_clicks_back_without_a_manifest() {
     // Click-back: the source panel of luaV_execute shows lvm.c at the function's lines.
     let v = sensors.iter().find(|s| s.name == "luaV_execute").unwrap();
     let panel = web_get(
-        &db,
+        &store.join("p5.sqlite"),
         &format!("/api/v1/sessions/{sid}/sensors/{}/source", v.hex),
     );
     let text = panel["text"].as_str().unwrap_or_default();

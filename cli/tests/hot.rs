@@ -8,9 +8,8 @@
 
 mod lua;
 
-use lua::build_lua;
+use lua::{build_lua, read_session, record};
 use p5_tracedb::read;
-use std::process::Command;
 
 const WORK: &str = r#"local function fib(n) if n < 2 then return n end return fib(n-1) + fib(n-2) end
 local t = {}
@@ -33,22 +32,7 @@ fn a_hot_lua_is_throttled_reported_and_nests_through_its_longjmps() {
     let script = dir.path().join("work.lua");
     std::fs::write(&script, WORK).unwrap();
     let store = dir.path().join("store");
-    let o = Command::new(env!("CARGO_BIN_EXE_p5"))
-        .args(["record", "--no-agent", "--session", "hot", "--store"])
-        .arg(&store)
-        .arg("--")
-        .arg(&exe)
-        .arg(&script)
-        .env_remove("P5_THROTTLE")
-        .env_remove("P5_FULL")
-        .output()
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}",
-        String::from_utf8_lossy(&o.stderr)
-    );
+    let stdout = record(&exe, &script, &store, "hot");
     assert!(
         stdout.contains("result\t3000\t3000\t9004500500\t3000\t17711"),
         "{stdout}"
@@ -57,20 +41,11 @@ fn a_hot_lua_is_throttled_reported_and_nests_through_its_longjmps() {
     // depth limit (before: thousands of abandoned scopes piled up under throttled callers).
     assert!(stdout.contains("throttled: "), "{stdout}");
     assert!(!stdout.contains("too-deep"), "{stdout}");
-    let url = format!("sqlite:{}", store.join("p5.sqlite").display());
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let (sensors, calls, intervals) = rt.block_on(async {
-        let db = read::Reader::open(&p5_tracedb::DbUrl::parse(&url).unwrap())
-            .await
-            .unwrap();
-        let s = read::sessions(&db).await.unwrap().remove(0);
+    let (sensors, calls, intervals) = read_session(&store, async |db, sid| {
         (
-            read::sensors(&db, s.id).await.unwrap(),
-            read::sensor_calls(&db, s.id).await.unwrap(),
-            read::intervals(&db, s.id).await.unwrap(),
+            read::sensors(db, sid).await.unwrap(),
+            read::sensor_calls(db, sid).await.unwrap(),
+            read::intervals(db, sid).await.unwrap(),
         )
     });
     let name = |id: i64| {

@@ -309,8 +309,33 @@ fn edge_ids(trace: &Trace) -> (Vec<u32>, Vec<EdgeDelay>) {
     (ids, edges)
 }
 
-/// The candidate parents of message `i`, newest first, as `(parent, gap, its sender as
-/// aggregated)`; `limit` stops the scan at that gap (inclusive).
+/// The messages into message `i`'s sender that may have caused it, newest first, as
+/// `(parent, gap, its sender as aggregated)`: none for a message a client sends (its requests
+/// start paths), only the answers of `i`'s receiver for an untraced sender, never `i`
+/// itself. Gaps grow along the scan; callers stop it where they need.
+fn scan<'a>(
+    trace: &'a Trace,
+    arrivals: &'a Arrivals,
+    roles: &Roles,
+    i: usize,
+) -> impl Iterator<Item = (u32, Time, NodeId)> + 'a {
+    let m = &trace.messages[i];
+    let dep = departure(m);
+    let (origin, untraced) = (roles.origin(m.src), !roles.traced(m.src));
+    let list = if origin {
+        // A client's requests start paths: the reply before one is not its cause.
+        &[][..]
+    } else {
+        arrivals.until(m.src, dep)
+    };
+    list.iter().rev().filter_map(move |&(t, j, x)| {
+        let skip = j as usize == i || (untraced && trace.messages[j as usize].src != m.dst);
+        (!skip).then(|| (j, dep.saturating_sub(t), x))
+    })
+}
+
+/// The candidate parents of message `i` ([`scan`]), at most `max`; `limit` stops the scan at
+/// that gap (inclusive).
 fn candidates(
     trace: &Trace,
     arrivals: &Arrivals,
@@ -321,23 +346,11 @@ fn candidates(
     out: &mut Vec<(u32, Time, NodeId)>,
 ) {
     out.clear();
-    let m = &trace.messages[i];
-    let dep = departure(m);
-    if roles.origin(m.src) {
-        // A client's requests start paths: the reply before one is not its cause.
-        return;
-    }
-    let untraced = !roles.traced(m.src);
-    for &(t, j, x) in arrivals.until(m.src, dep).iter().rev() {
-        let gap = dep.saturating_sub(t);
-        if gap > limit || out.len() >= max {
-            break;
-        }
-        if j as usize == i || (untraced && trace.messages[j as usize].src != m.dst) {
-            continue;
-        }
-        out.push((j, gap, x));
-    }
+    out.extend(
+        scan(trace, arrivals, roles, i)
+            .take_while(|&(_, gap, _)| gap <= limit)
+            .take(max),
+    );
 }
 
 /// Child `i`'s candidate parents as [`candidates`] finds them (newest first, at most
@@ -353,23 +366,11 @@ fn weigh(
     out: &mut Vec<(u32, u32, f64)>,
 ) {
     out.clear();
-    let m = &trace.messages[i];
-    let dep = departure(m);
-    if roles.origin(m.src) {
-        return;
-    }
-    let untraced = !roles.traced(m.src);
     let mut bin = 0;
-    let mut seen = 0;
-    for &(t, j, x) in arrivals.until(m.src, dep).iter().rev() {
-        let gap = dep.saturating_sub(t);
-        if gap > e.reach || seen >= MAX_CANDIDATES {
-            break;
-        }
-        if j as usize == i || (untraced && trace.messages[j as usize].src != m.dst) {
-            continue;
-        }
-        seen += 1;
+    let near = scan(trace, arrivals, roles, i)
+        .take_while(|&(_, gap, _)| gap <= e.reach)
+        .take(MAX_CANDIDATES);
+    for (j, gap, x) in near {
         let Some((id, reach)) = e.key(x) else {
             continue;
         };

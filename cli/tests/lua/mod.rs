@@ -3,6 +3,7 @@
 
 #![allow(dead_code)]
 
+use p5_tracedb::read::{self, Reader};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -104,4 +105,43 @@ pub fn build_lua(work: &Path, opt: &str) -> PathBuf {
         .unwrap();
     assert!(st.success(), "gcc failed");
     exe
+}
+
+/// Records `lua script` with `p5 record --no-agent` and the runtime's defaults (no
+/// `P5_THROTTLE` or `P5_FULL` from the environment) into `store`, as session `session`;
+/// asserts it succeeded and returns what it printed.
+pub fn record(lua: &Path, script: &Path, store: &Path, session: &str) -> String {
+    let o = Command::new(env!("CARGO_BIN_EXE_p5"))
+        .args(["record", "--no-agent", "--session", session, "--store"])
+        .arg(store)
+        .arg("--")
+        .arg(lua)
+        .arg(script)
+        .env_remove("P5_THROTTLE")
+        .env_remove("P5_FULL")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    stdout
+}
+
+/// Runs `f` on the SQLite trace database of `store` and its first session's id.
+pub fn read_session<T>(store: &Path, f: impl AsyncFnOnce(&Reader, i64) -> T) -> T {
+    let url = format!("sqlite:{}", store.join("p5.sqlite").display());
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    rt.block_on(async {
+        let db = Reader::open(&p5_tracedb::DbUrl::parse(&url).unwrap())
+            .await
+            .unwrap();
+        let s = read::sessions(&db).await.unwrap().remove(0);
+        f(&db, s.id).await
+    })
 }
