@@ -67,6 +67,40 @@ fn a_hot_lua_is_throttled_reported_and_nests_through_its_longjmps() {
     // in C for Lua calls).
     let deepest = intervals.iter().map(|i| i.depth).max().unwrap();
     assert!(deepest < 64, "nesting reached depth {deepest}");
+    // A long call of a throttled sensor is recorded at its exit, after the calls inside it;
+    // merge nests those calls under it all the same (`merge::intervals`, late calls).
+    let throttled_ids: Vec<i64> = calls.iter().map(|c| c.sensor_id).collect();
+    let mut by_thread: Vec<&p5_tracedb::read::IntervalRow> = intervals.iter().collect();
+    by_thread.sort_by_key(|i| (i.thread, i.t_start, i.depth));
+    let mut wrapping = 0;
+    for (k, late) in by_thread.iter().enumerate() {
+        if !throttled_ids.contains(&late.sensor) {
+            continue;
+        }
+        let inside = by_thread[k + 1..]
+            .iter()
+            .take_while(|i| i.thread == late.thread && i.t_start < late.t_end)
+            .filter(|i| i.t_end <= late.t_end && i.t_start > late.t_start);
+        for i in inside {
+            wrapping += 1;
+            assert!(
+                i.depth > late.depth,
+                "{} at depth {} ({}..{}) inside {} at depth {} ({}..{})\n{stdout}",
+                name(i.sensor),
+                i.depth,
+                i.t_start,
+                i.t_end,
+                name(late.sensor),
+                late.depth,
+                late.t_start,
+                late.t_end
+            );
+        }
+    }
+    assert!(
+        wrapping > 0,
+        "no call recorded inside a long throttled call"
+    );
     let rawrun = intervals
         .iter()
         .filter(|i| name(i.sensor) == "luaD_rawrunprotected")

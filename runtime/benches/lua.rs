@@ -4,7 +4,8 @@
 //! `p5-instrument --functions`, built with `gcc -O2` against the runtime, and run against the
 //! same build without p5 in one run.
 //!
-//! Per program and setting (`default`, `P5_THROTTLE=off`) it prints the best wall time of
+//! Per program and setting (`default`, `P5_THROTTLE=off`, `P5_THROTTLE=1000,10us,all`:
+//! every throttled call timed, so every long one is recorded) it prints the best wall time of
 //! `P5_BENCH_RUNS` (default 7) runs of both builds, interleaved (the instrumented one sending
 //! to a `p5-logserver` on loopback, as under `p5 record`), their ratio, and — from the spool
 //! file of one more recorded run (local-file mode, decoded with `p5_wire`) — the events
@@ -436,9 +437,12 @@ fn main() {
     micro(&lib, &work);
     let (mut server, addr) = log_server(&profile, &work);
     let off = [("P5_THROTTLE", "off")];
+    let all = [("P5_THROTTLE", "1000,10us,all")];
     for p in &programs {
         bench((p, &p.p5), "default", &[], runs, (&work, &addr));
         bench((p, &p.p5), "P5_THROTTLE=off", &off, runs, (&work, &addr));
+        let label = "P5_THROTTLE=1000,10us,all (every long call)";
+        bench((p, &p.p5), label, &all, runs, (&work, &addr));
         for (label, exe, env) in &p.variants {
             bench((p, exe), label, env, runs, (&work, &addr));
         }

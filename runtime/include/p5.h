@@ -77,12 +77,13 @@ static inline void p5_mark_inline(uint64_t sensor) {
  * transitions call into the runtime; a throttled call is only counted (2-3 ns a pair). With
  * -DP5_CALL_RECORD a recorded call goes through p5_site_enter/p5_site_exit instead (smaller
  * code; no difference beyond the noise in the real programs measured, ARCHITECTURE.md).
- * Throttling (TAU's rule, P5_THROTTLE=N,T, default 1000,10us):
+ * Throttling (TAU's rule, P5_THROTTLE=N,T[,all], default 1000,10us):
  * after N timed calls with a mean below T a site stops recording and only counts calls;
  * every 64th call is still timed and recorded if it takes longer than T, and for 4096 calls
  * after a call longer than T (before throttling, or a timed one after) the site times every
  * call, so long calls that come in runs are each recorded, while one preempted call costs
- * a tiny function only 4096 timed calls (P5_SCOPE_COUNT sites stay sampled).
+ * a tiny function only 4096 timed calls (P5_SCOPE_COUNT sites stay sampled); with ",all"
+ * every throttled call is timed, so every call longer than T is recorded.
  * The selection
  * file can pin a site on (P5_SCOPE_ALWAYS: always recorded) or off (P5_SCOPE_COUNT:
  * counted only). Counts are relaxed loads and stores: exact for one thread, possibly a few
@@ -91,10 +92,14 @@ static inline void p5_mark_inline(uint64_t sensor) {
 
 #define P5_ALWAYS_INLINE_ static inline __attribute__((always_inline))
 
-/* A throttled call is timed when (calls & P5_SAMPLE_MASK) == 0: every 64th by default;
- * -DP5_SAMPLE_MASK=0 times (and so can record) every long call, at two rdtsc per call. */
-#ifndef P5_SAMPLE_MASK
-#define P5_SAMPLE_MASK 63
+/* A throttled call is timed when (calls & mask) == 0: every 64th by default; with
+ * P5_THROTTLE=N,T,all the runtime sets the mask to 0, timing (and so recording) every long
+ * call at two rdtsc per call. -DP5_SAMPLE_MASK=M fixes the mask at build time. */
+#ifdef P5_SAMPLE_MASK
+#define P5_SAMPLE_MASK_ ((uint64_t)(P5_SAMPLE_MASK))
+#else
+extern uint64_t p5_sample_mask;
+#define P5_SAMPLE_MASK_ __atomic_load_n(&p5_sample_mask, __ATOMIC_RELAXED)
 #endif
 
 enum p5_site_state { P5_SITE_AUTO = 0, P5_SITE_ALWAYS = 1, P5_SITE_THROTTLED = 2, P5_SITE_COUNT = 3 };
@@ -201,7 +206,7 @@ P5_ALWAYS_INLINE_ p5_scope_t p5_scope_begin_site(p5_site_t *site, uint64_t senso
                 p5_site_list(site);
             /* Within P5_LONG_WINDOW calls of a call longer than T a throttled site times
              * every call (not one the selection file pinned to counting). */
-            if ((c & P5_SAMPLE_MASK) &&
+            if ((c & P5_SAMPLE_MASK_) &&
                 (st == P5_SITE_COUNT || c >= __atomic_load_n(&site->long_until, __ATOMIC_RELAXED))) {
                 s.on = P5_COUNTED_;
                 return s;

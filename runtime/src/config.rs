@@ -10,7 +10,7 @@
 //! | `P5_EXIT_TIMEOUT_MS` | how long exit and [`crate::flush`] wait for acknowledgements | 3000 |
 //! | `P5_RING` (or `P5_RING_SLOTS`) | slots per thread ring (rounded up to a power of two, 16 bytes each; `K`/`M` suffixes multiply by 1024 / 1024²) | 1M (16 MiB, touched only as it fills) |
 //! | `P5_FULL=grace[,D]\|drop\|wait` | a full ring waits for the flusher while it frees room, and drops and counts once it has freed nothing for `D` (default 50 ms; the wait is reported at exit); drops at once (the application never waits); or waits however long (a complete trace, perturbed) | `grace,50ms` |
-//! | `P5_THROTTLE=N,T` or `off` | a scope sensor (`P5_SCOPE`) that fired `N` times with a mean below `T` (`10us`, `500ns`, plain numbers are µs) only counts calls from then on; calls longer than `T` are still recorded | `1000,10us` |
+//! | `P5_THROTTLE=N,T[,all]` or `off` | a scope sensor (`P5_SCOPE`) that fired `N` times with a mean below `T` (`10us`, `500ns`, plain numbers are µs) only counts calls from then on; the calls it times that take longer than `T` are still recorded — every 64th call and, for 4,096 calls after a long one, every call; with `all` it times every call, so every call longer than `T` is recorded (two clock reads per call) | `1000,10us` |
 //! | `P5_FLUSH_MS` | flusher period | 20 |
 //! | `P5_CLOCK=mono` | use CLOCK_MONOTONIC even where the TSC is invariant | TSC if invariant |
 //! | `P5_DISCARD=1` | drain rings but keep nothing (overhead measurements) | off |
@@ -75,6 +75,10 @@ pub struct Throttle {
     pub calls: u64,
     /// Mean duration below which a sensor is throttled, in ns (TAU: 10 µs).
     pub ns: u64,
+    /// Time every throttled call (`P5_THROTTLE=N,T,all`), so that every call longer than
+    /// `ns` is recorded, at two clock reads per call; by default every 64th is timed (and
+    /// every call for a while after a long one, `site.rs`).
+    pub all: bool,
 }
 
 impl Default for Throttle {
@@ -82,6 +86,7 @@ impl Default for Throttle {
         Throttle {
             calls: 1_000,
             ns: 10_000,
+            all: false,
         }
     }
 }
@@ -151,24 +156,29 @@ fn duration_ns(v: &str) -> Option<u64> {
     (x.is_finite() && x >= 0.0).then(|| (x * scale).round() as u64)
 }
 
-/// `P5_THROTTLE`: `off` (or `0`), `N`, `N,T`. `None` inside means off; an unparsable value
-/// keeps the default.
+/// `P5_THROTTLE`: `off` (or `0`), `N`, `N,T`, `N,T,all`. `None` inside means off; an
+/// unparsable value keeps the default.
 fn throttle(v: Option<OsString>) -> Option<Option<Throttle>> {
     let v = v?.into_string().ok()?;
     let v = v.trim();
     if matches!(v, "off" | "0" | "no" | "false") {
         return Some(None);
     }
-    let (n, t) = match v.split_once(',') {
-        Some((n, t)) => (n, Some(t)),
-        None => (v, None),
-    };
-    let calls: u64 = n.trim().parse().ok()?;
-    let ns = match t {
+    let mut parts = v.split(',').map(str::trim);
+    let calls: u64 = parts.next()?.parse().ok()?;
+    let ns = match parts.next() {
         Some(t) => duration_ns(t)?,
         None => Throttle::default().ns,
     };
-    Some((calls > 0).then_some(Throttle { calls, ns }))
+    let all = match parts.next() {
+        Some("all") => true,
+        Some(_) => return None,
+        None => false,
+    };
+    if parts.next().is_some() {
+        return None;
+    }
+    Some((calls > 0).then_some(Throttle { calls, ns, all }))
 }
 
 impl Config {
@@ -312,22 +322,28 @@ mod tests {
             t("500,2us"),
             Some(Throttle {
                 calls: 500,
-                ns: 2000
+                ns: 2000,
+                all: false
             })
         );
         assert_eq!(
             t("500,250ns"),
             Some(Throttle {
                 calls: 500,
-                ns: 250
+                ns: 250,
+                all: false
             })
         );
-        assert_eq!(t("7,1.5"), Some(Throttle { calls: 7, ns: 1500 }));
+        let t7 = |ns, all| Some(Throttle { calls: 7, ns, all });
+        assert_eq!(t("7,1.5"), t7(1500, false));
+        assert_eq!(t("7, 2us, all"), t7(2000, true));
+        assert_eq!(t("7,2us,most"), Some(Throttle::default()));
         assert_eq!(
             t("7"),
             Some(Throttle {
                 calls: 7,
-                ns: 10_000
+                ns: 10_000,
+                all: false
             })
         );
         assert_eq!(t("junk"), Some(Throttle::default()));

@@ -20,6 +20,13 @@
 //!                  always only every 64th call timed
 //! ```
 //!
+//! With `P5_THROTTLE=N,T,all` the sample mask ([`SAMPLE_MASK_NOW`]) is 0: every throttled
+//! (and count-only) call is timed, so every call longer than T is recorded, at two clock
+//! reads per call.
+//!
+//! A long call of a throttled site is recorded at its exit (enter and exit together), after
+//! the calls recorded inside it; merge nests those under it (`merge::intervals`, late calls).
+//!
 //! Why no clock read on most throttled calls: on this machine one `rdtsc` costs about as
 //! much as a tiny function (≈ 9 ns a read against ≈ 4 ns for a leaf call); timing every
 //! throttled call takes the Lua workload from 2.6× to 4.1× its uninstrumented time on a
@@ -27,7 +34,7 @@
 //! site that has just shown a long call pays for timing every call, and only for a while: a
 //! tiny function preempted once (a long call too) goes back to sampling after 4096 calls.
 //! The price: a long call that is neither sampled nor within 4096 calls after another long
-//! one (or a long call before throttling) goes unrecorded.
+//! one (or a long call before throttling) goes unrecorded, unless `,all` is asked for.
 //!
 //! Counters are updated with relaxed loads and stores, not locked read-modify-writes: exact
 //! for a site used by one thread, possibly short by a few calls when threads race on it.
@@ -105,6 +112,12 @@ pub static THROTTLE_CALLS: AtomicU64 = AtomicU64::new(0);
 #[unsafe(export_name = "p5_throttle_ticks")]
 pub static THROTTLE_TICKS: AtomicU64 = AtomicU64::new(u64::MAX);
 
+/// Throttled calls with `calls & mask == 0` are timed: [`SAMPLE_MASK`], or 0 with
+/// `P5_THROTTLE=N,T,all`. Read by `p5.h`'s inline guards (unless built with
+/// `-DP5_SAMPLE_MASK=…`).
+#[unsafe(export_name = "p5_sample_mask")]
+pub static SAMPLE_MASK_NOW: AtomicU64 = AtomicU64::new(SAMPLE_MASK);
+
 /// Head of the report list (sites are static, never freed).
 static LIST: AtomicPtr<Site> = AtomicPtr::new(std::ptr::null_mut());
 
@@ -125,6 +138,11 @@ pub fn calibrate_over(rule: Option<crate::config::Throttle>, ticks: i64, elapsed
     }
     let ns = rule.unwrap_or_default().ns;
     let t = (ns as u128 * ticks as u128 / elapsed_ns as u128).min(u32::MAX as u128) as u64;
+    let mask = match rule.is_some_and(|r| r.all) {
+        true => 0,
+        false => SAMPLE_MASK,
+    };
+    SAMPLE_MASK_NOW.store(mask, Ordering::Relaxed);
     THROTTLE_TICKS.store(t.max(1), Ordering::Relaxed);
     THROTTLE_CALLS.store(rule.map_or(0, |r| r.calls), Ordering::Relaxed);
 }
@@ -363,6 +381,7 @@ mod tests {
         let rule = Some(crate::config::Throttle {
             calls: 500,
             ns: 10_000,
+            all: false,
         });
         calibrate(rule, 1000, 10);
         assert_eq!(THROTTLE_TICKS.load(Ordering::Relaxed), u64::MAX);

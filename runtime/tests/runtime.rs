@@ -1374,6 +1374,19 @@ fn check_throttling(exe: &Path, dir: &Path) {
         "slow scopes are never throttled"
     );
 
+    // `,all`: every throttled call is timed, so each of the rare scope's 10 long calls (after
+    // the window the one before opened, and not sampled calls) is recorded.
+    let r = record_c(exe, &dir.join("all"), &[("P5_THROTTLE", "100,10us,all")]);
+    let (rare, rare_calls) = enters_and_calls(&r, 0x7600);
+    let (calls, timed, recorded, _, _) = rare_calls.expect("a Calls report for the rare scope");
+    assert_eq!((calls, timed), (50_000, 50_000), "every call timed");
+    assert!(recorded >= 10, "{recorded} long calls seen");
+    assert_eq!(
+        rare as u64,
+        100 + recorded,
+        "the first 100 and every long one"
+    );
+
     let r = record_c(exe, &dir.join("off"), &[("P5_THROTTLE", "off")]);
     assert_eq!(enters_and_calls(&r, 0x7100), (50_000, None));
     assert_eq!(enters_and_calls(&r, 0x7300), (50_000, None));

@@ -1,6 +1,7 @@
 /* Throttling through p5.h's inline scope guards (runtime test
  * `hot_tiny_scopes_are_throttled_and_counted`): a hot tiny function, a slow one, one pinned
- * on, one pinned off and one that is sometimes long, all in one thread. */
+ * on, one pinned off, one that is sometimes long and one that is rarely long, all in one
+ * thread. */
 #define _POSIX_C_SOURCE 199309L
 #include "p5.h"
 #include <stdio.h>
@@ -16,6 +17,17 @@ static void pinned_off(unsigned long i) { P5_SCOPE_COUNT(0x7400ULL); sink += 3 *
 static void sometimes(unsigned long i) {
     P5_SCOPE(0x7500ULL);
     if (i % 50 == 0 && i < 50000) {
+        struct timespec ts = {0, 30000};
+        nanosleep(&ts, 0);
+    }
+    sink += i;
+}
+/* Long once every 5000 calls (i = 2500, 7500, …): each long call comes after the window
+ * the previous one opened and is seldom a sampled call, so only P5_THROTTLE=N,T,all records
+ * every one. */
+static void rare(unsigned long i) {
+    P5_SCOPE(0x7600ULL);
+    if (i % 5000 == 2500) {
         struct timespec ts = {0, 30000};
         nanosleep(&ts, 0);
     }
@@ -39,6 +51,7 @@ int main(void) {
         pinned_on(i);
         pinned_off(i);
         sometimes(i);
+        rare(i);
     }
     for (int i = 0; i < 300; i++) slow();
     printf("done %lu\n", sink);
