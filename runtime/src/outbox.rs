@@ -46,8 +46,9 @@ pub const PING_INTERVAL: Duration = Duration::from_millis(500);
 /// Interval between ping bursts in a connection's first [`EARLY`]: a clock estimate needs
 /// many round trips near both ends of a run, and a short run has only its start.
 pub const EARLY_PING_INTERVAL: Duration = Duration::from_millis(100);
-/// How long a connection pings at [`EARLY_PING_INTERVAL`] in bursts of [`EARLY_PING_BURST`].
-pub const EARLY: Duration = Duration::from_secs(5);
+/// How long a connection pings at [`EARLY_PING_INTERVAL`] in bursts of [`EARLY_PING_BURST`]:
+/// a run of a few seconds gets dense samples to its end, not only at its start.
+pub const EARLY: Duration = Duration::from_secs(10);
 /// Pings per burst: each after the server's answer to the one before (an `Ack`), so both
 /// sides have just blocked when the next arrives and the two directions' delays are alike —
 /// the best two-way clock samples.
@@ -55,8 +56,7 @@ pub const PING_BURST: u32 = 8;
 /// Pings per burst in a connection's first [`EARLY`]: 320 a second at most (a round trip
 /// under 300 µs), fewer on a slow path — behind 3.5 ms round trips the bursts run back to
 /// back, about 280 a second. Where delays vary the estimate's error goes as their spread over
-/// the samples per direction (issue 22: 1,000 round trips in 5 s leave about 5 µs behind
-/// 0.5–3 ms of jitter), and a short run has only these.
+/// the samples per direction (issue 22), and a short run has only these.
 pub const EARLY_PING_BURST: u32 = 32;
 /// A burst whose answer is this late ends (an older server answers no ping).
 const BURST_TIMEOUT: Duration = Duration::from_millis(50);
@@ -716,8 +716,8 @@ mod tests {
     }
 
     /// A burst: a ping when one is due, then one more for each answer until 32 went out (8
-    /// after the first 5 s of a connection); an answer later than the burst timeout ends it;
-    /// bursts every 100 ms for the first 5 s, then every 500 ms.
+    /// after the first 10 s of a connection); an answer later than the burst timeout ends it;
+    /// bursts every 100 ms for the first 10 s, then every 500 ms.
     #[test]
     fn pings_go_in_bursts_paced_by_the_answers() {
         let mut o = Outbox::new(
