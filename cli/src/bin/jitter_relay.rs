@@ -253,10 +253,11 @@ impl Lateness {
     fn report(&self) -> String {
         let n: u64 = self.counts.iter().sum();
         format!(
-            "{}: {n} frames, released late by < {} µs (median), < {} µs (99 %), < {} µs (99.9 %), \
-             at most {:.1} µs; {} without a kernel receive stamp",
+            "{}: {n} frames, released late by < {} µs (median), < {} µs (90 %), < {} µs (99 %), \
+             < {} µs (99.9 %), at most {:.1} µs; {} without a kernel receive stamp",
             self.label,
             self.quantile(0.5),
+            self.quantile(0.9),
             self.quantile(0.99),
             self.quantile(0.999),
             self.max.as_secs_f64() * 1e6,
