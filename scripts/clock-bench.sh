@@ -7,4 +7,4 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/install-deps.sh
 nice cargo test -p p5-cli --test multihost -- --include-ignored --nocapture --test-threads=1 2>&1 |
-    grep -E '^(host|[abc] ) |^links:|^test |clocks per host|^ {19}'
+    grep -E '^(host|[abc] ) |^links:|^relay |^test |clocks per host|^ {19}'

@@ -483,6 +483,27 @@ fn relays(sc: &Scenario, net: &Net, log: &Path) -> Vec<Proc> {
         .collect()
 }
 
+/// Prints each relay direction's last report of how late it released frames (it prints one
+/// every 2 s, covering the run so far, to its stderr).
+fn print_relay_lateness(sc: &Scenario, log: &Path) {
+    if sc.relay.is_none() {
+        return;
+    }
+    for i in 1..3 {
+        let text =
+            std::fs::read_to_string(log.join(format!("relay-{i}.stderr"))).unwrap_or_default();
+        let mut last: BTreeMap<&str, &str> = BTreeMap::new();
+        for l in text.lines() {
+            if let Some((dir, _)) = l.split_once(':') {
+                last.insert(dir, l);
+            }
+        }
+        for l in last.values() {
+            println!("relay {l}");
+        }
+    }
+}
+
 /// Starts the three hops (server `a`, middle `b`, client `c`), the latter two under libfaketime
 /// with their own boot id and host name.
 fn hops(sc: &Scenario, net: &Net, dir: &Path, hop: &Path) -> Vec<Proc> {
@@ -606,6 +627,9 @@ fn run(sc: &Scenario) -> Outcome {
         Proc::spawn("logserver", c, log)
     };
     logserver.wait_line("listening on", Duration::from_secs(20));
+    // The relays first: a host that looks for its neighbours before the link carries frames
+    // retries a second later, and its processes' first clock samples come that much later.
+    let relays = relays(sc, &net, log);
     let mut agents = Vec::new();
     for i in 0..3 {
         let mut c = in_ns(&net, i);
@@ -618,7 +642,6 @@ fn run(sc: &Scenario) -> Outcome {
         }
         agents.push(Proc::spawn(&format!("agent-{i}"), c, log));
     }
-    let relays = relays(sc, &net, log);
     let mut hops = hops(sc, &net, dir.path(), &hop);
     let limit = Duration::from_millis(sc.run_ms as u64) + Duration::from_secs(45);
     for p in hops.iter_mut().rev() {
@@ -630,6 +653,7 @@ fn run(sc: &Scenario) -> Outcome {
     logserver.terminate(Duration::from_secs(10));
     let run_time = started.elapsed();
     drop(relays);
+    print_relay_lateness(sc, log);
     let done: u64 = hops[2]
         .lines()
         .iter()

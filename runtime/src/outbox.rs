@@ -46,12 +46,18 @@ pub const PING_INTERVAL: Duration = Duration::from_millis(500);
 /// Interval between ping bursts in a connection's first [`EARLY`]: a clock estimate needs
 /// many round trips near both ends of a run, and a short run has only its start.
 pub const EARLY_PING_INTERVAL: Duration = Duration::from_millis(100);
-/// How long a connection pings at [`EARLY_PING_INTERVAL`].
-pub const EARLY: Duration = Duration::from_secs(5);
+/// How long a connection pings at [`EARLY_PING_INTERVAL`] in bursts of [`EARLY_PING_BURST`]:
+/// a run of a few seconds gets dense samples to its end, not only at its start.
+pub const EARLY: Duration = Duration::from_secs(10);
 /// Pings per burst: each after the server's answer to the one before (an `Ack`), so both
 /// sides have just blocked when the next arrives and the two directions' delays are alike —
 /// the best two-way clock samples.
 pub const PING_BURST: u32 = 8;
+/// Pings per burst in a connection's first [`EARLY`]: 320 a second at most (a round trip
+/// under 300 µs), fewer on a slow path — behind 3.5 ms round trips the bursts run back to
+/// back, about 280 a second. Where delays vary the estimate's error goes as their spread over
+/// the samples per direction (issue 22), and a short run has only these.
+pub const EARLY_PING_BURST: u32 = 32;
 /// A burst whose answer is this late ends (an older server answers no ping).
 const BURST_TIMEOUT: Duration = Duration::from_millis(50);
 /// First reconnect delay; doubles up to [`MAX_BACKOFF`].
@@ -497,7 +503,8 @@ impl Outbox {
                 };
             if self.ctrl.is_empty() {
                 self.queue_ping();
-                self.burst = Some((PING_BURST - 1, now));
+                let burst = if early { EARLY_PING_BURST } else { PING_BURST };
+                self.burst = Some((burst - 1, now));
             }
         }
     }
@@ -708,9 +715,9 @@ mod tests {
         n
     }
 
-    /// A burst: a ping when one is due, then one more for each answer until 8 went out; an
-    /// answer later than the burst timeout ends it; bursts every 100 ms for the first 5 s of
-    /// a connection, then every 500 ms.
+    /// A burst: a ping when one is due, then one more for each answer until 32 went out (8
+    /// after the first 10 s of a connection); an answer later than the burst timeout ends it;
+    /// bursts every 100 ms for the first 10 s, then every 500 ms.
     #[test]
     fn pings_go_in_bursts_paced_by_the_answers() {
         let mut o = Outbox::new(
@@ -729,12 +736,12 @@ mod tests {
         // No answer yet: nothing more.
         o.ping(t0 + ms(1), false);
         assert_eq!(pings_sent(&mut o), 0);
-        for k in 1..PING_BURST {
+        for k in 1..EARLY_PING_BURST {
             o.ping(t0 + ms(1 + k as u64), true);
             assert_eq!(pings_sent(&mut o), 1, "answer {k}");
         }
         // The burst is complete: an answer to its last ping sends nothing.
-        o.ping(t0 + ms(20), true);
+        o.ping(t0 + ms(40), true);
         assert_eq!(pings_sent(&mut o), 0);
         assert_eq!(o.next_ping, t0 + EARLY_PING_INTERVAL);
         // The next burst, whose first answer comes too late.
@@ -747,6 +754,13 @@ mod tests {
         o.ping(late, false);
         assert_eq!(pings_sent(&mut o), 1);
         assert_eq!(o.next_ping, late + PING_INTERVAL);
+        // ... and of 8 pings.
+        for k in 1..PING_BURST {
+            o.ping(late + ms(k as u64), true);
+            assert_eq!(pings_sent(&mut o), 1, "late answer {k}");
+        }
+        o.ping(late + ms(20), true);
+        assert_eq!(pings_sent(&mut o), 0);
     }
 
     fn data_frame(stream: u32) -> Vec<u8> {

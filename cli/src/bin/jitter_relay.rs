@@ -5,9 +5,15 @@
 //!
 //! A raw packet socket (`AF_PACKET`, with virtio-net headers so segmentation and checksum
 //! offloads pass through) on each interface; per direction a reader stamps every frame with a
-//! release time `now + hold` — `hold` uniform in `[--min-us, --max-us]`, independently per
+//! release time `arrival + hold` — `hold` uniform in `[--min-us, --max-us]`, independently per
 //! frame, so frames may overtake each other as under netem's jitter — and a writer sends it on
 //! the other interface then.
+//!
+//! It is test equipment, so the hold is meant to be exact: the arrival is the kernel's receive
+//! stamp (`SO_TIMESTAMPNS`), not the reader's wake-up; the threads run at real-time priority
+//! (`SCHED_FIFO`, where allowed: a loaded machine otherwise delays a wake-up by milliseconds);
+//! the writer sleeps until 60 µs before the release time and spins the rest. Every 2 s each
+//! direction prints to stderr how late its frames went out (since the start).
 //! The interfaces must be up and promiscuous. Prints `relaying A <-> B` once both sockets are
 //! bound; runs until killed. Needs root (CAP_NET_RAW).
 
@@ -17,7 +23,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::ffi::CString;
 use std::os::fd::{AsRawFd as _, FromRawFd as _, OwnedFd};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 #[derive(Parser, Debug)]
@@ -54,16 +60,21 @@ impl Rng {
         self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
     }
 
-    /// Uniform in `[lo, hi]` µs.
+    /// Uniform in `[lo, hi]` µs, to the nanosecond.
     fn hold(&mut self, lo: u64, hi: u64) -> Duration {
-        Duration::from_micros(lo + self.next() % (hi.saturating_sub(lo) + 1))
+        let span = hi.saturating_sub(lo) * 1000 + 1;
+        Duration::from_nanos(lo * 1000 + self.next() % span)
     }
 }
 
 const ETH_P_ALL: u16 = 0x0003;
 const PACKET_OUTGOING: u8 = 4;
+/// How long before a frame's release time the writer stops sleeping and spins.
+const SPIN: Duration = Duration::from_micros(60);
+/// Real-time priority of the relay's threads (below the kernel's own threaded interrupts, 50).
+const RT_PRIORITY: i32 = 40;
 
-/// A raw packet socket bound to `iface`, with virtio-net headers.
+/// A raw packet socket bound to `iface`, with virtio-net headers and kernel receive stamps.
 fn packet_socket(iface: &str) -> anyhow::Result<OwnedFd> {
     let name = CString::new(iface)?;
     // SAFETY: plain libc calls on a socket we own; the structs are fully initialized.
@@ -81,16 +92,22 @@ fn packet_socket(iface: &str) -> anyhow::Result<OwnedFd> {
             return Err(std::io::Error::last_os_error()).context("packet socket");
         }
         let fd = OwnedFd::from_raw_fd(fd);
-        let one: libc::c_int = 1;
-        if libc::setsockopt(
-            fd.as_raw_fd(),
-            libc::SOL_PACKET,
-            libc::PACKET_VNET_HDR,
-            (&one as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as u32,
-        ) != 0
-        {
-            return Err(std::io::Error::last_os_error()).context("PACKET_VNET_HDR");
+        for (opt_level, opt) in [
+            (libc::SOL_PACKET, libc::PACKET_VNET_HDR),
+            (libc::SOL_SOCKET, libc::SO_TIMESTAMPNS),
+        ] {
+            let one: libc::c_int = 1;
+            if libc::setsockopt(
+                fd.as_raw_fd(),
+                opt_level,
+                opt,
+                (&one as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as u32,
+            ) != 0
+            {
+                return Err(std::io::Error::last_os_error())
+                    .with_context(|| format!("socket option {opt}"));
+            }
         }
         let mut sll: libc::sockaddr_ll = std::mem::zeroed();
         sll.sll_family = libc::AF_PACKET as u16;
@@ -108,72 +125,217 @@ fn packet_socket(iface: &str) -> anyhow::Result<OwnedFd> {
     }
 }
 
+/// Puts the calling thread at real-time priority with no timer slack; false if not allowed.
+fn realtime() -> bool {
+    let p = libc::sched_param {
+        sched_priority: RT_PRIORITY,
+    };
+    // SAFETY: plain system calls on the calling thread with a valid parameter.
+    unsafe {
+        libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0);
+        libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) == 0
+    }
+}
+
+/// `CLOCK_REALTIME`, ns (the clock of the kernel's receive stamps).
+fn realtime_ns() -> i128 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec.
+    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
+    ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
+}
+
+/// One received frame: its length, whether the kernel saw it leave (not arrive), and its
+/// age (now less the kernel's receive stamp), if stamped.
+struct Received {
+    len: usize,
+    outgoing: bool,
+    age: Option<Duration>,
+}
+
+/// Reads one frame into `buf` with its kernel receive stamp.
+fn receive(fd: &OwnedFd, buf: &mut [u8]) -> std::io::Result<Received> {
+    let mut iov = libc::iovec {
+        iov_base: buf.as_mut_ptr().cast(),
+        iov_len: buf.len(),
+    };
+    let mut control = [0u64; 16];
+    // SAFETY: all-zero msghdr and sockaddr_ll are valid; the pointers set below outlive the
+    // call; the CMSG macros walk the control buffer the kernel filled, within msg_controllen.
+    unsafe {
+        let mut sll: libc::sockaddr_ll = std::mem::zeroed();
+        let mut msg: libc::msghdr = std::mem::zeroed();
+        msg.msg_name = (&mut sll as *mut libc::sockaddr_ll).cast();
+        msg.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
+        msg.msg_iov = &mut iov;
+        msg.msg_iovlen = 1;
+        msg.msg_control = control.as_mut_ptr().cast();
+        msg.msg_controllen = std::mem::size_of_val(&control) as _;
+        let n = libc::recvmsg(fd.as_raw_fd(), &mut msg, 0);
+        if n < 0 {
+            return Err(std::io::Error::last_os_error());
+        }
+        let mut stamp = None;
+        let mut c = libc::CMSG_FIRSTHDR(&msg);
+        while !c.is_null() {
+            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
+                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
+                stamp = Some(ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128);
+            }
+            c = libc::CMSG_NXTHDR(&msg, c);
+        }
+        let age = stamp
+            .map(|s| realtime_ns() - s)
+            .filter(|a| (0..1_000_000_000).contains(a))
+            .map(|a| Duration::from_nanos(a as u64));
+        Ok(Received {
+            len: n as usize,
+            outgoing: sll.sll_pkttype == PACKET_OUTGOING,
+            age,
+        })
+    }
+}
+
 /// Frames waiting for their release time, earliest first (`seq` keeps equal times in order).
 type Queue = (Mutex<BinaryHeap<Reverse<(Instant, u64, Vec<u8>)>>>, Condvar);
 
-/// Sends each queued frame on `to` at its release time.
-fn release(queue: &Queue, to: &OwnedFd) {
-    let (heap, ready) = queue;
-    let mut q = heap.lock().unwrap_or_else(|e| e.into_inner());
-    loop {
-        let now = Instant::now();
-        match q.peek() {
-            None => q = ready.wait(q).unwrap_or_else(|e| e.into_inner()),
-            Some(Reverse((due, _, _))) if *due > now => {
-                let wait = *due - now;
-                q = ready
-                    .wait_timeout(q, wait)
-                    .unwrap_or_else(|e| e.into_inner())
-                    .0;
-            }
-            Some(_) => {
-                if let Some(Reverse((_, _, frame))) = q.pop() {
-                    // SAFETY: sending our own buffer on a bound packet socket.
-                    unsafe { libc::send(to.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
-                }
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// How late frames went out: a histogram in µs (the last bucket takes everything beyond).
+struct Lateness {
+    label: String,
+    counts: Vec<u64>,
+    unstamped: u64,
+    max: Duration,
+    last_report: Instant,
+}
+
+impl Lateness {
+    fn new(label: String) -> Self {
+        Lateness {
+            label,
+            counts: vec![0; 10_001],
+            unstamped: 0,
+            max: Duration::ZERO,
+            last_report: Instant::now(),
+        }
+    }
+
+    fn add(&mut self, late: Duration) {
+        let us = (late.as_micros() as usize).min(self.counts.len() - 1);
+        self.counts[us] += 1;
+        self.max = self.max.max(late);
+        if self.last_report.elapsed() >= Duration::from_secs(2) {
+            self.last_report = Instant::now();
+            eprintln!("{}", self.report());
+        }
+    }
+
+    /// The quantile `q` in whole µs (the bucket's upper edge).
+    fn quantile(&self, q: f64) -> usize {
+        let n: u64 = self.counts.iter().sum();
+        let want = ((n as f64 * q).ceil() as u64).max(1);
+        let mut seen = 0;
+        for (us, &c) in self.counts.iter().enumerate() {
+            seen += c;
+            if seen >= want {
+                return us + 1;
             }
         }
+        self.counts.len()
+    }
+
+    fn report(&self) -> String {
+        let n: u64 = self.counts.iter().sum();
+        format!(
+            "{}: {n} frames, released late by < {} µs (median), < {} µs (90 %), < {} µs (99 %), \
+             < {} µs (99.9 %), at most {:.1} µs; {} without a kernel receive stamp",
+            self.label,
+            self.quantile(0.5),
+            self.quantile(0.9),
+            self.quantile(0.99),
+            self.quantile(0.999),
+            self.max.as_secs_f64() * 1e6,
+            self.unstamped
+        )
+    }
+}
+
+/// Sends each queued frame on `to` at its release time: sleeps until [`SPIN`] before it, then
+/// spins (a wake-up from a timer is late by up to tens of µs, a spin is not).
+fn release(queue: &Queue, to: &OwnedFd, late: &Mutex<Lateness>) {
+    let (heap, ready) = queue;
+    loop {
+        let next = {
+            let mut q = lock(heap);
+            loop {
+                let now = Instant::now();
+                match q.peek() {
+                    None => q = ready.wait(q).unwrap_or_else(|e| e.into_inner()),
+                    Some(Reverse((due, _, _))) if *due > now + SPIN => {
+                        let wait = *due - SPIN - now;
+                        q = ready
+                            .wait_timeout(q, wait)
+                            .unwrap_or_else(|e| e.into_inner())
+                            .0;
+                    }
+                    Some(_) => break q.pop(),
+                }
+            }
+        };
+        let Some(Reverse((due, _, frame))) = next else {
+            continue;
+        };
+        while Instant::now() < due {
+            std::hint::spin_loop();
+        }
+        let sent = Instant::now();
+        // SAFETY: sending our own buffer on a bound packet socket.
+        unsafe { libc::send(to.as_raw_fd(), frame.as_ptr().cast(), frame.len(), 0) };
+        lock(late).add(sent - due);
     }
 }
 
 /// Reads frames arriving on `from` (not the ones sent from it) and sends each on `to` after
-/// its own hold: independent holds, so frames may overtake each other, as under netem's jitter.
-fn pump(from: Arc<OwnedFd>, to: Arc<OwnedFd>, mut rng: Rng, lo: u64, hi: u64) {
+/// its own hold from its arrival: independent holds, so frames may overtake each other, as
+/// under netem's jitter.
+fn pump(from: Arc<OwnedFd>, to: Arc<OwnedFd>, mut rng: Rng, (lo, hi): (u64, u64), label: String) {
     let queue: Arc<Queue> = Arc::new((Mutex::new(BinaryHeap::new()), Condvar::new()));
-    let q2 = queue.clone();
-    std::thread::spawn(move || release(&q2, &to));
+    let late = Arc::new(Mutex::new(Lateness::new(label)));
+    let (q2, l2) = (queue.clone(), late.clone());
+    std::thread::spawn(move || {
+        realtime();
+        release(&q2, &to, &l2)
+    });
+    realtime();
     let mut buf = vec![0u8; 70 * 1024];
     let mut seq = 0u64;
     loop {
-        // SAFETY: receiving into our own buffer; `sll` is plain data.
-        let (n, sll) = unsafe {
-            let mut sll: libc::sockaddr_ll = std::mem::zeroed();
-            let mut len = std::mem::size_of::<libc::sockaddr_ll>() as u32;
-            let n = libc::recvfrom(
-                from.as_raw_fd(),
-                buf.as_mut_ptr().cast(),
-                buf.len(),
-                0,
-                (&mut sll as *mut libc::sockaddr_ll).cast(),
-                &mut len,
-            );
-            (n, sll)
+        let r = match receive(&from, &mut buf) {
+            Ok(r) => r,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+            Err(_) => break,
         };
-        if n < 0 {
-            if std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            break;
-        }
-        if sll.sll_pkttype == PACKET_OUTGOING {
+        if r.outgoing {
             continue;
         }
-        let due = Instant::now() + rng.hold(lo, hi);
+        let now = Instant::now();
+        let arrival = match r.age {
+            Some(age) => now.checked_sub(age).unwrap_or(now),
+            None => {
+                lock(&late).unstamped += 1;
+                now
+            }
+        };
+        let due = arrival + rng.hold(lo, hi);
         seq += 1;
         let (heap, ready) = &*queue;
-        heap.lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .push(Reverse((due, seq, buf[..n as usize].to_vec())));
+        lock(heap).push(Reverse((due, seq, buf[..r.len].to_vec())));
         ready.notify_one();
     }
 }
@@ -182,12 +344,18 @@ fn main() -> anyhow::Result<()> {
     let args = Args::parse();
     let left = Arc::new(packet_socket(&args.left)?);
     let right = Arc::new(packet_socket(&args.right)?);
-    let (lo, hi) = (args.min_us, args.max_us.max(args.min_us));
+    let hold = (args.min_us, args.max_us.max(args.min_us));
+    if !realtime() {
+        eprintln!("note: no real-time priority (SCHED_FIFO): holds are less exact under load");
+    }
     println!("relaying {} <-> {}", args.left, args.right);
     let (l2, r2) = (left.clone(), right.clone());
     let seed = args.seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let back = std::thread::spawn(move || pump(r2, l2, Rng(seed.rotate_left(29) | 1), lo, hi));
-    pump(left, right, Rng(seed), lo, hi);
+    let back_label = format!("{} -> {}", args.right, args.left);
+    let back =
+        std::thread::spawn(move || pump(r2, l2, Rng(seed.rotate_left(29) | 1), hold, back_label));
+    let label = format!("{} -> {}", args.left, args.right);
+    pump(left, right, Rng(seed), hold, label);
     let _ = back.join();
     Ok(())
 }
