@@ -999,12 +999,6 @@ fn render_finding(o: &mut String, f: &Finding, note: &str) {
             ms(p99)
         );
     }
-    let busy = |prog: &str| -> Vec<&ThreadStates> {
-        f.threads
-            .iter()
-            .filter(|t| t.program == prog && t.total() > 0)
-            .collect()
-    };
     match f.name.as_str() {
         "cascade" => {
             for t in &f.threads {
@@ -1033,55 +1027,7 @@ fn render_finding(o: &mut String, f: &Finding, note: &str) {
                 }
             }
         }
-        n if n.starts_with("cracker") => {
-            let mut cows = busy("cow");
-            cows.sort_by(|a, b| a.role.cmp(&b.role).then(a.thread.cmp(&b.thread)));
-            let _ = writeln!(
-                o,
-                "  cow workers: busy = calculating / (calculating + waiting for a job); shares of each worker's time"
-            );
-            for t in &cows {
-                let _ = writeln!(
-                    o,
-                    "    cow pid {:<7} {:<11} busy {:>5.1} %   calculating {:>5.1} %  waiting (receiving) {:>5.1} %  sending {:>5.1} %",
-                    t.pid,
-                    t.role,
-                    100.0 * t.busy(),
-                    100.0 * t.share(ThreadState::Calculating.name()),
-                    100.0 * t.share(ThreadState::Receiving.name()),
-                    100.0 * t.share(ThreadState::Sending.name())
-                );
-            }
-            let mean = |v: &dyn Fn(&ThreadStates) -> f64| {
-                cows.iter().map(|t| v(t)).sum::<f64>() / cows.len().max(1) as f64
-            };
-            let _ = writeln!(
-                o,
-                "    mean                    busy {:>5.1} %   calculating {:>5.1} %  waiting (receiving) {:>5.1} %",
-                100.0 * mean(&|t| t.busy()),
-                100.0 * mean(&|t| t.share(ThreadState::Calculating.name())),
-                100.0 * mean(&|t| t.share(ThreadState::Receiving.name()))
-            );
-            for cpw in busy("cpw") {
-                let _ = writeln!(
-                    o,
-                    "  cpw thread {:<4} calculating {:>5.1} %, receiving {:>5.1} %",
-                    cpw.thread,
-                    100.0 * cpw.share(ThreadState::Calculating.name()),
-                    100.0 * cpw.share(ThreadState::Receiving.name())
-                );
-            }
-            let salt = f.functions.get("set_salt").copied().unwrap_or_default();
-            let enc = f.functions.get("encrypt_word").copied().unwrap_or_default();
-            let _ = writeln!(
-                o,
-                "  compute: set_salt {} calls {:.0} ms, encrypt_word {} calls {:.0} ms",
-                salt.1,
-                ms(salt.0),
-                enc.1,
-                ms(enc.0)
-            );
-        }
+        n if n.starts_with("cracker") => render_cracker(o, f),
         _ => {
             if let Some((ns, n)) = f.functions.get("handle_events") {
                 let _ = writeln!(
@@ -1108,6 +1054,63 @@ fn render_finding(o: &mut String, f: &Finding, note: &str) {
             }
         }
     }
+}
+
+/// The cracker sessions' lines: each worker's busy share, the master's threads, compute.
+fn render_cracker(o: &mut String, f: &Finding) {
+    let busy = |prog: &str| -> Vec<&ThreadStates> {
+        f.threads
+            .iter()
+            .filter(|t| t.program == prog && t.total() > 0)
+            .collect()
+    };
+    let mut cows = busy("cow");
+    cows.sort_by(|a, b| a.role.cmp(&b.role).then(a.thread.cmp(&b.thread)));
+    let _ = writeln!(
+        o,
+        "  cow workers: busy = calculating / (calculating + waiting for a job); shares of each worker's time"
+    );
+    for t in &cows {
+        let _ = writeln!(
+            o,
+            "    cow pid {:<7} {:<11} busy {:>5.1} %   calculating {:>5.1} %  waiting (receiving) {:>5.1} %  sending {:>5.1} %",
+            t.pid,
+            t.role,
+            100.0 * t.busy(),
+            100.0 * t.share(ThreadState::Calculating.name()),
+            100.0 * t.share(ThreadState::Receiving.name()),
+            100.0 * t.share(ThreadState::Sending.name())
+        );
+    }
+    let mean = |v: &dyn Fn(&ThreadStates) -> f64| {
+        cows.iter().map(|t| v(t)).sum::<f64>() / cows.len().max(1) as f64
+    };
+    let _ = writeln!(
+        o,
+        "    mean                    busy {:>5.1} %   calculating {:>5.1} %  waiting (receiving) {:>5.1} %",
+        100.0 * mean(&|t| t.busy()),
+        100.0 * mean(&|t| t.share(ThreadState::Calculating.name())),
+        100.0 * mean(&|t| t.share(ThreadState::Receiving.name()))
+    );
+    for cpw in busy("cpw") {
+        let _ = writeln!(
+            o,
+            "  cpw thread {:<4} calculating {:>5.1} %, receiving {:>5.1} %",
+            cpw.thread,
+            100.0 * cpw.share(ThreadState::Calculating.name()),
+            100.0 * cpw.share(ThreadState::Receiving.name())
+        );
+    }
+    let salt = f.functions.get("set_salt").copied().unwrap_or_default();
+    let enc = f.functions.get("encrypt_word").copied().unwrap_or_default();
+    let _ = writeln!(
+        o,
+        "  compute: set_salt {} calls {:.0} ms, encrypt_word {} calls {:.0} ms",
+        salt.1,
+        ms(salt.0),
+        enc.1,
+        ms(enc.0)
+    );
 }
 
 fn findings_json(fs: &[Finding]) -> serde_json::Value {

@@ -463,33 +463,7 @@ fn function_sensor(
         }
         s = n.next_named_sibling();
     }
-    // Existing: a p5.sensor or p5.sensor_over decorator, or a later rebinding.
-    let rebinding = format!("{bare} = p5.sensor(");
-    let existing = decorators
-        .iter()
-        .find_map(|d| {
-            let t = text(*d, src);
-            t.strip_prefix(DECORATOR)
-                .and_then(|t| t.split(')').next())
-                .or_else(|| t.strip_prefix(OVER).and_then(|t| t.split(',').next()))
-                .or_else(|| t.strip_prefix(UNDER).and_then(|t| t.split(',').next()))
-                .and_then(parse_literal)
-        })
-        .or_else(|| {
-            let last = later
-                .last()
-                .map_or(outer.end_position().row + 1, |n| n.end_position().row);
-            (outer.end_position().row + 1..=last).find_map(|row| {
-                let l = line_text(src, starts, row)?;
-                l.match_indices(&rebinding).find_map(|(at, _)| {
-                    let before = l[..at].trim_end();
-                    let ok = before.is_empty() || before.ends_with(';');
-                    ok.then(|| l[at + rebinding.len()..].split(')').next())
-                        .flatten()
-                        .and_then(parse_literal)
-                })
-            })
-        });
+    let existing = existing_sensor(src, starts, (outer, &decorators, &later), bare);
     let indent = &src[starts[outer.start_position().row]..outer.start_byte()];
     let indent = if indent.trim().is_empty() { indent } else { "" };
     let free = |r: usize, decorated_lines: &Vec<usize>| {
@@ -590,6 +564,43 @@ fn function_sensor(
     } else {
         None
     }
+}
+
+/// The id of a sensor a function already has: a `p5.sensor`, `p5.sensor_over` or
+/// `p5.sensor_under` decorator, or a later rebinding `bare = p5.sensor(0x…)(bare)` among the
+/// block's statements after it (`outer`: the function with its decorators).
+fn existing_sensor(
+    src: &str,
+    starts: &[usize],
+    (outer, decorators, later): (Node<'_>, &[Node<'_>], &[Node<'_>]),
+    bare: &str,
+) -> Option<u64> {
+    let rebinding = format!("{bare} = p5.sensor(");
+    decorators
+        .iter()
+        .find_map(|d| {
+            let t = text(*d, src);
+            t.strip_prefix(DECORATOR)
+                .and_then(|t| t.split(')').next())
+                .or_else(|| t.strip_prefix(OVER).and_then(|t| t.split(',').next()))
+                .or_else(|| t.strip_prefix(UNDER).and_then(|t| t.split(',').next()))
+                .and_then(parse_literal)
+        })
+        .or_else(|| {
+            let last = later
+                .last()
+                .map_or(outer.end_position().row + 1, |n| n.end_position().row);
+            (outer.end_position().row + 1..=last).find_map(|row| {
+                let l = line_text(src, starts, row)?;
+                l.match_indices(&rebinding).find_map(|(at, _)| {
+                    let before = l[..at].trim_end();
+                    let ok = before.is_empty() || before.ends_with(';');
+                    ok.then(|| l[at + rebinding.len()..].split(')').next())
+                        .flatten()
+                        .and_then(parse_literal)
+                })
+            })
+        })
 }
 
 fn imports_p5(root: Node<'_>, src: &str) -> bool {

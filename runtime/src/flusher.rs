@@ -402,19 +402,7 @@ fn drain_stream(
     let ring: &Ring = unsafe { s.ring.0.as_ref() };
     let stream = ring.meta.stream;
     if s.next_seq == 0 {
-        let open = StreamOpen {
-            header: DataHeader {
-                stream,
-                seq: 0,
-                t_p: 0,
-            },
-            kind_raw: StreamKind::Thread as u8,
-            tid: ring.meta.tid,
-            name: ring.meta.name.clone(),
-        };
-        let mut f = Vec::new();
-        frame::encode(&mut f, FrameType::StreamOpen as u8, &open.encode_body());
-        outbox.push(f);
+        open_stream(ring, outbox);
         s.next_seq = 1;
     }
     let comm_ok = outbox.caps().contains(Caps::COMM);
@@ -456,63 +444,8 @@ fn drain_stream(
             // the rest of this batch is skipped.
             break;
         };
-        match d {
-            Decoded::Simple { kind, t, sensor } => {
-                let t = conv.ns(t);
-                match kind {
-                    Kind::Enter => enc.enter(t, sensor),
-                    Kind::Exit => enc.exit(t, sensor),
-                    _ => enc.push(&Event::Mark { t, sensor }),
-                }
-            }
-            Decoded::Counter { t, sensor, value } => enc.push(&Event::Counter {
-                t: conv.ns(t),
-                sensor,
-                value,
-            }),
-            Decoded::Comm {
-                t,
-                end,
-                sensor,
-                op,
-                fd,
-                result,
-                peer,
-            } => {
-                let (Some(op), true) = (op, comm_ok) else {
-                    continue;
-                };
-                let start = conv.ns(t);
-                enc.push(&Event::Comm {
-                    t: start,
-                    sensor,
-                    op,
-                    fd,
-                    duration: conv.ns(end).saturating_sub(start),
-                    result,
-                    peer,
-                });
-            }
-            Decoded::Socket {
-                t,
-                sensor,
-                fd,
-                proto,
-                local,
-                peer,
-            } => {
-                if !comm_ok {
-                    continue;
-                }
-                enc.push(&Event::Socket {
-                    t: conv.ns(t),
-                    sensor,
-                    fd,
-                    proto,
-                    local,
-                    peer,
-                });
-            }
+        if !encode_decoded(d, &mut conv, comm_ok, enc) {
+            continue;
         }
         events += 1;
         if enc.encoded_len() >= FRAME_TARGET {
@@ -530,20 +463,117 @@ fn drain_stream(
         emit_events(s, stream, dropped, enc, outbox);
     }
     if closed {
-        let close = StreamClose {
-            header: DataHeader {
-                stream,
-                seq: s.next_seq,
-                t_p: 0,
-            },
-            t_end: conv.ns(record::ticks_of(ring.close_ticks())),
-            dropped,
-        };
-        let mut f = Vec::new();
-        frame::encode(&mut f, FrameType::StreamClose as u8, &close.encode_body());
-        outbox.push(f);
+        close_stream(
+            ring,
+            s.next_seq,
+            conv.ns(record::ticks_of(ring.close_ticks())),
+            outbox,
+        );
         s.next_seq += 1;
     }
+}
+
+/// Announces a thread's stream (its first frame).
+fn open_stream(ring: &Ring, outbox: &mut Outbox) {
+    let open = StreamOpen {
+        header: DataHeader {
+            stream: ring.meta.stream,
+            seq: 0,
+            t_p: 0,
+        },
+        kind_raw: StreamKind::Thread as u8,
+        tid: ring.meta.tid,
+        name: ring.meta.name.clone(),
+    };
+    let mut f = Vec::new();
+    frame::encode(&mut f, FrameType::StreamOpen as u8, &open.encode_body());
+    outbox.push(f);
+}
+
+/// Ends a thread's stream (frame `seq`) at `t_end` with its dropped count.
+fn close_stream(ring: &Ring, seq: u64, t_end: u64, outbox: &mut Outbox) {
+    let close = StreamClose {
+        header: DataHeader {
+            stream: ring.meta.stream,
+            seq,
+            t_p: 0,
+        },
+        t_end,
+        dropped: ring.dropped(),
+    };
+    let mut f = Vec::new();
+    frame::encode(&mut f, FrameType::StreamClose as u8, &close.encode_body());
+    outbox.push(f);
+}
+
+/// Encodes a record the fast path left to the general decoder; false if it is not sent
+/// (communication records to a log server that did not accept them).
+#[inline]
+fn encode_decoded(
+    d: Decoded,
+    conv: &mut crate::clock::Converter<'_>,
+    comm_ok: bool,
+    enc: &mut EventEncoder,
+) -> bool {
+    match d {
+        Decoded::Simple { kind, t, sensor } => {
+            let t = conv.ns(t);
+            match kind {
+                Kind::Enter => enc.enter(t, sensor),
+                Kind::Exit => enc.exit(t, sensor),
+                _ => enc.push(&Event::Mark { t, sensor }),
+            }
+        }
+        Decoded::Counter { t, sensor, value } => enc.push(&Event::Counter {
+            t: conv.ns(t),
+            sensor,
+            value,
+        }),
+        Decoded::Comm {
+            t,
+            end,
+            sensor,
+            op,
+            fd,
+            result,
+            peer,
+        } => {
+            let (Some(op), true) = (op, comm_ok) else {
+                return false;
+            };
+            let start = conv.ns(t);
+            enc.push(&Event::Comm {
+                t: start,
+                sensor,
+                op,
+                fd,
+                duration: conv.ns(end).saturating_sub(start),
+                result,
+                peer,
+            });
+        }
+        Decoded::Socket {
+            t,
+            sensor,
+            fd,
+            proto,
+            local,
+            peer,
+        } => {
+            if !comm_ok {
+                return false;
+            }
+            enc.push(&Event::Socket {
+                t: conv.ns(t),
+                sensor,
+                fd,
+                proto,
+                local,
+                peer,
+            });
+        }
+    }
+    true
 }
 
 fn emit_events(
