@@ -44,8 +44,9 @@ const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.
 const LOGSERVER_PORT: u16 = 28725;
 const AGENT_PORT: u16 = 28726;
 const HOP_PORT: u16 = 7001;
-/// Requests the client sends (one every 20 ms plus the round trip: about 8 s; the log server
-/// gets a ping echo from each process every 500 ms, and the fits need a few of them).
+/// Requests the client sends (one every 20 ms plus the round trip: about 8 s; each process
+/// pings the log server in bursts — 32 every 100 ms in a connection's first 10 s, then 8
+/// every 500 ms — and the fits need a few of them).
 const REQUESTS: u32 = 300;
 /// Per-link one-way delay and jitter (each direction crosses two netem queues).
 const NETEM: [&str; 4] = ["delay", "2ms", "400us", "distribution normal"];
