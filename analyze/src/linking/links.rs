@@ -14,7 +14,7 @@
 //! on nodes that receive thousands of messages within `x`).
 
 use super::exclusive::Balancer;
-use super::kernel::{EdgeKeys, Kernel, Learner};
+use super::kernel::{EdgeKeys, Kernel, KeyOf, Learner};
 use super::{KernelKind, Params};
 use crate::hash::FxHashMap;
 use crate::trace::{Kind, Message, NO_TIME, NodeId, Time, Trace};
@@ -238,7 +238,14 @@ pub struct Weighed {
     pub cell: Vec<u32>,
     /// The spontaneous weight of every child.
     pub spont: Vec<f64>,
+    /// Links weighed the paper's way (a thin kernel key, [`super::kernel::THIN`]): (link,
+    /// child, `e^(y − gap/d)`), their weight that factor times the child's spontaneous
+    /// weight; their cell is [`FIXED`].
+    pub fixed: Vec<(u32, u32, f32)>,
 }
+
+/// The cell of a link weighed the paper's way: no kernel cell.
+pub const FIXED: u32 = u32::MAX;
 
 impl Weighed {
     fn with_capacity(n: usize) -> Weighed {
@@ -252,7 +259,13 @@ impl Weighed {
     }
 
     fn push(&mut self, spont: f64, cands: impl Iterator<Item = (u32, f64, Option<u32>)>) {
+        let child = self.spont.len() as u32;
         for (j, w, cell) in cands {
+            if cell == Some(FIXED) {
+                let factor = w / spont;
+                self.fixed
+                    .push((self.parent.len() as u32, child, factor as f32));
+            }
             self.parent.push(j);
             self.w.push(w as f32);
             if let Some(c) = cell {
@@ -353,26 +366,54 @@ fn candidates(
     );
 }
 
+/// How a child's candidates of thin keys are weighed: the paper's way, relative to
+/// spontaneity.
+#[derive(Debug, Clone, Copy)]
+struct Paper {
+    /// Step 1's mean delay of the child's edge (ns).
+    d: f64,
+    /// `y`: spontaneity weighs `e^(−y)`.
+    y: f64,
+    /// The child's spontaneous weight (the kernel's prior).
+    spont: f64,
+    /// No longer gap is considered.
+    limit: Time,
+}
+
 /// Child `i`'s candidate parents as [`candidates`] finds them (newest first, at most
 /// [`MAX_CANDIDATES`] within the reach of its edge's keys), those the kernel gives a
-/// probability above 0, into `out` as (parent, cell, odds). Gaps grow along the scan, so
-/// the gap bin moves forward, never computed from scratch.
+/// probability above 0, into `out` as (parent, cell, odds); a thin key's candidates weigh
+/// `spont · e^(y − gap/d)` (the paper's odds against spontaneity) with cell [`FIXED`]. Gaps
+/// grow along the scan, so the gap bin moves forward, never computed from scratch.
 fn weigh(
     trace: &Trace,
     arrivals: &Arrivals,
     roles: &Roles,
     i: usize,
-    (k, e): (&Kernel, &EdgeKeys),
+    (k, e, paper): (&Kernel, &EdgeKeys, Paper),
     out: &mut Vec<(u32, u32, f64)>,
 ) {
     out.clear();
     let mut bin = 0;
+    let reach = if e.thin {
+        e.reach.max(paper.limit)
+    } else {
+        e.reach
+    };
     let near = scan(trace, arrivals, roles, i)
-        .take_while(|&(_, gap, _)| gap <= e.reach)
+        .take_while(|&(_, gap, _)| gap <= reach)
         .take(MAX_CANDIDATES);
     for (j, gap, x) in near {
-        let Some((id, reach)) = e.key(x) else {
-            continue;
+        let (id, reach) = match e.key(x) {
+            None => continue,
+            Some(KeyOf::Thin) => {
+                if gap <= paper.limit {
+                    let odds = (paper.y - gap as f64 / paper.d).exp();
+                    out.push((j, FIXED, paper.spont * odds));
+                }
+                continue;
+            }
+            Some(KeyOf::Learned(id, reach)) => (id, reach),
         };
         if gap > reach {
             continue;
@@ -456,6 +497,10 @@ fn refit(trace: &Trace, group: &[NodeId], w: &mut Weighed, k: &mut Kernel, windo
     }
     for (i, m) in trace.messages.iter().enumerate() {
         w.spont[i] = k.spont((g(m.src), g(m.dst)));
+    }
+    // The paper's weights keep their odds against the new spontaneity.
+    for &(l, child, factor) in &w.fixed {
+        w.w[l as usize] = (f64::from(factor) * w.spont[child as usize]) as f32;
     }
 }
 
@@ -545,11 +590,21 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId], roles: &Roles) -> Links
         weights.clear();
         ids.clear();
         cands.clear();
+        let d = edges[edge_of[i] as usize].mean_ns.unwrap_or(0.0).max(1.0);
+        let limit = p
+            .window
+            .min(((p.spontaneous_y + CUTOFF) * d).min(9e18) as Time);
         match &kernel {
             // Only the child edge's keys can weigh, and only up to their reach.
             Some(k) => {
                 if let Some(e) = k.edge((g(m.src), g(m.dst))) {
-                    weigh(trace, &arrivals, roles, i, (k, e), &mut scored);
+                    let paper = Paper {
+                        d,
+                        y: p.spontaneous_y,
+                        spont: k.spont((g(m.src), g(m.dst))),
+                        limit,
+                    };
+                    weigh(trace, &arrivals, roles, i, (k, e, paper), &mut scored);
                     for &(j, cell, odds) in &scored {
                         cands.push((j, 0, 0));
                         ids.push(cell);
@@ -558,10 +613,6 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId], roles: &Roles) -> Links
                 }
             }
             None => {
-                let d = edges[edge_of[i] as usize].mean_ns.unwrap_or(0.0).max(1.0);
-                let limit = p
-                    .window
-                    .min(((p.spontaneous_y + CUTOFF) * d).min(9e18) as Time);
                 candidates(
                     trace,
                     &arrivals,
