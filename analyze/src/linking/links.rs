@@ -282,6 +282,19 @@ impl Weighed {
         self.spont.push(spont);
     }
 
+    /// Appends `other`'s children after this one's.
+    fn append(&mut self, other: Weighed) {
+        let (links, children) = (self.parent.len() as u32, self.spont.len() as u32);
+        self.off.extend(other.off[1..].iter().map(|&o| o + links));
+        self.parent.extend_from_slice(&other.parent);
+        self.w.extend_from_slice(&other.w);
+        self.cell.extend_from_slice(&other.cell);
+        self.spont.extend_from_slice(&other.spont);
+        let fixed = other.fixed.iter();
+        self.fixed
+            .extend(fixed.map(|&(l, c, f)| (l + links, c + children, f)));
+    }
+
     /// Every link's probability (its weight over its child's total, spontaneity included)
     /// into `post`; returns every child's probability of being spontaneous.
     pub fn posteriors(&self, post: &mut [f32]) -> Vec<f64> {
@@ -567,6 +580,79 @@ fn classify(
     }
 }
 
+/// What step 2 reads, shared by the threads that weigh.
+struct Step2<'a> {
+    trace: &'a Trace,
+    arrivals: &'a Arrivals,
+    roles: &'a Roles,
+    group: &'a [NodeId],
+    edges: &'a [EdgeDelay],
+    edge_of: &'a [u32],
+    p: &'a Params,
+}
+
+impl Step2<'_> {
+    /// The window, or the paper's cut-off if shorter: `(y + ln 10⁴)` mean delays.
+    fn limit(&self, d: f64) -> Time {
+        let y = self.p.spontaneous_y;
+        self.p.window.min(((y + CUTOFF) * d).min(9e18) as Time)
+    }
+
+    /// Step 1's mean delay of child `i`'s edge (ns, at least 1).
+    fn d(&self, i: usize) -> f64 {
+        let e = self.edge_of[i] as usize;
+        self.edges[e].mean_ns.unwrap_or(0.0).max(1.0)
+    }
+
+    /// Every child's candidates weighed by kernel `k`, in child order; children in chunks
+    /// on all cores (each child's weighing reads only shared data).
+    fn with_kernel(&self, k: &Kernel) -> Weighed {
+        use rayon::prelude::*;
+        const CHUNK: usize = 1 << 15;
+        let n = self.trace.messages.len();
+        let g = |n: NodeId| self.group.get(n as usize).copied().unwrap_or(n);
+        let parts: Vec<Weighed> = (0..n.div_ceil(CHUNK))
+            .into_par_iter()
+            .map(|c| {
+                let range = c * CHUNK..n.min((c + 1) * CHUNK);
+                let mut w = Weighed::with_capacity(range.len());
+                let mut scored = Vec::with_capacity(KERNEL_CANDIDATES);
+                for i in range {
+                    let m = &self.trace.messages[i];
+                    let edge = (g(m.src), g(m.dst));
+                    let spont = k.spont(edge);
+                    scored.clear();
+                    // Only the child edge's keys can weigh, and only up to their reach.
+                    if let Some(e) = k.edge(edge) {
+                        let d = self.d(i);
+                        let y = self.p.spontaneous_y;
+                        let paper = Paper {
+                            d,
+                            y,
+                            spont,
+                            limit: self.limit(d),
+                        };
+                        let (t, a, r) = (self.trace, self.arrivals, self.roles);
+                        weigh(t, a, r, i, (k, e, paper), &mut scored);
+                    }
+                    let cands = scored.iter().map(|&(j, cell, odds)| (j, odds, Some(cell)));
+                    w.push(spont, cands);
+                }
+                w
+            })
+            .collect();
+        let mut w = Weighed::with_capacity(n);
+        let links: usize = parts.iter().map(|x| x.parent.len()).sum();
+        w.parent.reserve_exact(links);
+        w.w.reserve_exact(links);
+        w.cell.reserve_exact(links);
+        for part in parts {
+            w.append(part);
+        }
+        w
+    }
+}
+
 /// Steps 1 and 2 on a trace sorted by time; `group` maps each node to its aggregated id
 /// (the empirical kernel's key), `roles` tells which nodes are untraced or only start paths.
 pub fn link(trace: &Trace, p: &Params, group: &[NodeId], roles: &Roles) -> Links {
@@ -584,76 +670,52 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId], roles: &Roles) -> Links
     };
     // Weights are kept for a second look only when the kernel is refitted or balanced.
     let keep = kernel.is_some() || p.exclusive;
-    let mut w = Weighed::with_capacity(if keep { n } else { 0 });
     let mut raw: Vec<(u32, Kid)> = Vec::new(); // (parent, kid)
-    let mut parents: Vec<u32> = Vec::with_capacity(MAX_CANDIDATES);
-    let mut ids: Vec<u32> = Vec::with_capacity(MAX_CANDIDATES);
     let mut weights: Vec<f64> = Vec::with_capacity(MAX_CANDIDATES);
+    let step2 = Step2 {
+        trace,
+        arrivals: &arrivals,
+        roles,
+        group,
+        edges: &edges,
+        edge_of: &edge_of,
+        p,
+    };
+    let mut w = match &kernel {
+        Some(k) => step2.with_kernel(k),
+        None => Weighed::with_capacity(if keep { n } else { 0 }),
+    };
+    let mut parents: Vec<u32> = Vec::with_capacity(MAX_CANDIDATES);
     let mut cands = Vec::with_capacity(MAX_CANDIDATES);
-    let mut scored = Vec::with_capacity(MAX_CANDIDATES);
-    for i in 0..n {
-        let m = &trace.messages[i];
+    let spont_w = (-p.spontaneous_y).exp();
+    for i in (0..n).filter(|_| kernel.is_none()) {
+        let d = step2.d(i);
+        let limit = step2.limit(d);
+        candidates(
+            trace,
+            &arrivals,
+            roles,
+            i,
+            limit,
+            MAX_CANDIDATES,
+            &mut cands,
+        );
         weights.clear();
-        ids.clear();
-        cands.clear();
-        let d = edges[edge_of[i] as usize].mean_ns.unwrap_or(0.0).max(1.0);
-        let limit = p
-            .window
-            .min(((p.spontaneous_y + CUTOFF) * d).min(9e18) as Time);
-        match &kernel {
-            // Only the child edge's keys can weigh, and only up to their reach.
-            Some(k) => {
-                if let Some(e) = k.edge((g(m.src), g(m.dst))) {
-                    let paper = Paper {
-                        d,
-                        y: p.spontaneous_y,
-                        spont: k.spont((g(m.src), g(m.dst))),
-                        limit,
-                    };
-                    weigh(trace, &arrivals, roles, i, (k, e, paper), &mut scored);
-                    for &(j, cell, odds) in &scored {
-                        cands.push((j, 0, 0));
-                        ids.push(cell);
-                        weights.push(odds);
-                    }
-                }
-            }
-            None => {
-                candidates(
-                    trace,
-                    &arrivals,
-                    roles,
-                    i,
-                    limit,
-                    MAX_CANDIDATES,
-                    &mut cands,
-                );
-                weights.extend(cands.iter().map(|&(_, gap, _)| (-(gap as f64) / d).exp()));
-            }
-        }
-        let spont_w = match &kernel {
-            Some(k) => k.spont((g(m.src), g(m.dst))),
-            None => (-p.spontaneous_y).exp(),
-        };
+        weights.extend(cands.iter().map(|&(_, gap, _)| (-(gap as f64) / d).exp()));
         if keep {
-            w.push(
-                spont_w,
-                cands
-                    .iter()
-                    .zip(&weights)
-                    .enumerate()
-                    .map(|(x, (c, &wt))| (c.0, wt, ids.get(x).copied())),
-            );
+            let cands = cands.iter().zip(&weights).map(|(c, &wt)| (c.0, wt, None));
+            w.push(spont_w, cands);
         } else {
             // The paper's way needs no second look: classify now, keep nothing else.
             parents.clear();
             parents.extend(cands.iter().map(|c| c.0));
-            let to = g(m.dst);
+            let to = g(trace.messages[i].dst);
             classify(
                 i as u32, to, &parents, &weights, spont_w, p, &mut out, &mut raw,
             );
         }
     }
+    drop(arrivals);
     let balancer = p.exclusive.then(|| {
         let to: Vec<NodeId> = trace.messages.iter().map(|m| g(m.dst)).collect();
         let whole: Vec<bool> = trace.messages.iter().map(|m| m.kind == Kind::Ret).collect();
@@ -663,7 +725,7 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId], roles: &Roles) -> Links
     if let Some(mut k) = kernel {
         for _ in 0..p.refits {
             if let Some(b) = &balancer {
-                b.balance(&mut w, rounds);
+                b.balance(&mut w, super::exclusive::REFIT_ROUNDS);
             }
             refit(trace, group, &mut w, &mut k, p.window);
         }
