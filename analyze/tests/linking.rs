@@ -53,10 +53,10 @@ fn scored(g: &Generated, r: &AnalysisResult) -> Scores {
     score(&g.truth.result, r, &o)
 }
 
-/// The default (ours: empirical kernel, exclusive children, refits) and the paper's weights:
-/// the accuracy tests hold for both.
+/// Ours (empirical kernel, exclusive children, refits) and the paper's weights (the
+/// default): the accuracy tests hold for both.
 fn modes() -> [(&'static str, Params); 2] {
-    [("ours", Params::default()), ("paper", Params::paper())]
+    [("ours", Params::ours()), ("paper", Params::paper())]
 }
 
 fn signatures(r: &AnalysisResult) -> Vec<&str> {
@@ -328,7 +328,7 @@ fn node_delays_are_identical_under_clock_offsets() {
         skew: vec![("WS2".into(), 30 * MS), ("DB".into(), -7 * MS)],
         ..base.clone()
     };
-    for p in [Params::paper(), Params::default()] {
+    for p in [Params::paper(), Params::ours()] {
         let (a, _) = linking(&read(&generate(&cfg, base.clone())), &p, &mut |_| {});
         let (b, _) = linking(&read(&generate(&cfg, skewed.clone())), &p, &mut |_| {});
         assert_eq!(a.patterns.len(), b.patterns.len());
@@ -479,7 +479,7 @@ fn a_closed_loop_clients_requests_are_roots() {
 fn multi_tier_paper_and_ours() {
     let g = generate(&fixture("fig10-multi-tier"), opts(100));
     let t = read(&g);
-    let ours = Params::default();
+    let ours = Params::ours();
     let found = |p: &Params| {
         let (r, _) = linking(&t, p, &mut |_| {});
         let s = scored(&g, &r);
@@ -526,7 +526,7 @@ fn multi_tier_paper_and_ours() {
 fn multi_tier_top_n_with_ours() {
     let g = generate(&fixture("fig10-multi-tier"), opts(500));
     let t = read(&g);
-    let (r, c) = linking(&t, &Params::default(), &mut |_| {});
+    let (r, c) = linking(&t, &Params::ours(), &mut |_| {});
     eprintln!("{:?}", c.trees);
     let o = ScoreOptions {
         rank_by: RankBy::Expectation,

@@ -296,19 +296,39 @@ impl Weighed {
     }
 
     /// Every link's probability (its weight over its child's total, spontaneity included)
-    /// into `post`; returns every child's probability of being spontaneous.
+    /// into `post`; returns every child's probability of being spontaneous. Children in
+    /// chunks on all cores.
     pub fn posteriors(&self, post: &mut [f32]) -> Vec<f64> {
-        (0..self.spont.len())
-            .map(|i| {
+        use rayon::prelude::*;
+        const CHUNK: usize = 1 << 15;
+        let n = self.spont.len();
+        let mut spont = vec![0f64; n];
+        // Each chunk's links are one run of `post`.
+        let mut runs = Vec::with_capacity(n.div_ceil(CHUNK));
+        let mut rest = post;
+        for c in 0..n.div_ceil(CHUNK) {
+            let (a, b) = (c * CHUNK, n.min((c + 1) * CHUNK));
+            let len = (self.off[b] - self.off[a]) as usize;
+            let (run, tail) = std::mem::take(&mut rest).split_at_mut(len);
+            runs.push(run);
+            rest = tail;
+        }
+        let chunks = spont.par_chunks_mut(CHUNK).zip(runs).enumerate();
+        chunks.for_each(|(c, (out, run))| {
+            let first = c * CHUNK;
+            let base = self.off[first] as usize;
+            for (k, s) in out.iter_mut().enumerate() {
+                let i = first + k;
                 let r = self.off[i] as usize..self.off[i + 1] as usize;
                 let sum: f64 = self.w[r.clone()].iter().map(|&x| f64::from(x)).sum();
                 let total = self.spont[i] + sum;
                 for l in r {
-                    post[l] = (f64::from(self.w[l]) / total) as f32;
+                    run[l - base] = (f64::from(self.w[l]) / total) as f32;
                 }
-                self.spont[i] / total
-            })
-            .collect()
+                *s = self.spont[i] / total;
+            }
+        });
+        spont
     }
 
     /// Child `i`'s candidates, their weights and its spontaneous weight.
