@@ -195,7 +195,7 @@ impl<'a> Builder<'a> {
 
     /// Whether the message at `pos` is a return into a node that has already answered the
     /// call that opened its visit in this instance (B after a delayed write-back: it
-    /// answered A, then called C; C's answer ends the path).
+    /// answered A, then called C; C's answer ends the path), or into the root's sender.
     fn answered(&self, pos: usize) -> bool {
         let msgs = &self.trace.messages;
         let (m, mut up) = self.inc[pos];
@@ -206,7 +206,8 @@ impl<'a> Builder<'a> {
         // The call into `node` that opened its visit: the nearest such ancestor.
         let caller = loop {
             let Some(&(a, next)) = self.inc.get(up as usize) else {
-                return false;
+                // No call opened it: the root's sender, whose path a reply may end.
+                return node == self.root_node;
             };
             let am = &msgs[a as usize];
             if am.dst == node && am.kind == Kind::Call {
