@@ -530,13 +530,17 @@ fn refit(trace: &Trace, group: &[NodeId], w: &mut Weighed, k: &mut Kernel, windo
             .zip(&spont)
             .map(|(m, &s)| ((g(m.src), g(m.dst)), s)),
     );
-    for l in 0..post.len() {
-        let q = k.prob_cell(w.cell[l]);
-        w.w[l] = (q / (1.0 - q)) as f32;
-    }
-    for (i, m) in trace.messages.iter().enumerate() {
-        w.spont[i] = k.spont((g(m.src), g(m.dst)));
-    }
+    drop(post);
+    use rayon::prelude::*;
+    let k = &*k;
+    w.w.par_iter_mut().zip(&w.cell).for_each(|(x, &cell)| {
+        let q = k.prob_cell(cell);
+        *x = (q / (1.0 - q)) as f32;
+    });
+    let msgs = trace.messages.par_iter();
+    w.spont.par_iter_mut().zip(msgs).for_each(|(s, m)| {
+        *s = k.spont((g(m.src), g(m.dst)));
+    });
     // The paper's weights keep their odds against the new spontaneity.
     for &(l, child, factor) in &w.fixed {
         w.w[l as usize] = (f64::from(factor) * w.spont[child as usize]) as f32;
