@@ -14,7 +14,7 @@
 //! `P5_BENCH_SECONDS=N` sets the length (default 3600 s); `-- WORD` runs only the cases
 //! whose name holds WORD.
 
-use p5_analyze::linking::{KernelKind, Params, linking};
+use p5_analyze::linking::{Params, linking};
 use p5_analyze::maketrace::{self, Config, Options};
 use std::fmt::Write;
 use std::path::Path;
@@ -108,13 +108,11 @@ fn main() {
         };
         case(&format!("WAP5 weights, try-both cap {cap}"), &trace, &p);
     }
-    let ours = Params {
-        kernel: KernelKind::Empirical,
-        exclusive: true,
-        refits: 5,
-        ..Params::default()
-    };
-    case("ours (empirical, exclusive, 5 refits)", &trace, &ours);
+    case(
+        "ours (empirical, exclusive, 5 refits)",
+        &trace,
+        &Params::ours(),
+    );
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     println!(
         "linking: load average {}",

@@ -44,7 +44,8 @@ pub struct LinkingArgs {
     #[arg(long)]
     pub no_coalesce: bool,
     /// How candidate parents are weighed: WAP5's exponential, or ours learned from the
-    /// trace (robust to parallelism).
+    /// trace (robust to parallelism; ours is `--kernel empirical --exclusive true --refits
+    /// 5`).
     #[arg(long, value_enum, default_value_t = KernelKind::Exponential)]
     pub kernel: KernelKind,
     /// A message causes at most one message per receiver (unless the links say it surely

@@ -12,8 +12,12 @@
 
 use super::links::Weighed;
 
-/// Rounds of balancing per call.
+/// Rounds of balancing before the links are classified.
 pub const ROUNDS: u32 = 3;
+
+/// Rounds of balancing before each refit of the empirical kernel (the refit and the next
+/// round go on from where this one left).
+pub const REFIT_ROUNDS: u32 = 2;
 
 /// The links of a [`Weighed`] grouped by (parent, child's receiver), built once.
 #[derive(Debug)]

@@ -18,6 +18,13 @@
 //! share of the edge's messages such a parent causes — against spontaneity's prior: the share
 //! of the edge B→C's messages that the excess of all its keys leaves unexplained (at least
 //! 0.01). Exactly one candidate is the cause, or none.
+//!
+//! A key is *thin* when its parent edge X→B or its child edge B→C had fewer than
+//! [`THIN`] messages among those that taught the kernel: even if every one of them were
+//! causal, their peak could not rise above two standard deviations of the background (a
+//! 1-in-1,000 variant's keys). Step 2 weighs a thin key's candidates the paper's way
+//! instead, `e^(−gap/d)` against `e^(−y)`, scaled to the edge's spontaneity prior
+//! ([`super::links`]).
 
 use crate::hash::FxHashMap;
 use crate::nesting::bins::{Bins, gaussian, smooth_into};
@@ -28,6 +35,11 @@ const MAX_W: f64 = 0.99;
 
 /// The smallest prior of spontaneity an edge gets.
 const MIN_SPONT: f64 = 0.01;
+
+/// Fewer messages than this on a key's parent or child edge make it thin (see the module
+/// doc): a peak of `n` pairs smoothed over 2 bins stands about `n / 5` high, against a floor
+/// of 2 (two standard deviations of an empty background).
+pub const THIN: f64 = 64.0;
 
 /// A (parent's sender, node, child's receiver) key.
 pub type Key = (NodeId, NodeId, NodeId);
@@ -57,19 +69,33 @@ impl Keys {
 /// The keys of one child edge B→C: where step 2 looks a candidate up.
 #[derive(Debug, Default)]
 pub struct EdgeKeys {
-    /// (parent's sender X, key id, the key's reach), by X.
-    from: Vec<(NodeId, u32, Time)>,
-    /// No pair of these keys is causal at a longer gap (ns).
+    /// (parent's sender X, key id, the key's reach, whether it is thin), by X.
+    from: Vec<(NodeId, u32, Time, bool)>,
+    /// No pair of these keys' that are not thin is causal at a longer gap (ns).
     pub reach: Time,
+    /// Some of these keys are thin: weighed the paper's way.
+    pub thin: bool,
+}
+
+/// A candidate's key as step 2 sees it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum KeyOf {
+    /// Learned: the key's id, and the longest gap at which its pairs may be causal.
+    Learned(u32, Time),
+    /// Too few messages to learn from: the paper's weight.
+    Thin,
 }
 
 impl EdgeKeys {
-    /// The id of the key (X, B, C) and its reach, if known.
-    pub fn key(&self, x: NodeId) -> Option<(u32, Time)> {
+    /// The key (X, B, C), if known.
+    pub fn key(&self, x: NodeId) -> Option<KeyOf> {
         self.from
             .binary_search_by_key(&x, |e| e.0)
             .ok()
-            .map(|i| (self.from[i].1, self.from[i].2))
+            .map(|i| match self.from[i] {
+                (_, _, _, true) => KeyOf::Thin,
+                (_, id, reach, false) => KeyOf::Learned(id, reach),
+            })
     }
 }
 
@@ -151,11 +177,18 @@ fn bounds(b: Bins) -> Vec<Time> {
 fn edge_keys(
     keys: &Keys,
     probs: &[f32],
+    thin: &[bool],
     b: Bins,
     window: f64,
 ) -> FxHashMap<(NodeId, NodeId), EdgeKeys> {
     let mut edges: FxHashMap<(NodeId, NodeId), EdgeKeys> = FxHashMap::default();
     for (id, &(x, node, to)) in keys.list.iter().enumerate() {
+        if thin[id] {
+            let e = edges.entry((node, to)).or_default();
+            e.from.push((x, id as u32, 0, true));
+            e.thin = true;
+            continue;
+        }
         let row = &probs[id * b.count..(id + 1) * b.count];
         let reach = match row.iter().rposition(|&p| p > 0.0) {
             None => 0.0,
@@ -165,7 +198,7 @@ fn edge_keys(
         };
         let reach = reach.min(window) as Time;
         let e = edges.entry((node, to)).or_default();
-        e.from.push((x, id as u32, reach));
+        e.from.push((x, id as u32, reach, false));
         e.reach = e.reach.max(reach);
     }
     for e in edges.values_mut() {
@@ -235,7 +268,15 @@ impl Learner {
                 (e, (1.0 - explained).clamp(MIN_SPONT, 1.0))
             })
             .collect();
-        let edges = edge_keys(&self.keys, &probs, b, window);
+        // Keys with too few messages on either edge to show a peak.
+        let few = |e: (NodeId, NodeId)| self.children.get(&e).copied().unwrap_or(0.0) < THIN;
+        let thin: Vec<bool> = self
+            .keys
+            .list
+            .iter()
+            .map(|&(x, node, to)| few((x, node)) || few((node, to)))
+            .collect();
+        let edges = edge_keys(&self.keys, &probs, &thin, b, window);
         Kernel {
             bounds: bounds(b),
             bins: b,
@@ -366,6 +407,10 @@ mod tests {
             (seed >> 11) as f64 / (1u64 << 53) as f64
         };
         for _ in 0..5000 {
+            // Each child, and the messages into its node.
+            l.child((1, 2));
+            l.child((0, 1));
+            l.child((3, 1));
             l.count(
                 (0, 1, 2),
                 50 * ms + ((rnd() - 0.5) * 4.0 * ms as f64) as Time,
@@ -387,12 +432,40 @@ mod tests {
         assert_eq!(k.prob((9, 9, 9), 50 * ms), 0.0);
         // Step 2's look-up: the edge's keys, reaching past the peak, within the window.
         let e = k.edge((1, 2)).expect("edge (1, 2)");
-        let (id, reach) = e.key(0).expect("key (0, 1, 2)");
+        let Some(KeyOf::Learned(id, reach)) = e.key(0) else {
+            panic!("key (0, 1, 2) learned")
+        };
         assert!(reach > 50 * ms && reach <= 1000 * ms, "{reach}");
         assert!(e.reach >= reach);
         assert!(k.edge((2, 1)).is_none());
         let bin = k.bin_from(50 * ms, 0);
         assert_eq!(k.prob_cell(k.cell_of(id, bin)), k.prob((0, 1, 2), 50 * ms));
+    }
+
+    /// A key whose parent or child edge had fewer than [`THIN`] messages is thin, however
+    /// many pairs it counted; one with enough on both is learned.
+    #[test]
+    fn keys_of_rare_edges_are_thin() {
+        let mut l = Learner::new();
+        for i in 0..200 {
+            l.child((1, 2));
+            l.child((0, 1));
+            l.count((0, 1, 2), 1_000_000 + i);
+            if i < 10 {
+                // A rare sender into node 1, and a rare edge out of it.
+                l.child((5, 1));
+                l.child((1, 6));
+                l.count((5, 1, 2), 2_000_000 + i);
+                l.count((0, 1, 6), 1_000_000 + i);
+            }
+        }
+        let k = l.finish(2_000_000_000);
+        let e = k.edge((1, 2)).expect("edge (1, 2)");
+        assert!(matches!(e.key(0), Some(KeyOf::Learned(..))));
+        assert_eq!(e.key(5), Some(KeyOf::Thin));
+        assert!(e.thin);
+        assert_eq!(k.edge((1, 6)).and_then(|e| e.key(0)), Some(KeyOf::Thin));
+        assert_eq!(e.key(7), None);
     }
 
     /// Moving the bin forward along growing gaps gives `Bins::of`'s bin, at the bins'

@@ -14,13 +14,19 @@
 //! on nodes that receive thousands of messages within `x`).
 
 use super::exclusive::Balancer;
-use super::kernel::{EdgeKeys, Kernel, Learner};
+use super::kernel::{EdgeKeys, Kernel, KeyOf, Learner};
 use super::{KernelKind, Params};
 use crate::hash::FxHashMap;
 use crate::trace::{Kind, Message, NO_TIME, NodeId, Time, Trace};
 
 /// At most this many candidate parents per message (ours).
 pub const MAX_CANDIDATES: usize = 256;
+
+/// At most this many candidate parents per message with the empirical kernel (ours): on
+/// the CDN bench the 33rd newest arrival is seconds back, where the kernel's probabilities
+/// are the background's wobble (a third of all links were such, beyond 200 ms), and
+/// leaving them out made Fig. 10's top-N better, not worse (ARCHITECTURE.md).
+pub const KERNEL_CANDIDATES: usize = 32;
 
 /// At most this many candidate pairs per message teach the empirical kernel.
 const MAX_LEARN: usize = 1024;
@@ -238,7 +244,14 @@ pub struct Weighed {
     pub cell: Vec<u32>,
     /// The spontaneous weight of every child.
     pub spont: Vec<f64>,
+    /// Links weighed the paper's way (a thin kernel key, [`super::kernel::THIN`]): (link,
+    /// child, `e^(y − gap/d)`), their weight that factor times the child's spontaneous
+    /// weight; their cell is [`FIXED`].
+    pub fixed: Vec<(u32, u32, f32)>,
 }
+
+/// The cell of a link weighed the paper's way: no kernel cell.
+pub const FIXED: u32 = u32::MAX;
 
 impl Weighed {
     fn with_capacity(n: usize) -> Weighed {
@@ -252,7 +265,13 @@ impl Weighed {
     }
 
     fn push(&mut self, spont: f64, cands: impl Iterator<Item = (u32, f64, Option<u32>)>) {
+        let child = self.spont.len() as u32;
         for (j, w, cell) in cands {
+            if cell == Some(FIXED) {
+                let factor = w / spont;
+                self.fixed
+                    .push((self.parent.len() as u32, child, factor as f32));
+            }
             self.parent.push(j);
             self.w.push(w as f32);
             if let Some(c) = cell {
@@ -263,20 +282,53 @@ impl Weighed {
         self.spont.push(spont);
     }
 
+    /// Appends `other`'s children after this one's.
+    fn append(&mut self, other: Weighed) {
+        let (links, children) = (self.parent.len() as u32, self.spont.len() as u32);
+        self.off.extend(other.off[1..].iter().map(|&o| o + links));
+        self.parent.extend_from_slice(&other.parent);
+        self.w.extend_from_slice(&other.w);
+        self.cell.extend_from_slice(&other.cell);
+        self.spont.extend_from_slice(&other.spont);
+        let fixed = other.fixed.iter();
+        self.fixed
+            .extend(fixed.map(|&(l, c, f)| (l + links, c + children, f)));
+    }
+
     /// Every link's probability (its weight over its child's total, spontaneity included)
-    /// into `post`; returns every child's probability of being spontaneous.
+    /// into `post`; returns every child's probability of being spontaneous. Children in
+    /// chunks on all cores.
     pub fn posteriors(&self, post: &mut [f32]) -> Vec<f64> {
-        (0..self.spont.len())
-            .map(|i| {
+        use rayon::prelude::*;
+        const CHUNK: usize = 1 << 15;
+        let n = self.spont.len();
+        let mut spont = vec![0f64; n];
+        // Each chunk's links are one run of `post`.
+        let mut runs = Vec::with_capacity(n.div_ceil(CHUNK));
+        let mut rest = post;
+        for c in 0..n.div_ceil(CHUNK) {
+            let (a, b) = (c * CHUNK, n.min((c + 1) * CHUNK));
+            let len = (self.off[b] - self.off[a]) as usize;
+            let (run, tail) = std::mem::take(&mut rest).split_at_mut(len);
+            runs.push(run);
+            rest = tail;
+        }
+        let chunks = spont.par_chunks_mut(CHUNK).zip(runs).enumerate();
+        chunks.for_each(|(c, (out, run))| {
+            let first = c * CHUNK;
+            let base = self.off[first] as usize;
+            for (k, s) in out.iter_mut().enumerate() {
+                let i = first + k;
                 let r = self.off[i] as usize..self.off[i + 1] as usize;
                 let sum: f64 = self.w[r.clone()].iter().map(|&x| f64::from(x)).sum();
                 let total = self.spont[i] + sum;
                 for l in r {
-                    post[l] = (f64::from(self.w[l]) / total) as f32;
+                    run[l - base] = (f64::from(self.w[l]) / total) as f32;
                 }
-                self.spont[i] / total
-            })
-            .collect()
+                *s = self.spont[i] / total;
+            }
+        });
+        spont
     }
 
     /// Child `i`'s candidates, their weights and its spontaneous weight.
@@ -353,26 +405,54 @@ fn candidates(
     );
 }
 
+/// How a child's candidates of thin keys are weighed: the paper's way, relative to
+/// spontaneity.
+#[derive(Debug, Clone, Copy)]
+struct Paper {
+    /// Step 1's mean delay of the child's edge (ns).
+    d: f64,
+    /// `y`: spontaneity weighs `e^(−y)`.
+    y: f64,
+    /// The child's spontaneous weight (the kernel's prior).
+    spont: f64,
+    /// No longer gap is considered.
+    limit: Time,
+}
+
 /// Child `i`'s candidate parents as [`candidates`] finds them (newest first, at most
-/// [`MAX_CANDIDATES`] within the reach of its edge's keys), those the kernel gives a
-/// probability above 0, into `out` as (parent, cell, odds). Gaps grow along the scan, so
-/// the gap bin moves forward, never computed from scratch.
+/// [`KERNEL_CANDIDATES`] within the reach of its edge's keys), those the kernel gives a
+/// probability above 0, into `out` as (parent, cell, odds); a thin key's candidates weigh
+/// `spont · e^(y − gap/d)` (the paper's odds against spontaneity) with cell [`FIXED`]. Gaps
+/// grow along the scan, so the gap bin moves forward, never computed from scratch.
 fn weigh(
     trace: &Trace,
     arrivals: &Arrivals,
     roles: &Roles,
     i: usize,
-    (k, e): (&Kernel, &EdgeKeys),
+    (k, e, paper): (&Kernel, &EdgeKeys, Paper),
     out: &mut Vec<(u32, u32, f64)>,
 ) {
     out.clear();
     let mut bin = 0;
+    let reach = if e.thin {
+        e.reach.max(paper.limit)
+    } else {
+        e.reach
+    };
     let near = scan(trace, arrivals, roles, i)
-        .take_while(|&(_, gap, _)| gap <= e.reach)
-        .take(MAX_CANDIDATES);
+        .take_while(|&(_, gap, _)| gap <= reach)
+        .take(KERNEL_CANDIDATES);
     for (j, gap, x) in near {
-        let Some((id, reach)) = e.key(x) else {
-            continue;
+        let (id, reach) = match e.key(x) {
+            None => continue,
+            Some(KeyOf::Thin) => {
+                if gap <= paper.limit {
+                    let odds = (paper.y - gap as f64 / paper.d).exp();
+                    out.push((j, FIXED, paper.spont * odds));
+                }
+                continue;
+            }
+            Some(KeyOf::Learned(id, reach)) => (id, reach),
         };
         if gap > reach {
             continue;
@@ -450,12 +530,20 @@ fn refit(trace: &Trace, group: &[NodeId], w: &mut Weighed, k: &mut Kernel, windo
             .zip(&spont)
             .map(|(m, &s)| ((g(m.src), g(m.dst)), s)),
     );
-    for l in 0..post.len() {
-        let q = k.prob_cell(w.cell[l]);
-        w.w[l] = (q / (1.0 - q)) as f32;
-    }
-    for (i, m) in trace.messages.iter().enumerate() {
-        w.spont[i] = k.spont((g(m.src), g(m.dst)));
+    drop(post);
+    use rayon::prelude::*;
+    let k = &*k;
+    w.w.par_iter_mut().zip(&w.cell).for_each(|(x, &cell)| {
+        let q = k.prob_cell(cell);
+        *x = (q / (1.0 - q)) as f32;
+    });
+    let msgs = trace.messages.par_iter();
+    w.spont.par_iter_mut().zip(msgs).for_each(|(s, m)| {
+        *s = k.spont((g(m.src), g(m.dst)));
+    });
+    // The paper's weights keep their odds against the new spontaneity.
+    for &(l, child, factor) in &w.fixed {
+        w.w[l as usize] = (f64::from(factor) * w.spont[child as usize]) as f32;
     }
 }
 
@@ -516,6 +604,79 @@ fn classify(
     }
 }
 
+/// What step 2 reads, shared by the threads that weigh.
+struct Step2<'a> {
+    trace: &'a Trace,
+    arrivals: &'a Arrivals,
+    roles: &'a Roles,
+    group: &'a [NodeId],
+    edges: &'a [EdgeDelay],
+    edge_of: &'a [u32],
+    p: &'a Params,
+}
+
+impl Step2<'_> {
+    /// The window, or the paper's cut-off if shorter: `(y + ln 10⁴)` mean delays.
+    fn limit(&self, d: f64) -> Time {
+        let y = self.p.spontaneous_y;
+        self.p.window.min(((y + CUTOFF) * d).min(9e18) as Time)
+    }
+
+    /// Step 1's mean delay of child `i`'s edge (ns, at least 1).
+    fn d(&self, i: usize) -> f64 {
+        let e = self.edge_of[i] as usize;
+        self.edges[e].mean_ns.unwrap_or(0.0).max(1.0)
+    }
+
+    /// Every child's candidates weighed by kernel `k`, in child order; children in chunks
+    /// on all cores (each child's weighing reads only shared data).
+    fn with_kernel(&self, k: &Kernel) -> Weighed {
+        use rayon::prelude::*;
+        const CHUNK: usize = 1 << 15;
+        let n = self.trace.messages.len();
+        let g = |n: NodeId| self.group.get(n as usize).copied().unwrap_or(n);
+        let parts: Vec<Weighed> = (0..n.div_ceil(CHUNK))
+            .into_par_iter()
+            .map(|c| {
+                let range = c * CHUNK..n.min((c + 1) * CHUNK);
+                let mut w = Weighed::with_capacity(range.len());
+                let mut scored = Vec::with_capacity(KERNEL_CANDIDATES);
+                for i in range {
+                    let m = &self.trace.messages[i];
+                    let edge = (g(m.src), g(m.dst));
+                    let spont = k.spont(edge);
+                    scored.clear();
+                    // Only the child edge's keys can weigh, and only up to their reach.
+                    if let Some(e) = k.edge(edge) {
+                        let d = self.d(i);
+                        let y = self.p.spontaneous_y;
+                        let paper = Paper {
+                            d,
+                            y,
+                            spont,
+                            limit: self.limit(d),
+                        };
+                        let (t, a, r) = (self.trace, self.arrivals, self.roles);
+                        weigh(t, a, r, i, (k, e, paper), &mut scored);
+                    }
+                    let cands = scored.iter().map(|&(j, cell, odds)| (j, odds, Some(cell)));
+                    w.push(spont, cands);
+                }
+                w
+            })
+            .collect();
+        let mut w = Weighed::with_capacity(n);
+        let links: usize = parts.iter().map(|x| x.parent.len()).sum();
+        w.parent.reserve_exact(links);
+        w.w.reserve_exact(links);
+        w.cell.reserve_exact(links);
+        for part in parts {
+            w.append(part);
+        }
+        w
+    }
+}
+
 /// Steps 1 and 2 on a trace sorted by time; `group` maps each node to its aggregated id
 /// (the empirical kernel's key), `roles` tells which nodes are untraced or only start paths.
 pub fn link(trace: &Trace, p: &Params, group: &[NodeId], roles: &Roles) -> Links {
@@ -533,70 +694,52 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId], roles: &Roles) -> Links
     };
     // Weights are kept for a second look only when the kernel is refitted or balanced.
     let keep = kernel.is_some() || p.exclusive;
-    let mut w = Weighed::with_capacity(if keep { n } else { 0 });
     let mut raw: Vec<(u32, Kid)> = Vec::new(); // (parent, kid)
-    let mut parents: Vec<u32> = Vec::with_capacity(MAX_CANDIDATES);
-    let mut ids: Vec<u32> = Vec::with_capacity(MAX_CANDIDATES);
     let mut weights: Vec<f64> = Vec::with_capacity(MAX_CANDIDATES);
+    let step2 = Step2 {
+        trace,
+        arrivals: &arrivals,
+        roles,
+        group,
+        edges: &edges,
+        edge_of: &edge_of,
+        p,
+    };
+    let mut w = match &kernel {
+        Some(k) => step2.with_kernel(k),
+        None => Weighed::with_capacity(if keep { n } else { 0 }),
+    };
+    let mut parents: Vec<u32> = Vec::with_capacity(MAX_CANDIDATES);
     let mut cands = Vec::with_capacity(MAX_CANDIDATES);
-    let mut scored = Vec::with_capacity(MAX_CANDIDATES);
-    for i in 0..n {
-        let m = &trace.messages[i];
+    let spont_w = (-p.spontaneous_y).exp();
+    for i in (0..n).filter(|_| kernel.is_none()) {
+        let d = step2.d(i);
+        let limit = step2.limit(d);
+        candidates(
+            trace,
+            &arrivals,
+            roles,
+            i,
+            limit,
+            MAX_CANDIDATES,
+            &mut cands,
+        );
         weights.clear();
-        ids.clear();
-        cands.clear();
-        match &kernel {
-            // Only the child edge's keys can weigh, and only up to their reach.
-            Some(k) => {
-                if let Some(e) = k.edge((g(m.src), g(m.dst))) {
-                    weigh(trace, &arrivals, roles, i, (k, e), &mut scored);
-                    for &(j, cell, odds) in &scored {
-                        cands.push((j, 0, 0));
-                        ids.push(cell);
-                        weights.push(odds);
-                    }
-                }
-            }
-            None => {
-                let d = edges[edge_of[i] as usize].mean_ns.unwrap_or(0.0).max(1.0);
-                let limit = p
-                    .window
-                    .min(((p.spontaneous_y + CUTOFF) * d).min(9e18) as Time);
-                candidates(
-                    trace,
-                    &arrivals,
-                    roles,
-                    i,
-                    limit,
-                    MAX_CANDIDATES,
-                    &mut cands,
-                );
-                weights.extend(cands.iter().map(|&(_, gap, _)| (-(gap as f64) / d).exp()));
-            }
-        }
-        let spont_w = match &kernel {
-            Some(k) => k.spont((g(m.src), g(m.dst))),
-            None => (-p.spontaneous_y).exp(),
-        };
+        weights.extend(cands.iter().map(|&(_, gap, _)| (-(gap as f64) / d).exp()));
         if keep {
-            w.push(
-                spont_w,
-                cands
-                    .iter()
-                    .zip(&weights)
-                    .enumerate()
-                    .map(|(x, (c, &wt))| (c.0, wt, ids.get(x).copied())),
-            );
+            let cands = cands.iter().zip(&weights).map(|(c, &wt)| (c.0, wt, None));
+            w.push(spont_w, cands);
         } else {
             // The paper's way needs no second look: classify now, keep nothing else.
             parents.clear();
             parents.extend(cands.iter().map(|c| c.0));
-            let to = g(m.dst);
+            let to = g(trace.messages[i].dst);
             classify(
                 i as u32, to, &parents, &weights, spont_w, p, &mut out, &mut raw,
             );
         }
     }
+    drop(arrivals);
     let balancer = p.exclusive.then(|| {
         let to: Vec<NodeId> = trace.messages.iter().map(|m| g(m.dst)).collect();
         let whole: Vec<bool> = trace.messages.iter().map(|m| m.kind == Kind::Ret).collect();
@@ -606,7 +749,7 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId], roles: &Roles) -> Links
     if let Some(mut k) = kernel {
         for _ in 0..p.refits {
             if let Some(b) = &balancer {
-                b.balance(&mut w, rounds);
+                b.balance(&mut w, super::exclusive::REFIT_ROUNDS);
             }
             refit(trace, group, &mut w, &mut k, p.window);
         }

@@ -193,6 +193,35 @@ impl<'a> Builder<'a> {
         self.exclusive && msg.kind != Kind::Msg && !self.is_origin(msg.dst)
     }
 
+    /// Whether the message at `pos` is a return into a node that has already answered the
+    /// call that opened its visit in this instance (B after a delayed write-back: it
+    /// answered A, then called C; C's answer ends the path), or into the root's sender.
+    fn answered(&self, pos: usize) -> bool {
+        let msgs = &self.trace.messages;
+        let (m, mut up) = self.inc[pos];
+        let node = msgs[m as usize].dst;
+        if msgs[m as usize].kind != Kind::Ret {
+            return false;
+        }
+        // The call into `node` that opened its visit: the nearest such ancestor.
+        let caller = loop {
+            let Some(&(a, next)) = self.inc.get(up as usize) else {
+                // No call opened it: the root's sender, whose path a reply may end.
+                return node == self.root_node;
+            };
+            let am = &msgs[a as usize];
+            if am.dst == node && am.kind == Kind::Call {
+                break am.src;
+            }
+            up = next;
+        };
+        self.inc.iter().any(|&(x, _)| {
+            msgs[x as usize].kind == Kind::Ret
+                && msgs[x as usize].src == node
+                && msgs[x as usize].dst == caller
+        })
+    }
+
     /// Includes message `c` as a child of the message at position `pos`.
     fn include(&mut self, c: u32, pos: usize) {
         self.inc.push((c, pos as u32));
@@ -223,7 +252,7 @@ impl<'a> Builder<'a> {
             };
             let kids = links.kids(m);
             let Some(kid) = kids.get(j) else {
-                if j == 0 && self.continues(m) {
+                if j == 0 && self.continues(m) && !self.answered(pos) {
                     // It caused nothing it could have: not a path.
                     self.counts.dead_ends += 1;
                     return;
