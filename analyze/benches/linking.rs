@@ -104,12 +104,12 @@ fn main() {
     for cap in [10, 5, 0] {
         let p = Params {
             max_try_both: cap,
-            ..Params::default()
+            ..Params::paper()
         };
         case(&format!("WAP5 weights, try-both cap {cap}"), &trace, &p);
     }
     case(
-        "ours (empirical, exclusive, 5 refits)",
+        "ours, the default (empirical, exclusive, 5 refits)",
         &trace,
         &Params::ours(),
     );

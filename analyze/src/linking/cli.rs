@@ -43,17 +43,18 @@ pub struct LinkingArgs {
     /// Keep the pieces of a message written with several writes apart.
     #[arg(long)]
     pub no_coalesce: bool,
-    /// How candidate parents are weighed: WAP5's exponential, or ours learned from the
-    /// trace (robust to parallelism; ours is `--kernel empirical --exclusive true --refits
-    /// 5`).
-    #[arg(long, value_enum, default_value_t = KernelKind::Exponential)]
+    /// How candidate parents are weighed: ours learned from the trace (robust to
+    /// parallelism; the default is ours, `--kernel empirical --exclusive true --refits 5`),
+    /// or WAP5's exponential (the paper's weights: `--kernel exponential --exclusive false
+    /// --refits 0`).
+    #[arg(long, value_enum, default_value_t = KernelKind::Empirical)]
     pub kernel: KernelKind,
     /// A message causes at most one message per receiver (unless the links say it surely
     /// caused several): ambiguous children are alternatives, not independent guesses.
-    #[arg(long, default_value_t = false, action = clap::ArgAction::Set, value_name = "BOOL")]
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, value_name = "BOOL")]
     pub exclusive: bool,
     /// EM rounds refitting the empirical kernel to the links it gave.
-    #[arg(long, default_value_t = 0)]
+    #[arg(long, default_value_t = super::REFITS)]
     pub refits: u32,
     /// Clients (nodes that use no fixed port, or named CLIENT) and nodes that are only
     /// ever answered start paths: their messages are not caused by the reply before them.

@@ -10,8 +10,14 @@
 //! Instead: per (parent's sender X, node B, child's receiver C), after client aggregation,
 //! a histogram of every candidate gap within the window, in exponential bins (1 µs × 1.05^k,
 //! as nesting's scoreboard), smoothed with a Gaussian of 2 bins. Pairs that are not causal
-//! arrive independently of the child, so their gaps spread uniformly: `ρ = pairs / window`
-//! per nanosecond, `ρ·width` per bin. The excess above that background, less two standard
+//! arrive independently of the child, so their gaps spread uniformly over the gaps each
+//! child could see — up to the window, to the trace's start or to its farthest candidate
+//! counted, whichever is nearest (its *reach*): a bin's background is the key's pairs times
+//! the bin's share of all its children's reaches (`ρ·width` per bin, `ρ = pairs / window`,
+//! when every child sees the whole window). Without the reach a trace shorter than the
+//! window, or a node busier than the learning pass's candidate limit, puts far fewer pairs
+//! at long gaps than the window would hold, and the flat background it is measured against
+//! is too low near the child: every gap looks causal. The excess above that background, less two standard
 //! deviations of it, is the causal part; a pair in bin `b` is causal with probability
 //! `w = excess(b) / count(b)` (at most 0.99). A child's candidates then weigh their odds
 //! `w / (1 − w)` — the likelihood ratio of causal over background at that gap, times the
@@ -113,7 +119,8 @@ pub struct Kernel {
     probs: Vec<f32>,
     spont: FxHashMap<(NodeId, NodeId), f64>,
     totals: Vec<f64>,
-    widths: Vec<f64>,
+    /// Per child edge B→C, each bin's share of the gaps its children could see.
+    shares: FxHashMap<(NodeId, NodeId), Vec<f64>>,
 }
 
 /// Gap counts, before [`Learner::finish`] makes a [`Kernel`] of them.
@@ -124,6 +131,56 @@ pub struct Learner {
     counts: Vec<f64>,
     totals: Vec<f64>,
     children: FxHashMap<(NodeId, NodeId), f64>,
+    /// Per child edge: the children whose reach ends in each bin, and the part of that bin
+    /// they reach, summed.
+    reaches: FxHashMap<(NodeId, NodeId), Reaches>,
+}
+
+/// Where a child edge's children's reaches end: per bin, how many, and how far into the
+/// bin in sum (ns).
+#[derive(Debug, Clone)]
+struct Reaches {
+    ends: Vec<f64>,
+    into: Vec<f64>,
+}
+
+impl Reaches {
+    fn new(bins: usize) -> Reaches {
+        Reaches {
+            ends: vec![0.0; bins],
+            into: vec![0.0; bins],
+        }
+    }
+
+    /// Each bin's share of all the gaps the children could see: a bin below a child's
+    /// reach is seen whole, the bin its reach ends in up to the reach.
+    fn shares(&self, b: Bins) -> Vec<f64> {
+        let mut beyond: f64 = self.ends.iter().sum();
+        let mut seen = vec![0.0; b.count];
+        for (k, s) in seen.iter_mut().enumerate() {
+            beyond -= self.ends[k];
+            *s = full_width(b, k) * beyond.max(0.0) + self.into[k];
+        }
+        let total: f64 = seen.iter().sum();
+        if total > 0.0 {
+            seen.iter_mut().for_each(|s| *s /= total);
+        }
+        seen
+    }
+}
+
+/// The lower edge of bin `k` (ns), as [`Bins::of`] puts gaps in it.
+fn lower(b: Bins, k: usize) -> f64 {
+    if k == 0 {
+        0.0
+    } else {
+        b.first_ns * 1.05f64.powi(k as i32)
+    }
+}
+
+/// The width of bin `k` (ns).
+fn full_width(b: Bins, k: usize) -> f64 {
+    b.first_ns * 1.05f64.powi(k as i32 + 1) - lower(b, k)
 }
 
 /// Smooths each key's histogram (`bins` values each) with a Gaussian of `sigma` bins, cut
@@ -135,21 +192,6 @@ fn smooth(h: &mut [f64], bins: usize, sigma: f64) {
         smooth_into(row, &kernel, &mut out);
         row.copy_from_slice(&out);
     }
-}
-
-/// The part of each bin within `[0, window]`, in ns.
-fn widths(b: Bins, window: f64) -> Vec<f64> {
-    (0..b.count)
-        .map(|k| {
-            let lo = if k == 0 {
-                0.0
-            } else {
-                b.first_ns * 1.05f64.powi(k as i32)
-            };
-            let hi = b.first_ns * 1.05f64.powi(k as i32 + 1);
-            (hi.min(window) - lo).max(0.0)
-        })
-        .collect()
 }
 
 /// The shortest gap (ns) of every bin: a binary search on `Bins::of`, which grows with
@@ -216,12 +258,22 @@ impl Learner {
             counts: Vec::new(),
             totals: Vec::new(),
             children: FxHashMap::default(),
+            reaches: FxHashMap::default(),
         }
     }
 
-    /// Counts one child message B→C.
-    pub fn child(&mut self, edge: (NodeId, NodeId)) {
+    /// Counts one child message B→C whose candidates' gaps were looked at up to `reach`
+    /// (ns; see the module doc).
+    pub fn child(&mut self, edge: (NodeId, NodeId), reach: Time) {
         *self.children.entry(edge).or_default() += 1.0;
+        let b = self.bins;
+        let r = self
+            .reaches
+            .entry(edge)
+            .or_insert_with(|| Reaches::new(b.count));
+        let k = b.of(reach);
+        r.ends[k] += 1.0;
+        r.into[k] += (reach as f64 - lower(b, k)).clamp(0.0, full_width(b, k));
     }
 
     /// Counts one candidate pair.
@@ -242,17 +294,22 @@ impl Learner {
         let nb = b.count;
         smooth(&mut self.counts, nb, 2.0);
         let window = window.max(1) as f64;
-        let widths = widths(b, window);
+        let shares: FxHashMap<(NodeId, NodeId), Vec<f64>> = self
+            .reaches
+            .iter()
+            .map(|(&e, r)| (e, r.shares(b)))
+            .collect();
+        let none = vec![0.0; nb];
         let mut probs = vec![0f32; self.counts.len()];
         let mut caused: FxHashMap<(NodeId, NodeId), f64> = FxHashMap::default();
         for (id, &key) in self.keys.list.iter().enumerate() {
-            let rho = self.totals[id] / window;
+            let share = shares.get(&(key.1, key.2)).unwrap_or(&none);
             let mut mass = 0.0;
             for k in 0..nb {
                 let h = self.counts[id * nb + k];
-                let bg = rho * widths[k];
+                let bg = self.totals[id] * share[k];
                 let excess = h - bg - 2.0 * (bg + 1.0).sqrt();
-                if h > 0.0 && excess > 0.0 && widths[k] > 0.0 {
+                if h > 0.0 && excess > 0.0 && share[k] > 0.0 {
                     mass += excess;
                     probs[id * nb + k] = (excess / h).min(MAX_W) as f32;
                 }
@@ -285,7 +342,7 @@ impl Learner {
             probs,
             spont,
             totals: self.totals,
-            widths,
+            shares,
         }
     }
 }
@@ -299,12 +356,11 @@ impl Default for Learner {
 impl Kernel {
     /// Refits the kernel to link posteriors (an EM step): per key, the causal pairs per bin
     /// are the posteriors' sum there (smoothed), the background the key's other pairs spread
-    /// uniformly over the window; a pair weighs causal / background at its gap, as odds
+    /// over the gaps its children could see; a pair weighs causal / background at its gap, as odds
     /// `w / (1 − w)` with `w` stored. Spontaneity's prior per edge becomes the mean posterior
     /// that its messages were spontaneous.
     pub fn refit(
         &mut self,
-        window: Time,
         links: impl Iterator<Item = (u32, f64)>,
         spont: impl Iterator<Item = ((NodeId, NodeId), f64)>,
     ) {
@@ -318,13 +374,15 @@ impl Kernel {
             }
         }
         smooth(&mut causal, nb, 2.0);
-        let window = window.max(1) as f64;
+        let none = vec![0.0; nb];
         for (id, row) in self.probs.chunks_mut(nb).enumerate() {
-            let rho = (self.totals[id] - sums[id]).max(1.0) / window;
+            let (_, node, to) = self.keys.list[id];
+            let share = self.shares.get(&(node, to)).unwrap_or(&none);
+            let others = (self.totals[id] - sums[id]).max(1.0);
             for (k, w) in row.iter_mut().enumerate() {
                 let c = causal[id * nb + k];
-                let bg = rho * self.widths[k];
-                *w = if c <= 0.0 || self.widths[k] <= 0.0 {
+                let bg = others * share[k];
+                *w = if c <= 0.0 || share[k] <= 0.0 {
                     0.0
                 } else {
                     (c / (c + bg)).min(MAX_W) as f32
@@ -408,9 +466,9 @@ mod tests {
         };
         for _ in 0..5000 {
             // Each child, and the messages into its node.
-            l.child((1, 2));
-            l.child((0, 1));
-            l.child((3, 1));
+            l.child((1, 2), 1000 * ms);
+            l.child((0, 1), 1000 * ms);
+            l.child((3, 1), 1000 * ms);
             l.count(
                 (0, 1, 2),
                 50 * ms + ((rnd() - 0.5) * 4.0 * ms as f64) as Time,
@@ -442,19 +500,48 @@ mod tests {
         assert_eq!(k.prob_cell(k.cell_of(id, bin)), k.prob((0, 1, 2), 50 * ms));
     }
 
+    /// Children that could only see gaps up to 100 ms (a trace shorter than the 2 s window):
+    /// the background is spread over what they saw, so only the causal peak stands out.
+    #[test]
+    fn the_background_is_spread_over_each_childs_reach() {
+        let mut l = Learner::new();
+        let ms = 1_000_000;
+        let mut seed = 7u64;
+        let mut rnd = || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for _ in 0..2000 {
+            l.child((1, 2), 100 * ms);
+            l.child((0, 1), 100 * ms);
+            l.count((0, 1, 2), ms + ((rnd() - 0.5) * 0.2 * ms as f64) as Time);
+            for _ in 0..50 {
+                l.count((0, 1, 2), (rnd() * 100.0 * ms as f64) as Time);
+            }
+        }
+        let k = l.finish(2000 * ms);
+        assert!(k.prob((0, 1, 2), ms) > 0.5, "{}", k.prob((0, 1, 2), ms));
+        for gap in [5, 20, 50, 90] {
+            let p = k.prob((0, 1, 2), gap * ms);
+            assert!(p < 0.1, "{gap} ms: {p}");
+        }
+    }
+
     /// A key whose parent or child edge had fewer than [`THIN`] messages is thin, however
     /// many pairs it counted; one with enough on both is learned.
     #[test]
     fn keys_of_rare_edges_are_thin() {
         let mut l = Learner::new();
         for i in 0..200 {
-            l.child((1, 2));
-            l.child((0, 1));
+            l.child((1, 2), 2_000_000_000);
+            l.child((0, 1), 2_000_000_000);
             l.count((0, 1, 2), 1_000_000 + i);
             if i < 10 {
                 // A rare sender into node 1, and a rare edge out of it.
-                l.child((5, 1));
-                l.child((1, 6));
+                l.child((5, 1), 2_000_000_000);
+                l.child((1, 6), 2_000_000_000);
                 l.count((5, 1, 2), 2_000_000 + i);
                 l.count((0, 1, 6), 1_000_000 + i);
             }

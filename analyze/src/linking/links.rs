@@ -154,6 +154,12 @@ impl Arrivals {
         Arrivals { off, at }
     }
 
+    /// Node `b`'s first arrival, on its own clock.
+    fn first(&self, b: NodeId) -> Option<Time> {
+        let (lo, hi) = (self.off[b as usize], self.off[b as usize + 1]);
+        (lo < hi).then(|| self.at[lo as usize].0)
+    }
+
     /// Node `b`'s arrivals up to and including time `t`.
     fn until(&self, b: NodeId, t: Time) -> &[(Time, u32, NodeId)] {
         let all = &self.at[self.off[b as usize] as usize..self.off[b as usize + 1] as usize];
@@ -506,8 +512,16 @@ fn learn(
     let stride = trace.messages.len().div_ceil(LEARN_CHILDREN).max(1);
     for (i, m) in trace.messages.iter().enumerate().step_by(stride) {
         let (b, c) = (g(m.src), g(m.dst));
-        learner.child((b, c));
         candidates(trace, arrivals, roles, i, window, MAX_LEARN, &mut cands);
+        // The gaps this child could show, on its sender's clock: to the window, to the
+        // sender's first arrival, or to the last candidate counted when there were more.
+        let reach = match cands.last() {
+            Some(&(_, gap, _)) if cands.len() == MAX_LEARN => gap,
+            _ => arrivals
+                .first(m.src)
+                .map_or(0, |t| window.min(departure(m).saturating_sub(t))),
+        };
+        learner.child((b, c), reach);
         for &(_, gap, x) in &cands {
             learner.count((x, b, c), gap);
         }
@@ -517,12 +531,11 @@ fn learn(
 
 /// One EM round of the empirical kernel: posteriors from the weights, the kernel refitted
 /// to them, the weights recomputed.
-fn refit(trace: &Trace, group: &[NodeId], w: &mut Weighed, k: &mut Kernel, window: Time) {
+fn refit(trace: &Trace, group: &[NodeId], w: &mut Weighed, k: &mut Kernel) {
     let g = |n: NodeId| group.get(n as usize).copied().unwrap_or(n);
     let mut post = vec![0f32; w.w.len()];
     let spont = w.posteriors(&mut post);
     k.refit(
-        window,
         (0..post.len()).map(|l| (w.cell[l], f64::from(post[l]))),
         trace
             .messages
@@ -751,7 +764,7 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId], roles: &Roles) -> Links
             if let Some(b) = &balancer {
                 b.balance(&mut w, super::exclusive::REFIT_ROUNDS);
             }
-            refit(trace, group, &mut w, &mut k, p.window);
+            refit(trace, group, &mut w, &mut k);
         }
     }
     if let Some(b) = &balancer {

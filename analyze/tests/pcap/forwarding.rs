@@ -138,7 +138,7 @@ fn linking_follows_a_relay_whose_worker_answers_by_another_path() {
     let (trace, report) = pcap::read(&files, &opts).unwrap();
     println!("{report}");
     assert_eq!(trace.messages.len(), 6 * REQUESTS, "{report}");
-    // The paper's weights (the default) and ours: with 20 requests every kernel key of ours
+    // The paper's weights and ours (the default): with 20 requests every kernel key of ours
     // is thin, so ours weighs the paper's way too.
     for p in [Params::paper(), Params::ours()] {
         let p = Params {

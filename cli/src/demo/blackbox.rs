@@ -17,11 +17,12 @@
 //! ([`p5_web::compare::match_nodes`], what the viewer's Compare tab shows) and names the node
 //! whose own delay grew the most.
 //!
-//! WAP5's linking is not run: on this closed-loop client (the next request leaves 0.5 ms after
-//! the previous reply came in) it links each request to the previous reply, so the 200
-//! requests of a session became 31 roots and 22 patterns, the most expected
-//! `db>catalog(front)` with 3.9 (`p5 analyze linking --db … --session blackbox --node
-//! program`, also with `--exclusive true` or `--kernel empirical`): nothing worth comparing.
+//! WAP5's linking (its default weights, ours) runs on each session too and is stored beside
+//! nesting, as `p5 analyze linking --db URL --session NAME --node program` would: it knows
+//! nothing of calls and returns, only who sent what to whom when, so its most expected
+//! pattern being the service's structure, once per request, is a second opinion on the
+//! structure nesting found (the closed-loop client — the next request leaves 0.5 ms after the
+//! previous reply — starts a path with each request: `--client-roots`).
 
 use super::{AppServer, Env, Sizes, check, last_line};
 use anyhow::{Context as _, bail};
@@ -165,6 +166,10 @@ pub struct Side {
     pub patterns: Vec<Pattern>,
     /// Messages in all of its instances.
     pub messages_in_paths: u64,
+    /// The stored linking run.
+    pub linking_run: i64,
+    /// Its patterns, most expected first (at most three): signature, instances, expectation.
+    pub linked: Vec<(String, u64, f64)>,
 }
 
 /// The case study's result.
@@ -229,6 +234,12 @@ pub fn analyze(
         let nesting_run = p5_analyze::db::save_result(&url, name, &nest, "sql", &ids)?;
         let mut patterns = rt.block_on(read_patterns(db, loaded.session_id, nesting_run))?;
         patterns.sort_by_key(|p| (std::cmp::Reverse(p.instances), p.rank, p.id));
+        let (linked, _) = p5_analyze::linking::linking(
+            &loaded.trace,
+            &p5_analyze::linking::Params::default(),
+            &mut |_| {},
+        );
+        let linking_run = p5_analyze::db::save_result(&url, name, &linked, "sql", &ids)?;
         report.sides.push(Side {
             session: name.to_owned(),
             session_id: loaded.session_id,
@@ -247,6 +258,13 @@ pub fn analyze(
             nesting_run,
             patterns: patterns.iter().take(5).map(Pattern::from).collect(),
             messages_in_paths: nest.instances.iter().map(|i| i.messages.len() as u64).sum(),
+            linking_run,
+            linked: linked
+                .patterns
+                .iter()
+                .take(3)
+                .map(|p| (p.signature.clone(), p.count, p.expectation))
+                .collect(),
         });
         if name == DELAYED {
             report.compared = rt.block_on(compare(db, &report.sides))?;
@@ -323,6 +341,18 @@ pub fn render(r: &Report, o: &mut String) {
                 p.signature
             );
         }
+        let _ = writeln!(
+            o,
+            "    linking (run {}, nothing but who sent what to whom when), most expected:",
+            s.linking_run
+        );
+        for (i, (sig, count, e)) in s.linked.iter().enumerate() {
+            let _ = writeln!(
+                o,
+                "    {}. {count:>5} x  expectation {e:>7.1}  {sig}",
+                i + 1
+            );
+        }
     }
     match (&r.compared, r.grown()) {
         (Some((sig, nodes)), Some(g)) => {
@@ -378,6 +408,10 @@ pub fn json(r: &Report) -> serde_json::Value {
                 "unmatched_calls": s.pairs[2],
                 "unmatched_returns": s.pairs[3],
                 "messages_in_paths": s.messages_in_paths,
+                "linking_run": s.linking_run,
+                "linked": s.linked.iter().map(|(sig, count, e)| json!({
+                    "signature": sig, "count": count, "expectation": e,
+                })).collect::<Vec<_>>(),
                 "patterns": s.patterns.iter().map(|p| json!({
                     "signature": p.signature, "count": p.count, "mean_ns": p.mean_ns,
                 })).collect::<Vec<_>>(),
