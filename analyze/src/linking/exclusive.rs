@@ -28,6 +28,22 @@ pub struct Balancer {
     groups: Vec<u32>,
 }
 
+/// The child whose links hold link `l`: the last `c` with `off[c] <= l`, looked for from
+/// `from` on (where `off[from] <= l` already) by doubling steps, then a binary search.
+fn child_at(off: &[u32], l: u32, from: usize) -> usize {
+    let mut lo = from;
+    let mut step = 1;
+    loop {
+        let hi = lo + step;
+        if hi >= off.len() || off[hi] > l {
+            let end = hi.min(off.len());
+            return lo + off[lo..end].partition_point(|&o| o <= l) - 1;
+        }
+        lo = hi;
+        step *= 2;
+    }
+}
+
 impl Balancer {
     /// Groups `w`'s links; `to` gives each message's (aggregated) receiver, `whole` whether
     /// its children are one group whatever their receivers (a return: it causes one next
@@ -51,33 +67,40 @@ impl Balancer {
             *slot += 1;
         }
         drop(fill);
-        let child_of = |l: u32| w.off.partition_point(|&o| o <= l).saturating_sub(1);
-        let group = |parent: usize, l: u32| {
-            if whole[parent] {
-                u32::MAX
-            } else {
-                to.get(child_of(l)).copied().unwrap_or(u32::MAX)
-            }
-        };
-        // Each parent's links by group, groups of two or more kept, compacted in place.
+        // Each parent's links by group, groups of two or more kept, compacted in place. A
+        // parent's links are in link order, so their children are found by galloping
+        // forward from the previous one's, not by a search of all children each.
         let mut groups = vec![0u32];
         let mut kept = 0;
+        let mut keyed: Vec<(u32, u32)> = Vec::new();
         for parent in 0..n {
             let (a, b) = (start[parent] as usize, start[parent + 1] as usize);
             if b - a < 2 {
                 continue;
             }
-            links[a..b].sort_by_cached_key(|&l| (group(parent, l), l));
-            let mut x = a;
-            while x < b {
-                let g = group(parent, links[x]);
+            keyed.clear();
+            let mut child = 0;
+            for &l in &links[a..b] {
+                child = child_at(&w.off, l, child);
+                let g = if whole[parent] {
+                    u32::MAX
+                } else {
+                    to.get(child).copied().unwrap_or(u32::MAX)
+                };
+                keyed.push((g, l));
+            }
+            keyed.sort_unstable();
+            let mut x = 0;
+            while x < keyed.len() {
                 let mut y = x + 1;
-                while y < b && group(parent, links[y]) == g {
+                while y < keyed.len() && keyed[y].0 == keyed[x].0 {
                     y += 1;
                 }
                 // Only groups of two or more can sum to more than one.
                 if y - x > 1 {
-                    links.copy_within(x..y, kept);
+                    for (slot, &(_, l)) in links[kept..kept + y - x].iter_mut().zip(&keyed[x..y]) {
+                        *slot = l;
+                    }
                     kept += y - x;
                     groups.push(kept as u32);
                 }
@@ -101,6 +124,27 @@ impl Balancer {
                     for &l in run {
                         w.w[l as usize] = (f64::from(w.w[l as usize]) / sum) as f32;
                     }
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::child_at;
+
+    /// Galloping from any earlier child finds what a search of all children finds, empty
+    /// children included.
+    #[test]
+    fn child_at_agrees_with_a_full_search() {
+        let off = [0u32, 0, 3, 3, 3, 4, 9, 9, 12, 20];
+        let full = |l: u32| off.partition_point(|&o| o <= l) - 1;
+        for l in 0..20 {
+            let want = full(l);
+            for from in 0..=want {
+                if off[from] <= l {
+                    assert_eq!(child_at(&off, l, from), want, "link {l} from {from}");
                 }
             }
         }

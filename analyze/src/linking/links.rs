@@ -479,16 +479,28 @@ fn estimate(
     roles: &Roles,
     window: Time,
 ) -> (Vec<u32>, Vec<EdgeDelay>) {
+    use rayon::prelude::*;
     let (edge_of, mut edges) = edge_ids(trace);
     let mut sums = vec![0f64; edges.len()];
-    let mut cands = Vec::with_capacity(1);
-    for (i, &e) in edge_of.iter().enumerate() {
-        let e = e as usize;
-        edges[e].messages += 1;
-        candidates(trace, arrivals, roles, i, window, 1, &mut cands);
-        if let Some(&(_, gap, _)) = cands.first() {
-            edges[e].caused += 1;
-            sums[e] += gap as f64;
+    // The newest candidate of each message, a chunk at a time on all cores.
+    const CHUNK: usize = 1 << 16;
+    let mut newest: Vec<Option<Time>> = Vec::with_capacity(CHUNK);
+    for a in (0..edge_of.len()).step_by(CHUNK) {
+        let b = edge_of.len().min(a + CHUNK);
+        (a..b)
+            .into_par_iter()
+            .map(|i| {
+                let first = scan(trace, arrivals, roles, i).next();
+                first.and_then(|(_, gap, _)| (gap <= window).then_some(gap))
+            })
+            .collect_into_vec(&mut newest);
+        for (&e, gap) in edge_of[a..b].iter().zip(&newest) {
+            let e = e as usize;
+            edges[e].messages += 1;
+            if let Some(gap) = *gap {
+                edges[e].caused += 1;
+                sums[e] += gap as f64;
+            }
         }
     }
     for (e, s) in edges.iter_mut().zip(&sums) {
