@@ -1448,15 +1448,26 @@ fn os_monitor_follows_an_announced_process_within_10_ms_with_its_children() {
         "{} sleep children named",
         children.len()
     );
-    let on_cpu = events
+    // Each child was seen on a CPU: a switch into or out of it. Not only into: on this
+    // kernel (6.18) a switch from the idle task into a followed thread is often missing from
+    // the pid-filtered instance (on the CPU the child was forked onto, its switches out are
+    // there and none in; adding pid 0 to `set_event_pid` did not bring them back), so a
+    // child's first stretch on a CPU may have no start.
+    let on_cpu = |c: &u32| {
+        events.iter().any(|e| {
+            matches!(e, Event::Switch { next_tid, prev_tid, .. } if next_tid == c || prev_tid == c)
+        })
+    };
+    let seen = children.iter().filter(|c| on_cpu(c)).count();
+    let into = events
         .iter()
         .filter(|e| matches!(e, Event::Switch { next_tid, .. } if children.contains(next_tid)))
         .count();
-    assert!(
-        on_cpu >= children.len(),
-        "{on_cpu} switches into {} children",
+    eprintln!(
+        "{seen} of {} children seen on a CPU, {into} switches into them",
         children.len()
     );
+    assert_eq!(seen, children.len(), "{into} switches into children");
 }
 
 #[test]

@@ -452,18 +452,22 @@ impl Kernel {
 mod tests {
     use super::*;
 
+    /// Uniform numbers in [0, 1) from a seeded LCG.
+    fn uniform(mut seed: u64) -> impl FnMut() -> f64 {
+        move || {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        }
+    }
+
     /// Causal pairs 50 ms apart among uniformly spread others: the kernel finds them.
     #[test]
     fn a_delay_peak_stands_out_of_the_background() {
         let mut l = Learner::new();
         let ms = 1_000_000;
-        let mut seed = 1u64;
-        let mut rnd = || {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut rnd = uniform(1);
         for _ in 0..5000 {
             // Each child, and the messages into its node.
             l.child((1, 2), 1000 * ms);
@@ -506,13 +510,7 @@ mod tests {
     fn the_background_is_spread_over_each_childs_reach() {
         let mut l = Learner::new();
         let ms = 1_000_000;
-        let mut seed = 7u64;
-        let mut rnd = || {
-            seed = seed
-                .wrapping_mul(6364136223846793005)
-                .wrapping_add(1442695040888963407);
-            (seed >> 11) as f64 / (1u64 << 53) as f64
-        };
+        let mut rnd = uniform(7);
         for _ in 0..2000 {
             l.child((1, 2), 100 * ms);
             l.child((0, 1), 100 * ms);
