@@ -14,7 +14,11 @@ use crate::states::{StateSpan, Timeline};
 use p5_logserver::reader::SessionDir;
 use p5_tracedb::{Writer, schema};
 use p5_wire::{Event, StreamKind};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
+
+/// At most this many threads' wakeups are remembered (cleared when full: memory stays
+/// bounded whatever the monitor sent).
+const WOKEN_MAX: usize = 1 << 16;
 
 /// Closed calls the threads of processes with throttled sensors hold back in all, so that a
 /// late call (recorded at its exit) can still wrap them (`intervals`): 2^19 calls, ≈ 32 MiB,
@@ -38,9 +42,14 @@ struct Rows<'a> {
     overview: Overview,
     /// Per (host, cpu): the thread on the CPU and since when.
     on_cpu: BTreeMap<(usize, u32), (u32, i64)>,
+    /// Per (host, thread): its last wakeup not yet followed by a switch into it (time, the
+    /// CPU it was woken onto).
+    woken: HashMap<(usize, u32), (i64, u32)>,
     intervals: Vec<Interval>,
     states: Vec<StateSpan>,
     wakeups: u64,
+    /// On-CPU stretches whose start is the thread's wakeup (no switch into it recorded).
+    from_wakeup: u64,
 }
 
 impl Rows<'_> {
@@ -102,6 +111,20 @@ impl Rows<'_> {
             result: s.op.map(|_| s.result),
         };
         Ok(self.w.row(row).await?)
+    }
+
+    /// Where no switch into `tid` was recorded before it left `cpu` at `t`: its stretch
+    /// began when it was woken onto that CPU, if it was (some kernels leave out switches
+    /// from the idle task into a followed thread).
+    fn woken_onto(&mut self, host: usize, cpu: u32, tid: u32, t: i64) -> Option<i64> {
+        if tid == 0 {
+            return None;
+        }
+        let (at, onto) = self.woken.remove(&(host, tid))?;
+        (onto == cpu && at <= t).then(|| {
+            self.from_wakeup += 1;
+            at
+        })
     }
 
     /// Writes the intervals and states the last event completed.
@@ -175,19 +198,28 @@ impl Rows<'_> {
                 next_tid,
                 ..
             } => {
-                if let Some((tid, since)) = self.on_cpu.remove(&(host, cpu))
-                    && tid == prev_tid
-                {
+                let since = match self.on_cpu.remove(&(host, cpu)) {
+                    Some((tid, since)) if tid == prev_tid => Some(since),
+                    _ => self.woken_onto(host, cpu, prev_tid, t),
+                };
+                if let Some(since) = since {
                     let end_state = Some((prev_state as char).to_string());
-                    let thread = inv.thread_by_tid.get(&(host, u64::from(tid))).copied();
-                    self.sched((host, cpu, tid), thread, (since, t), end_state)
+                    let thread = inv.thread_by_tid.get(&(host, u64::from(prev_tid))).copied();
+                    self.sched((host, cpu, prev_tid), thread, (since, t), end_state)
                         .await?;
                 }
                 if next_tid != 0 {
                     self.on_cpu.insert((host, cpu), (next_tid, t));
+                    self.woken.remove(&(host, next_tid));
                 }
             }
-            Event::Wakeup { .. } => self.wakeups += 1,
+            Event::Wakeup { cpu, tid, .. } => {
+                self.wakeups += 1;
+                if self.woken.len() >= WOKEN_MAX {
+                    self.woken.clear();
+                }
+                self.woken.insert((host, tid), (t, cpu));
+            }
             Event::Irq {
                 cpu,
                 irq,
@@ -252,9 +284,11 @@ pub async fn replay(
         next_interval: 0,
         overview: Overview::new(t0, t1),
         on_cpu: BTreeMap::new(),
+        woken: HashMap::new(),
         intervals: Vec::new(),
         states: Vec::new(),
         wakeups: 0,
+        from_wakeup: 0,
     };
     let mut replay = Replay::new(dir, scan)?;
     let mut batches = 0u64;
@@ -365,6 +399,14 @@ async fn close(
     if n > 0 {
         let msg = format!("{n} sched_wakeup events were counted, not stored");
         diags.push(Diagnostic::info("wakeup", None, n, msg));
+    }
+    let n = rows.from_wakeup;
+    if n > 0 {
+        let msg = format!(
+            "{n} on-CPU stretches start at their thread's wakeup: the kernel recorded no \
+             switch into the thread (seen on 6.18 for switches from the idle task)"
+        );
+        diags.push(Diagnostic::info("sched-from-wakeup", None, n, msg));
     }
     Ok(())
 }
