@@ -45,6 +45,8 @@ struct Rows<'a> {
     /// Per (host, thread): its last wakeup not yet followed by a switch into it (time, the
     /// CPU it was woken onto).
     woken: HashMap<(usize, u32), (i64, u32)>,
+    /// Per (host, cpu): when a switch was last recorded there.
+    cpu_last: HashMap<(usize, u32), i64>,
     intervals: Vec<Interval>,
     states: Vec<StateSpan>,
     wakeups: u64,
@@ -115,7 +117,8 @@ impl Rows<'_> {
 
     /// Where no switch into `tid` was recorded before it left `cpu` at `t`: its stretch
     /// began when it was woken onto that CPU, if it was (some kernels leave out switches
-    /// from the idle task into a followed thread).
+    /// from the idle task into a followed thread) — or at the CPU's last recorded switch,
+    /// if that came later (the caller takes the later of the two).
     fn woken_onto(&mut self, host: usize, cpu: u32, tid: u32, t: i64) -> Option<i64> {
         if tid == 0 {
             return None;
@@ -198,9 +201,17 @@ impl Rows<'_> {
                 next_tid,
                 ..
             } => {
+                // A CPU's switches come in its order; the guard keeps a stray one harmless.
+                let prev = self.cpu_last.insert((host, cpu), t);
+                if let Some(p) = prev.filter(|&p| p > t) {
+                    self.cpu_last.insert((host, cpu), p);
+                }
+                let last = prev.filter(|&p| p <= t);
                 let since = match self.on_cpu.remove(&(host, cpu)) {
                     Some((tid, since)) if tid == prev_tid => Some(since),
-                    _ => self.woken_onto(host, cpu, prev_tid, t),
+                    _ => self
+                        .woken_onto(host, cpu, prev_tid, t)
+                        .map(|w| w.max(last.unwrap_or(w))),
                 };
                 if let Some(since) = since {
                     let end_state = Some((prev_state as char).to_string());
@@ -285,6 +296,7 @@ pub async fn replay(
         overview: Overview::new(t0, t1),
         on_cpu: BTreeMap::new(),
         woken: HashMap::new(),
+        cpu_last: HashMap::new(),
         intervals: Vec::new(),
         states: Vec::new(),
         wakeups: 0,

@@ -1197,13 +1197,14 @@ fn followed_threads_that_recorded_nothing_get_rows_and_their_scheduling() {
         switch(100 * MS, 0, 0, 400),
         switch(101 * MS, 0, 400, 401),
         switch(102 * MS, 0, 401, 500),
-        // Woken onto CPU 1 and leaving it with no switch in recorded (kernel 6.18 leaves out
-        // switches from idle): the stretch starts at the wakeup.
-        wakeup(105 * MS, 1, 401),
+        // 401 woken onto CPU 1 and leaving it at 107 ms with no switch in recorded (kernel
+        // 6.18 leaves out switches from idle): the stretch starts at the wakeup, or at the
+        // CPU's last recorded switch if that is later (106 ms: 1 ms on CPU). 777, woken onto
+        // CPU 0 but seen leaving CPU 1: no stretch is made up.
+        wakeup(104 * MS, 1, 401),
+        wakeup(105 * MS, 0, 777),
+        switch(106 * MS, 1, 777, 0),
         switch(107 * MS, 1, 401, 0),
-        // Woken onto CPU 0 but seen leaving CPU 1: no stretch is made up.
-        wakeup(108 * MS, 0, 777),
-        switch(109 * MS, 1, 777, 0),
         switch(110 * MS, 0, 500, 501),
         switch(115 * MS, 0, 501, 0),
         // Woken, then switched in: the stretch starts at the switch.
@@ -1289,7 +1290,7 @@ fn followed_threads_that_recorded_nothing_get_rows_and_their_scheduling() {
         assert_eq!(
             sched,
             "tid,name,tenths_ms\n400,main,10\n401,p5-flusher,10\n500,busy,80\n\
-             401,p5-flusher,20\n501,busy-helper,50\n400,main,10\n777,,10\n"
+             401,p5-flusher,10\n501,busy-helper,50\n400,main,10\n777,,10\n"
         );
     });
 }
