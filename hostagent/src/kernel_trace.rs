@@ -3,8 +3,9 @@
 //!
 //! Two private instances ([`crate::tracefs::Instance`]), both with `trace_clock=mono`:
 //!
-//! - `p5-hostagent-PID` records `sched_switch`, `sched_wakeup`, `task_newtask` and
-//!   `task_rename` of the followed threads. The kernel filters them by `set_event_pid` with
+//! - `p5-hostagent-PID` records `sched_switch`, `sched_wakeup`, `sched_wakeup_new` (a new
+//!   thread's first wakeup, recorded like any other), `task_newtask` and `task_rename` of
+//!   the followed threads. The kernel filters them by `set_event_pid` with
 //!   `options/event-fork` on: every thread and child process a followed thread creates joins
 //!   the list at `fork`/`clone` (and leaves it at exit), so a process tree is followed from
 //!   the instant its root is added, instrumented or not — `p5 record` adds the program's pid
@@ -40,12 +41,19 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 
 /// The events of the followed threads (filtered by `set_event_pid`).
-const SCHED_EVENTS: [&str; 4] = [
+const SCHED_EVENTS: [&str; 5] = [
     "sched/sched_switch",
     "sched/sched_wakeup",
+    "sched/sched_wakeup_new",
     "task/task_newtask",
     "task/task_rename",
 ];
+
+/// Events without which the monitor cannot follow scheduling; the others (a new thread's
+/// first wakeup, names) are missing from some kernels and only lose detail.
+fn required(event: &str) -> bool {
+    matches!(event, "sched/sched_switch" | "sched/sched_wakeup")
+}
 
 /// How an instance is read.
 #[derive(Debug)]
@@ -91,6 +99,7 @@ fn layouts(root: &Path) -> Layouts {
     let (ie, ix) = (fmt("irq/irq_handler_entry"), fmt("irq/irq_handler_exit"));
     let (se, sx) = (fmt("irq/softirq_entry"), fmt("irq/softirq_exit"));
     let (nt, rn) = (fmt("task/task_newtask"), fmt("task/task_rename"));
+    let wn = fmt("sched/sched_wakeup_new");
     Layouts::from_formats(
         sw.as_deref(),
         wk.as_deref(),
@@ -100,6 +109,7 @@ fn layouts(root: &Path) -> Layouts {
         sx.as_deref(),
     )
     .with_tasks(nt.as_deref(), rn.as_deref())
+    .with_wakeup_new(wn.as_deref())
 }
 
 impl Reader {
@@ -257,7 +267,7 @@ impl TraceSession {
         for e in SCHED_EVENTS {
             // task_* events are missing from some kernels: then no names for children.
             if let Err(err) = sched.event(e, None, false)
-                && e.starts_with("sched/")
+                && required(e)
             {
                 return Err(err);
             }
@@ -311,7 +321,7 @@ impl TraceSession {
         if !self.active {
             for e in SCHED_EVENTS {
                 if let Err(err) = self.sched.inst.event(e, None, true)
-                    && e.starts_with("sched/")
+                    && required(e)
                 {
                     return Err(err);
                 }

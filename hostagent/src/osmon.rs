@@ -257,7 +257,7 @@ pub fn parse_line(line: &str) -> Option<TraceLine> {
                 .unwrap_or(b'?'),
             next_tid: num(fields, " next_pid=")?,
         },
-        "sched_wakeup" => TraceLine::Wakeup {
+        "sched_wakeup" | "sched_wakeup_new" => TraceLine::Wakeup {
             mono,
             cpu: num(fields, " target_cpu=").unwrap_or(cpu),
             tid: num(fields, " pid=")?,
@@ -805,6 +805,15 @@ mod tests {
                 mono: 10_000_001_000,
                 cpu: 1,
                 tid: 77
+            })
+        );
+        let n = "  sh-489 [000] d..2. 10.000002: sched_wakeup_new: comm=sh pid=493 prio=120 target_cpu=001";
+        assert_eq!(
+            parse_line(n),
+            Some(TraceLine::Wakeup {
+                mono: 10_000_002_000,
+                cpu: 1,
+                tid: 493
             })
         );
         let e = "  <idle>-0 [003] d.h1. 1.5: irq_handler_entry: irq=24 name=virtio0-input.0";

@@ -148,6 +148,7 @@ pub fn parse_format(text: &str) -> Option<(u16, HashMap<String, Field>)> {
 pub struct Layouts {
     switch: Option<(u16, [Field; 3])>,
     wakeup: Option<(u16, [Field; 2])>,
+    wakeup_new: Option<(u16, [Field; 2])>,
     irq_entry: Option<(u16, Field)>,
     irq_exit: Option<(u16, [Field; 2])>,
     softirq_entry: Option<(u16, Field)>,
@@ -185,7 +186,16 @@ impl Layouts {
             softirq_exit: p(softirq_exit).and_then(|(id, f)| Some((id, take(&f, ["vec"])?[0]))),
             new_task: None,
             rename: None,
+            wakeup_new: None,
         }
+    }
+
+    /// Adds the `sched_wakeup_new` format (decoded as a wakeup).
+    pub fn with_wakeup_new(mut self, wakeup_new: Option<&str>) -> Self {
+        self.wakeup_new = wakeup_new
+            .and_then(parse_format)
+            .and_then(|(id, f)| Some((id, take(&f, ["pid", "target_cpu"])?)));
+        self
     }
 
     /// Adds the `task_newtask` and `task_rename` formats.
@@ -225,9 +235,11 @@ impl Layouts {
                 next_tid: rd(np)? as u32,
             });
         }
-        if let Some((id, [p, c])) = self.wakeup
-            && id == ty
-        {
+        let wakeup = [self.wakeup, self.wakeup_new]
+            .into_iter()
+            .flatten()
+            .find(|w| w.0 == ty);
+        if let Some((_, [p, c])) = wakeup {
             return Some(RawEvent::Wakeup {
                 ts,
                 tid: rd(p)? as u32,
@@ -494,6 +506,30 @@ mod tests {
                 },
             ]
         );
+    }
+
+    /// A new thread's first wakeup (`sched_wakeup_new`, this machine's format) decodes as a
+    /// wakeup: it is where a forked child's first stretch on a CPU begins.
+    #[test]
+    fn a_first_wakeup_decodes_as_a_wakeup() {
+        const NEW: &str = "name: sched_wakeup_new\nID: 373\nformat:\n\tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\tfield:char comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\tfield:pid_t pid;\toffset:24;\tsize:4;\tsigned:1;\n\tfield:int prio;\toffset:28;\tsize:4;\tsigned:1;\n\tfield:int target_cpu;\toffset:32;\tsize:4;\tsigned:1;\n";
+        let l = Layouts::from_formats(Some(SWITCH), None, None, None, None, None)
+            .with_wakeup_new(Some(NEW));
+        let mut rec = vec![0u8; 36];
+        rec[..2].copy_from_slice(&373u16.to_le_bytes());
+        rec[24..28].copy_from_slice(&4242u32.to_le_bytes());
+        rec[32..36].copy_from_slice(&1u32.to_le_bytes());
+        assert_eq!(
+            l.decode(77, &rec),
+            Some(RawEvent::Wakeup {
+                ts: 77,
+                tid: 4242,
+                target_cpu: 1
+            })
+        );
+        // Without the format it is some other record.
+        let plain = Layouts::from_formats(Some(SWITCH), None, None, None, None, None);
+        assert_eq!(plain.decode(77, &rec), None);
     }
 
     #[test]

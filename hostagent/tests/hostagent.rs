@@ -1459,6 +1459,13 @@ fn os_monitor_follows_an_announced_process_within_10_ms_with_its_children() {
         })
     };
     let seen = children.iter().filter(|c| on_cpu(c)).count();
+    // ... and woken (`sched_wakeup_new` at least): where the merge starts a stretch whose
+    // switch in is missing.
+    let woken = children
+        .iter()
+        .filter(|c| (events.iter()).any(|e| matches!(e, Event::Wakeup { tid, .. } if tid == *c)))
+        .count();
+    assert_eq!(woken, children.len(), "children woken");
     let into = events
         .iter()
         .filter(|e| matches!(e, Event::Switch { next_tid, .. } if children.contains(next_tid)))
