@@ -117,16 +117,21 @@ impl Rows<'_> {
 
     /// Where no switch into `tid` was recorded before it left `cpu` at `t`: its stretch
     /// began when it was woken onto that CPU, if it was (some kernels leave out switches
-    /// from the idle task into a followed thread) — or at the CPU's last recorded switch,
-    /// if that came later (the caller takes the later of the two).
-    fn woken_onto(&mut self, host: usize, cpu: u32, tid: u32, t: i64) -> Option<i64> {
+    /// from the idle task into a followed thread), or at `last`, the CPU's last recorded
+    /// switch, if that came later (and not after `t`).
+    fn woken_onto(
+        &mut self,
+        (host, cpu, tid): (usize, u32, u32),
+        t: i64,
+        last: Option<i64>,
+    ) -> Option<i64> {
         if tid == 0 {
             return None;
         }
         let (at, onto) = self.woken.remove(&(host, tid))?;
         (onto == cpu && at <= t).then(|| {
             self.from_wakeup += 1;
-            at
+            last.filter(|&l| l <= t).map_or(at, |l| at.max(l))
         })
     }
 
@@ -201,17 +206,12 @@ impl Rows<'_> {
                 next_tid,
                 ..
             } => {
-                // A CPU's switches come in its order; the guard keeps a stray one harmless.
-                let prev = self.cpu_last.insert((host, cpu), t);
-                if let Some(p) = prev.filter(|&p| p > t) {
-                    self.cpu_last.insert((host, cpu), p);
-                }
-                let last = prev.filter(|&p| p <= t);
+                let last = self.cpu_last.get(&(host, cpu)).copied();
+                self.cpu_last
+                    .insert((host, cpu), last.map_or(t, |l| l.max(t)));
                 let since = match self.on_cpu.remove(&(host, cpu)) {
                     Some((tid, since)) if tid == prev_tid => Some(since),
-                    _ => self
-                        .woken_onto(host, cpu, prev_tid, t)
-                        .map(|w| w.max(last.unwrap_or(w))),
+                    _ => self.woken_onto((host, cpu, prev_tid), t, last),
                 };
                 if let Some(since) = since {
                     let end_state = Some((prev_state as char).to_string());

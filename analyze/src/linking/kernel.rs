@@ -11,15 +11,15 @@
 //! a histogram of every candidate gap within the window, in exponential bins (1 µs × 1.05^k,
 //! as nesting's scoreboard), smoothed with a Gaussian of 2 bins. Pairs that are not causal
 //! arrive independently of the child, so their gaps spread uniformly over the gaps each
-//! child could see — up to the window, to the trace's start or to its farthest candidate
-//! counted, whichever is nearest (its *reach*): a bin's background is the key's pairs times
-//! the bin's share of all its children's reaches (`ρ·width` per bin, `ρ = pairs / window`,
-//! when every child sees the whole window). Without the reach a trace shorter than the
-//! window, or a node busier than the learning pass's candidate limit, puts far fewer pairs
-//! at long gaps than the window would hold, and the flat background it is measured against
-//! is too low near the child: every gap looks causal. The excess above that background, less two standard
-//! deviations of it, is the causal part; a pair in bin `b` is causal with probability
-//! `w = excess(b) / count(b)` (at most 0.99). A child's candidates then weigh their odds
+//! child could see — up to the window, to its sender's first arrival or to its farthest
+//! candidate counted, whichever is nearest (its *reach*): a bin's background is the key's
+//! pairs times the bin's share of all its children's reaches (`ρ·width` per bin,
+//! `ρ = pairs / window`, when every child sees the whole window). Without the reach a trace
+//! shorter than the window, or a node busier than the learning pass's candidate limit,
+//! puts far fewer pairs at long gaps than the window would hold, and the flat background
+//! it is measured against is too low near the child: every gap looks causal. The excess
+//! above that background, less two standard deviations of it, is the causal part; a pair
+//! in bin `b` is causal with probability `w = excess(b) / count(b)` (at most 0.99). A child's candidates then weigh their odds
 //! `w / (1 − w)` — the likelihood ratio of causal over background at that gap, times the
 //! share of the edge's messages such a parent causes — against spontaneity's prior: the share
 //! of the edge B→C's messages that the excess of all its keys leaves unexplained (at least
