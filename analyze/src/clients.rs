@@ -15,8 +15,10 @@
 //! direction) or else from its node names when they parse as socket addresses. Nodes with
 //! no known endpoint keep their names.
 
-use crate::trace::{Conn, NO_CONN, NodeId, Nodes, Trace};
-use std::collections::{BTreeSet, HashMap, HashSet};
+use crate::hash::{FxHashMap, FxHashSet};
+use crate::trace::{Conn, ConnId, NO_CONN, NodeId, Nodes, Trace};
+use std::borrow::Cow;
+use std::collections::{BTreeSet, HashSet};
 use std::net::{IpAddr, SocketAddr};
 
 /// The name aggregated clients get.
@@ -56,63 +58,115 @@ fn parse_ep(nodes: &Nodes, id: NodeId) -> Option<SocketAddr> {
 /// `trace` holds only the new nodes, `map` each input node's id among them.
 pub fn aggregate_names(trace: &Trace, min_peers: usize) -> Aggregated {
     let n = trace.nodes.len();
-    // Every endpoint each node used, and every endpoint's peers.
-    let mut used: Vec<HashSet<SocketAddr>> = vec![HashSet::new(); n];
-    let mut peers: HashMap<SocketAddr, HashSet<SocketAddr>> = HashMap::new();
-    let mut note = |a: (NodeId, SocketAddr), b: (NodeId, SocketAddr)| {
-        if let Some(u) = used.get_mut(a.0 as usize) {
-            u.insert(a.1);
-        }
-        if let Some(u) = used.get_mut(b.0 as usize) {
-            u.insert(b.1);
-        }
-        peers.entry(a.1).or_default().insert(b.1);
-        peers.entry(b.1).or_default().insert(a.1);
-    };
-    for c in &trace.conns {
-        if let (Some(i), Some(a)) = (c.initiator_ep, c.acceptor_ep) {
-            note((c.initiator, i), (c.acceptor, a));
-        }
-    }
-    for m in &trace.messages {
-        let eps = endpoints(trace, m.src, m.conn).or_else(|| {
-            Some((
-                parse_ep(&trace.nodes, m.src)?,
-                parse_ep(&trace.nodes, m.dst)?,
-            ))
-        });
-        if let Some((s, d)) = eps {
-            note((m.src, s), (m.dst, d));
-        }
-    }
-    let fixed: BTreeSet<SocketAddr> = peers
-        .iter()
-        .filter(|(_, p)| p.len() >= min_peers)
-        .map(|(e, _)| *e)
+    // Each node's name parsed once.
+    let named: Vec<Option<SocketAddr>> = (0..n as NodeId)
+        .map(|id| parse_ep(&trace.nodes, id))
         .collect();
+    let fixed = fixed_endpoints(trace, &named, min_peers);
     // Endpoint-named nodes are grouped by IP address.
-    let server_ips: HashSet<IpAddr> = fixed.iter().map(SocketAddr::ip).collect();
+    let server_ips: HashSet<IpAddr> = fixed.set.iter().map(SocketAddr::ip).collect();
     let mut out = Aggregated {
-        fixed,
+        fixed: fixed.set,
         ..Aggregated::default()
     };
     let mut map: Vec<NodeId> = Vec::with_capacity(n);
     for (id, name) in trace.nodes.names().enumerate() {
-        let new_name = match name.parse::<SocketAddr>() {
+        let new_name: Cow<str> = match named[id].ok_or(()) {
             // No server recognised: nobody is a client of anyone, names stay.
-            _ if out.fixed.is_empty() && !name.contains(':') => name.to_owned(),
-            Ok(ep) if !server_ips.contains(&ep.ip()) => CLIENT.to_owned(),
-            Ok(ep) if out.fixed.contains(&ep) => name.to_owned(),
-            Ok(ep) => format!("{}:*", fmt_ip(ep.ip())),
-            Err(_) if used[id].is_empty() => name.to_owned(),
-            Err(_) if used[id].iter().any(|e| out.fixed.contains(e)) => name.to_owned(),
-            Err(_) => CLIENT.to_owned(),
+            _ if out.fixed.is_empty() && !name.contains(':') => name.into(),
+            Ok(ep) if !server_ips.contains(&ep.ip()) => CLIENT.into(),
+            Ok(ep) if out.fixed.contains(&ep) => name.into(),
+            Ok(ep) => format!("{}:*", fmt_ip(ep.ip())).into(),
+            Err(_) if fixed.used[id] == Used::Nothing => name.into(),
+            Err(_) if fixed.used[id] == Used::Fixed => name.into(),
+            Err(_) => CLIENT.into(),
         };
         out.clients += usize::from(new_name == CLIENT);
         map.push(out.trace.nodes.intern(&new_name));
     }
     out.map = map;
     out
+}
+
+/// Which endpoints a node used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Used {
+    /// None known.
+    Nothing,
+    /// Only ephemeral ones.
+    Ephemeral,
+    /// At least one fixed one.
+    Fixed,
+}
+
+/// The fixed endpoints of a trace and what each node used.
+struct Fixed {
+    set: BTreeSet<SocketAddr>,
+    used: Vec<Used>,
+}
+
+/// Every endpoint each node used and every endpoint's distinct peers, from connections and
+/// messages (endpoints interned; pairs sorted and deduplicated, not hashed into a set per
+/// endpoint — a capture may hold millions of ephemeral ones).
+fn fixed_endpoints(trace: &Trace, named: &[Option<SocketAddr>], min_peers: usize) -> Fixed {
+    let mut ids: FxHashMap<SocketAddr, u32> = FxHashMap::default();
+    let mut eps: Vec<SocketAddr> = Vec::new();
+    let mut intern = |e: SocketAddr| {
+        *ids.entry(e).or_insert_with(|| {
+            eps.push(e);
+            (eps.len() - 1) as u32
+        })
+    };
+    let mut used: Vec<(NodeId, u32)> = Vec::new();
+    let mut pairs: Vec<(u32, u32)> = Vec::new();
+    let mut note = |a: (NodeId, SocketAddr), b: (NodeId, SocketAddr)| {
+        let (ea, eb) = (intern(a.1), intern(b.1));
+        used.extend([(a.0, ea), (b.0, eb)]);
+        pairs.extend([(ea, eb), (eb, ea)]);
+    };
+    for c in &trace.conns {
+        if let (Some(i), Some(a)) = (c.initiator_ep, c.acceptor_ep) {
+            note((c.initiator, i), (c.acceptor, a));
+        }
+    }
+    let ep = |id: NodeId| named.get(id as usize).copied().flatten();
+    // Each (sender, receiver, connection) once.
+    let mut seen: FxHashSet<(NodeId, NodeId, ConnId)> = FxHashSet::default();
+    for m in &trace.messages {
+        if !seen.insert((m.src, m.dst, m.conn)) {
+            continue;
+        }
+        let pair = endpoints(trace, m.src, m.conn).or_else(|| Some((ep(m.src)?, ep(m.dst)?)));
+        if let Some((s, d)) = pair {
+            note((m.src, s), (m.dst, d));
+        }
+    }
+    drop(seen);
+    pairs.sort_unstable();
+    pairs.dedup();
+    let mut is_fixed = vec![false; eps.len()];
+    for run in pairs.chunk_by(|a, b| a.0 == b.0) {
+        is_fixed[run[0].0 as usize] = run.len() >= min_peers;
+    }
+    used.sort_unstable();
+    used.dedup();
+    let mut by_node = vec![Used::Nothing; named.len()];
+    for &(node, e) in &used {
+        if let Some(u) = by_node.get_mut(node as usize) {
+            if is_fixed[e as usize] {
+                *u = Used::Fixed;
+            } else if *u == Used::Nothing {
+                *u = Used::Ephemeral;
+            }
+        }
+    }
+    let set = eps
+        .iter()
+        .zip(&is_fixed)
+        .filter(|(_, f)| **f)
+        .map(|(e, _)| *e)
+        .collect();
+    Fixed { set, used: by_node }
 }
 
 /// Renames client nodes to `CLIENT` (see the module documentation).

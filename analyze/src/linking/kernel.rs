@@ -127,6 +127,8 @@ pub struct Kernel {
 #[derive(Debug)]
 pub struct Learner {
     bins: Bins,
+    /// `bounds[k]`: the shortest gap in bin `k`.
+    bounds: Vec<Time>,
     keys: Keys,
     counts: Vec<f64>,
     totals: Vec<f64>,
@@ -213,6 +215,25 @@ fn bounds(b: Bins) -> Vec<Time> {
         .collect()
 }
 
+/// The bin of `gap` by the bins' shortest gaps `bounds`, found from bin `from` on (at or
+/// below `gap`'s): galloping forward, then a binary search — a child's first gap is
+/// hundreds of bins from 0, the next ones a few from the last.
+fn bin_after(bounds: &[Time], gap: Time, from: usize) -> usize {
+    if from + 1 >= bounds.len() {
+        return from;
+    }
+    let (mut lo, mut step) = (from, 1);
+    let hi = loop {
+        let probe = lo + step;
+        match bounds.get(probe) {
+            Some(&b) if b <= gap => (lo, step) = (probe, step * 2),
+            Some(_) => break probe,
+            None => break bounds.len(),
+        }
+    };
+    lo + bounds[lo + 1..hi].partition_point(|&b| b <= gap)
+}
+
 /// Each child edge's keys and the longest gap at which any of them is causal: past the
 /// upper edge of its last bin with a probability above 0 (the window if that is the last
 /// bin, which holds every longer gap too).
@@ -254,6 +275,7 @@ impl Learner {
     pub fn new() -> Learner {
         Learner {
             bins: Bins::FINE,
+            bounds: bounds(Bins::FINE),
             keys: Keys::default(),
             counts: Vec::new(),
             totals: Vec::new(),
@@ -278,14 +300,51 @@ impl Learner {
 
     /// Counts one candidate pair.
     pub fn count(&mut self, key: Key, gap: Time) {
+        self.count_from(key, gap, 0);
+    }
+
+    /// Counts one candidate pair whose gap is in bin `from` or later (a child's candidates
+    /// come in growing gaps); returns the gap's bin.
+    pub fn count_from(&mut self, key: Key, gap: Time, from: usize) -> usize {
         let id = self.keys.id(key) as usize;
         let nb = self.bins.count;
         if self.totals.len() <= id {
             self.totals.resize(id + 1, 0.0);
             self.counts.resize((id + 1) * nb, 0.0);
         }
-        self.counts[id * nb + self.bins.of(gap)] += 1.0;
+        let bin = bin_after(&self.bounds, gap, from);
+        self.counts[id * nb + bin] += 1.0;
         self.totals[id] += 1.0;
+        bin
+    }
+
+    /// Adds what `other` counted (learners of parts of a trace, merged in order).
+    pub fn merge(&mut self, other: Learner) {
+        let nb = self.bins.count;
+        for (oid, &key) in other.keys.list.iter().enumerate() {
+            let id = self.keys.id(key) as usize;
+            if self.totals.len() <= id {
+                self.totals.resize(id + 1, 0.0);
+                self.counts.resize((id + 1) * nb, 0.0);
+            }
+            self.totals[id] += other.totals[oid];
+            let from = &other.counts[oid * nb..(oid + 1) * nb];
+            for (c, o) in self.counts[id * nb..(id + 1) * nb].iter_mut().zip(from) {
+                *c += o;
+            }
+        }
+        for (e, n) in other.children {
+            *self.children.entry(e).or_default() += n;
+        }
+        for (e, r) in other.reaches {
+            let mine = self.reaches.entry(e).or_insert_with(|| Reaches::new(nb));
+            for (a, b) in mine.ends.iter_mut().zip(&r.ends) {
+                *a += b;
+            }
+            for (a, b) in mine.into.iter_mut().zip(&r.into) {
+                *a += b;
+            }
+        }
     }
 
     /// The kernel: background-subtracted causal probabilities per bin.
@@ -414,11 +473,7 @@ impl Kernel {
     /// The gap bin of `gap`, found from bin `from` on (a bin at or below `gap`'s: gaps
     /// taken in increasing order move it forward). The same bin as `Bins::of`.
     pub fn bin_from(&self, gap: Time, from: usize) -> usize {
-        let mut b = from;
-        while self.bounds.get(b + 1).is_some_and(|&lo| gap >= lo) {
-            b += 1;
-        }
-        b
+        bin_after(&self.bounds, gap, from)
     }
 
     /// The cell of key `id` and gap bin `bin`.
@@ -560,14 +615,21 @@ mod tests {
         let b = Bins::FINE;
         let k = Learner::new().finish(2_000_000_000);
         let mut gaps: Vec<Time> = (0..4000).map(|i| i * 997).collect();
-        for &edge in &bounds(b)[1..200] {
+        for &edge in &bounds(b)[1..] {
             gaps.extend([edge - 1, edge, edge + 1]);
         }
+        // Far apart too: jumps of many bins, and past the last bin.
+        gaps.extend((0..75).map(|i| (1.4f64.powi(i) * 1e3) as Time));
         gaps.sort_unstable();
         let mut bin = 0;
+        let mut l = Learner::new();
+        let mut lbin = 0;
         for g in gaps {
             bin = k.bin_from(g, bin);
             assert_eq!(bin, b.of(g), "gap {g}");
+            assert_eq!(k.bin_from(g, 0), b.of(g), "gap {g} from bin 0");
+            lbin = l.count_from((0, 1, 2), g, lbin);
+            assert_eq!(lbin, b.of(g), "gap {g} counted");
         }
     }
 }

@@ -34,6 +34,10 @@ const MAX_LEARN: usize = 1024;
 /// At most about this many children teach the empirical kernel.
 const LEARN_CHILDREN: usize = 500_000;
 
+/// The kernel is learned in this many parts (fixed, so the result does not depend on the
+/// number of cores).
+const LEARN_PARTS: usize = 8;
+
 /// `ln(10⁴)`: candidates this far below the spontaneous weight are not considered.
 const CUTOFF: f64 = 9.210_340_371_976_184;
 
@@ -127,6 +131,9 @@ impl Roles {
 struct Arrivals {
     off: Vec<u32>,
     at: Vec<(Time, u32, NodeId)>,
+    /// Per message: the end (in `at`) of its sender's arrivals up to its departure — found
+    /// once, by a cursor per node that moves with the trace, not by a search per look.
+    upto: Vec<u32>,
 }
 
 impl Arrivals {
@@ -151,7 +158,32 @@ impl Arrivals {
             // Nearly sorted already (the trace is in send order).
             at[w[0] as usize..w[1] as usize].sort_unstable();
         }
-        Arrivals { off, at }
+        let upto = Self::ends(trace, &off, &at);
+        Arrivals { off, at, upto }
+    }
+
+    /// For every message, the end of its sender's arrivals at or before its departure. In a
+    /// trace sorted by time a node's departures only grow, so its cursor only moves forward
+    /// (it moves back where they do not).
+    fn ends(trace: &Trace, off: &[u32], at: &[(Time, u32, NodeId)]) -> Vec<u32> {
+        let mut cursor: Vec<u32> = off.to_vec();
+        trace
+            .messages
+            .iter()
+            .map(|m| {
+                let s = m.src as usize;
+                let (lo, hi) = (off[s], off[s + 1]);
+                let dep = departure(m);
+                let c = &mut cursor[s];
+                while *c < hi && at[*c as usize].0 <= dep {
+                    *c += 1;
+                }
+                while *c > lo && at[*c as usize - 1].0 > dep {
+                    *c -= 1;
+                }
+                *c
+            })
+            .collect()
     }
 
     /// Node `b`'s first arrival, on its own clock.
@@ -160,10 +192,9 @@ impl Arrivals {
         (lo < hi).then(|| self.at[lo as usize].0)
     }
 
-    /// Node `b`'s arrivals up to and including time `t`.
-    fn until(&self, b: NodeId, t: Time) -> &[(Time, u32, NodeId)] {
-        let all = &self.at[self.off[b as usize] as usize..self.off[b as usize + 1] as usize];
-        &all[..all.partition_point(|a| a.0 <= t)]
+    /// The arrivals at message `i`'s sender `b` up to and including `i`'s departure.
+    fn until(&self, i: usize, b: NodeId) -> &[(Time, u32, NodeId)] {
+        &self.at[self.off[b as usize] as usize..self.upto[i] as usize]
     }
 }
 
@@ -384,7 +415,7 @@ fn scan<'a>(
         // A client's requests start paths: the reply before one is not its cause.
         &[][..]
     } else {
-        arrivals.until(m.src, dep)
+        arrivals.until(i, m.src)
     };
     list.iter().rev().filter_map(move |&(t, j, x)| {
         let skip = j as usize == i || (untraced && trace.messages[j as usize].src != m.dst);
@@ -509,7 +540,9 @@ fn estimate(
     (edge_of, edges)
 }
 
-/// The empirical kernel's pass: every candidate pair within the window counted.
+/// The empirical kernel's pass: every candidate pair within the window counted; the
+/// children in [`LEARN_PARTS`] parts on all cores, merged in order (the same kernel
+/// whatever the number of cores).
 fn learn(
     trace: &Trace,
     arrivals: &Arrivals,
@@ -517,26 +550,43 @@ fn learn(
     group: &[NodeId],
     window: Time,
 ) -> Kernel {
-    let mut learner = Learner::new();
-    let mut cands = Vec::with_capacity(MAX_LEARN);
+    use rayon::prelude::*;
     let g = |n: NodeId| group.get(n as usize).copied().unwrap_or(n);
     // Half a million children teach enough; longer traces teach with every k-th.
-    let stride = trace.messages.len().div_ceil(LEARN_CHILDREN).max(1);
-    for (i, m) in trace.messages.iter().enumerate().step_by(stride) {
-        let (b, c) = (g(m.src), g(m.dst));
-        candidates(trace, arrivals, roles, i, window, MAX_LEARN, &mut cands);
-        // The gaps this child could show, on its sender's clock: to the window, to the
-        // sender's first arrival, or to the last candidate counted when there were more.
-        let reach = match cands.last() {
-            Some(&(_, gap, _)) if cands.len() == MAX_LEARN => gap,
-            _ => arrivals
-                .first(m.src)
-                .map_or(0, |t| window.min(departure(m).saturating_sub(t))),
-        };
-        learner.child((b, c), reach);
-        for &(_, gap, x) in &cands {
-            learner.count((x, b, c), gap);
-        }
+    let n = trace.messages.len();
+    let stride = n.div_ceil(LEARN_CHILDREN).max(1);
+    let children = n.div_ceil(stride);
+    let per = children.div_ceil(LEARN_PARTS).max(1);
+    let parts: Vec<Learner> = (0..LEARN_PARTS)
+        .into_par_iter()
+        .map(|part| {
+            let mut learner = Learner::new();
+            let mut cands = Vec::with_capacity(MAX_LEARN);
+            for i in (part * per..children.min((part + 1) * per)).map(|c| c * stride) {
+                let m = &trace.messages[i];
+                let (b, c) = (g(m.src), g(m.dst));
+                candidates(trace, arrivals, roles, i, window, MAX_LEARN, &mut cands);
+                // The gaps this child could show, on its sender's clock: to the window, to
+                // the sender's first arrival, or to the last candidate counted when there
+                // were more.
+                let reach = match cands.last() {
+                    Some(&(_, gap, _)) if cands.len() == MAX_LEARN => gap,
+                    _ => arrivals
+                        .first(m.src)
+                        .map_or(0, |t| window.min(departure(m).saturating_sub(t))),
+                };
+                learner.child((b, c), reach);
+                let mut bin = 0;
+                for &(_, gap, x) in &cands {
+                    bin = learner.count_from((x, b, c), gap, bin);
+                }
+            }
+            learner
+        })
+        .collect();
+    let mut learner = Learner::new();
+    for part in parts {
+        learner.merge(part);
     }
     learner.finish(window)
 }
