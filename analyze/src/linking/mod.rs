@@ -6,7 +6,8 @@
 //! classified probably-true / try-both / probably-false, inverted into possible-children
 //! lists) and [`trees`] (instances from every root down, `2^k` for `k` try-both links, capped
 //! per root; their probabilities as products; aggregation into patterns with
-//! probability-weighted node statistics). Before linking, fat messages on one connection are
+//! probability-weighted node statistics; walked on all cores, counted in root order,
+//! `found`). Before linking, fat messages on one connection are
 //! merged (\[WAP5\] §2.3); after it, names are aggregated (clients become `CLIENT`,
 //! \[WAP5\] §2.5.1) — linking itself runs on the nodes as read, so two clients that share a
 //! server never look like one.
@@ -21,6 +22,7 @@
 
 pub mod cli;
 pub mod exclusive;
+mod found;
 pub mod kernel;
 pub mod links;
 pub mod offsets;

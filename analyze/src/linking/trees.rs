@@ -23,6 +23,10 @@
 //! each root is listed (`AnalysisResult::instances`, what a viewer highlights): a root with
 //! k try-both links has 2^k instances, mostly improbable.
 //!
+//! Roots are walked in batches on all cores, each part by its own [`Walker`]; what the
+//! walkers find (`super::found`) is counted in root order while the next batch is
+//! walked, so the result is the one a single walker gives.
+//!
 //! An instance is a tree of messages; the pattern output is a call tree of node visits
 //! ([`crate::pattern`]). A message becomes a visit of its receiver, except a return
 //! ([`Kind::Ret`]) that goes back to the node that called the visit it leaves: that one
@@ -32,17 +36,25 @@
 //! (`A>B(C(A))` for A→B→C→A). Siblings are ordered by their call times, which the parent
 //! node stamped.
 
+use super::found::{Best, Found, RootFound, VisitRec};
 use super::links::{Class, Links, arrival, departure};
 use super::offsets::Offsets;
 use crate::cli::Progress;
-use crate::pattern::{Collector, Instance, Visit};
+use crate::pattern::Collector;
 use crate::trace::{Kind, NO_TIME, NodeId, Time, Trace};
+use std::ops::Range;
+
+/// Messages per batch of roots.
+const BATCH: usize = 1 << 16;
+
+/// Walkers per batch (fixed, so the work does not depend on the number of cores).
+const PARTS: usize = 8;
 
 /// Alternatives whose probabilities sum to more than this are parallel children, each
 /// decided on its own.
 const MAX_ONE: f64 = 1.5;
 
-/// What the builder counts.
+/// What the walkers count.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct TreeCounts {
     /// Roots expanded.
@@ -60,6 +72,45 @@ pub struct TreeCounts {
     pub dead_ends: u64,
 }
 
+impl TreeCounts {
+    /// Adds `o`'s counts.
+    pub fn add(&mut self, o: &TreeCounts) {
+        self.roots += o.roots;
+        self.instances += o.instances;
+        self.capped += o.capped;
+        self.truncated += o.truncated;
+        self.pruned += o.pruned;
+        self.dead_ends += o.dead_ends;
+    }
+}
+
+/// Which messages are in the instance being built, one bit each.
+#[derive(Debug)]
+struct Marks(Vec<u64>);
+
+impl Marks {
+    fn new(n: usize) -> Marks {
+        Marks(vec![0; n.div_ceil(64)])
+    }
+
+    fn get(&self, i: u32) -> bool {
+        self.0
+            .get(i as usize / 64)
+            .is_some_and(|w| w >> (i % 64) & 1 == 1)
+    }
+
+    fn set(&mut self, i: u32, on: bool) {
+        if let Some(w) = self.0.get_mut(i as usize / 64) {
+            let bit = 1u64 << (i % 64);
+            if on {
+                *w |= bit;
+            } else {
+                *w &= !bit;
+            }
+        }
+    }
+}
+
 /// One visit under construction.
 #[derive(Debug, Clone, Copy)]
 struct Open {
@@ -73,36 +124,49 @@ struct Open {
     net_offset: Time,
 }
 
-/// Builds instances from roots into a [`Collector`].
-#[derive(Debug)]
-pub struct Builder<'a> {
+/// What every walker reads.
+#[derive(Debug, Clone, Copy)]
+struct Shared<'a> {
     trace: &'a Trace,
     links: &'a Links,
-    /// The printed name of every node (clients aggregated).
-    names: &'a super::Names,
     offsets: &'a Offsets,
     /// Nodes that only start paths ([`super::links::Roles::origin`]).
     origin: &'a [bool],
-    /// The sender of the current root.
-    root_node: NodeId,
     max_try_both: u32,
     max_messages: usize,
     exclusive: bool,
     lo: f64,
     min_prob: f64,
+}
+
+/// Builds instances from roots into a [`Collector`].
+#[derive(Debug)]
+pub struct Builder<'a> {
+    shared: Shared<'a>,
+    /// The printed name of every node (clients aggregated).
+    names: &'a super::Names,
+    collector: Collector,
+}
+
+/// Walks roots one at a time: the state of the instance being built.
+#[derive(Debug)]
+struct Walker<'a> {
+    shared: Shared<'a>,
+    /// The sender of the current root.
+    root_node: NodeId,
     /// The instance being built: (message, position of its parent message).
     inc: Vec<(u32, u32)>,
-    in_inst: Vec<bool>,
+    in_inst: Marks,
     ctx: Vec<u32>,
     open: Vec<Open>,
     kids: Vec<Vec<u32>>,
     order: Vec<u32>,
-    collector: Collector,
-    /// What was counted.
-    pub counts: TreeCounts,
+    new_index: Vec<u32>,
     capped_now: bool,
     /// The most probable instance of the current root.
-    best: Option<Instance>,
+    best: Option<Best>,
+    /// What this walker found since [`Walker::walk`] began.
+    found: Found,
 }
 
 impl<'a> Builder<'a> {
@@ -116,88 +180,131 @@ impl<'a> Builder<'a> {
         p: &super::Params,
         collector: Collector,
     ) -> Builder<'a> {
-        Builder {
+        let shared = Shared {
             trace,
             links,
-            names,
             offsets,
             origin,
-            root_node: 0,
             max_try_both: p.max_try_both,
             max_messages: p.max_messages.max(1),
             exclusive: p.exclusive,
             lo: p.try_both.0,
             min_prob: p.min_prob,
+        };
+        Builder {
+            shared,
+            names,
+            collector,
+        }
+    }
+
+    /// Expands every root, in time order: a batch is walked on all cores while the one
+    /// before it is counted.
+    pub fn run(self, progress: &mut dyn FnMut(Progress)) -> (Collector, TreeCounts) {
+        use rayon::prelude::*;
+        let n = self.shared.trace.messages.len();
+        progress(Progress::Phase("building paths", Some(n as u64)));
+        let mut walkers: Vec<Walker> = (0..PARTS).map(|_| Walker::new(self.shared)).collect();
+        let (names, mut collector) = (self.names, self.collector);
+        let mut counts = TreeCounts::default();
+        let mut visits = Vec::new();
+        let mut pending: Vec<Found> = Vec::new();
+        for start in (0..n).step_by(BATCH) {
+            progress(Progress::At(start as u64));
+            let end = n.min(start + BATCH);
+            let per = (end - start).div_ceil(PARTS);
+            let part = |k: usize| end.min(start + k * per)..end.min(start + (k + 1) * per);
+            let walk = || {
+                let parts = walkers.par_iter_mut().enumerate();
+                parts.map(|(k, w)| w.walk(part(k))).collect::<Vec<Found>>()
+            };
+            let count = || {
+                for f in pending.drain(..) {
+                    f.collect(names, &mut collector, &mut counts, &mut visits);
+                }
+            };
+            pending = rayon::join(walk, count).0;
+        }
+        for f in pending {
+            f.collect(names, &mut collector, &mut counts, &mut visits);
+        }
+        (collector, counts)
+    }
+}
+
+impl<'a> Walker<'a> {
+    fn new(shared: Shared<'a>) -> Walker<'a> {
+        Walker {
+            shared,
+            root_node: 0,
             inc: Vec::new(),
-            in_inst: vec![false; trace.messages.len()],
+            in_inst: Marks::new(shared.trace.messages.len()),
             ctx: Vec::new(),
             open: Vec::new(),
             kids: Vec::new(),
             order: Vec::new(),
-            collector,
-            counts: TreeCounts::default(),
+            new_index: Vec::new(),
             capped_now: false,
             best: None,
+            found: Found::default(),
         }
     }
 
-    /// Expands every root, in time order.
-    pub fn run(mut self, progress: &mut dyn FnMut(Progress)) -> (Collector, TreeCounts) {
-        let n = self.trace.messages.len();
-        progress(Progress::Phase("building paths", Some(n as u64)));
-        for r in 0..n {
-            if r % 65_536 == 0 {
-                progress(Progress::At(r as u64));
-            }
-            let p = self.links.root_p[r];
+    /// Expands the roots among messages `range`.
+    fn walk(&mut self, range: Range<usize>) -> Found {
+        for r in range {
+            let p = self.shared.links.root_p[r];
             if p > 0.0 {
                 self.root(r as u32, f64::from(p));
             }
         }
-        (self.collector, self.counts)
+        std::mem::take(&mut self.found)
     }
 
     fn root(&mut self, r: u32, p: f64) {
-        self.counts.roots += 1;
+        self.found.counts.roots += 1;
         self.capped_now = false;
-        self.root_node = self.trace.messages[r as usize].src;
+        self.root_node = self.shared.trace.messages[r as usize].src;
         self.inc.clear();
         self.inc.push((r, u32::MAX));
-        self.in_inst[r as usize] = true;
-        let prob = p * f64::from(self.links.omitted[r as usize]);
+        self.in_inst.set(r, true);
+        let prob = p * f64::from(self.shared.links.omitted[r as usize]);
         self.explore(0, 0, prob, 0);
-        self.in_inst[r as usize] = false;
-        self.counts.capped += u64::from(self.capped_now);
-        if let Some(best) = self.best.take() {
-            self.collector.push_instance(best);
-        }
+        // The last branch explored leaves its messages in: none is in the next root's.
+        self.truncate(0);
+        self.found.counts.capped += u64::from(self.capped_now);
+        self.found.roots.push(RootFound {
+            end: self.found.instances.len() as u32,
+            node: self.root_node,
+            best: self.best.take(),
+        });
     }
 
     fn is_origin(&self, n: NodeId) -> bool {
-        self.origin.get(n as usize).copied().unwrap_or(false)
+        self.shared.origin.get(n as usize).copied().unwrap_or(false)
     }
 
     /// Whether message `c` may join the current instance: not yet in it, and not into a
     /// node that only starts paths unless that node started this one (a client's reply
     /// ends the client's own path, never another's).
     fn allowed(&self, c: u32) -> bool {
-        let dst = self.trace.messages[c as usize].dst;
-        !self.in_inst[c as usize] && (dst == self.root_node || !self.is_origin(dst))
+        let dst = self.shared.trace.messages[c as usize].dst;
+        !self.in_inst.get(c) && (dst == self.root_node || !self.is_origin(dst))
     }
 
     /// Whether message `m` surely causes one next step (ours, with `exclusive`): a call
     /// (its callee calls on or answers) or a return (its caller goes on, with another call
     /// or its own return) into a node that does not only start paths.
     fn continues(&self, m: u32) -> bool {
-        let msg = &self.trace.messages[m as usize];
-        self.exclusive && msg.kind != Kind::Msg && !self.is_origin(msg.dst)
+        let msg = &self.shared.trace.messages[m as usize];
+        self.shared.exclusive && msg.kind != Kind::Msg && !self.is_origin(msg.dst)
     }
 
     /// Whether the message at `pos` is a return into a node that has already answered the
     /// call that opened its visit in this instance (B after a delayed write-back: it
     /// answered A, then called C; C's answer ends the path), or into the root's sender.
     fn answered(&self, pos: usize) -> bool {
-        let msgs = &self.trace.messages;
+        let msgs = &self.shared.trace.messages;
         let (m, mut up) = self.inc[pos];
         let node = msgs[m as usize].dst;
         if msgs[m as usize].kind != Kind::Ret {
@@ -225,13 +332,13 @@ impl<'a> Builder<'a> {
     /// Includes message `c` as a child of the message at position `pos`.
     fn include(&mut self, c: u32, pos: usize) {
         self.inc.push((c, pos as u32));
-        self.in_inst[c as usize] = true;
+        self.in_inst.set(c, true);
     }
 
     /// Drops the messages included after position `len`.
     fn truncate(&mut self, len: usize) {
         for &(m, _) in &self.inc[len..] {
-            self.in_inst[m as usize] = false;
+            self.in_inst.set(m, false);
         }
         self.inc.truncate(len);
     }
@@ -239,11 +346,11 @@ impl<'a> Builder<'a> {
     /// Decides the links from position `pos` on (starting at the `j`-th possible child of the
     /// message there), with `k` try-both decisions used; emits every instance.
     fn explore(&mut self, mut pos: usize, mut j: usize, mut prob: f64, mut k: u32) {
-        let links = self.links;
+        let links = self.shared.links;
         loop {
             // Factors are at most 1: a branch below the floor stays below it.
-            if prob < self.min_prob {
-                self.counts.pruned += 1;
+            if prob < self.shared.min_prob {
+                self.found.counts.pruned += 1;
                 return;
             }
             let Some(&(m, _)) = self.inc.get(pos) else {
@@ -254,13 +361,13 @@ impl<'a> Builder<'a> {
             let Some(kid) = kids.get(j) else {
                 if j == 0 && self.continues(m) && !self.answered(pos) {
                     // It caused nothing it could have: not a path.
-                    self.counts.dead_ends += 1;
+                    self.found.counts.dead_ends += 1;
                     return;
                 }
                 (pos, j) = (pos + 1, 0);
                 continue;
             };
-            if self.exclusive {
+            if self.shared.exclusive {
                 // A call or a return causes one next step, whichever node it goes to.
                 let end = if self.continues(m) {
                     kids.len()
@@ -279,8 +386,8 @@ impl<'a> Builder<'a> {
             j += 1;
             let (c, q) = (kid.child, f64::from(kid.p));
             let with = q * f64::from(links.omitted[c as usize]);
-            if !self.allowed(c) || self.inc.len() >= self.max_messages {
-                self.counts.truncated += u64::from(!self.in_inst[c as usize]);
+            if !self.allowed(c) || self.inc.len() >= self.shared.max_messages {
+                self.found.counts.truncated += u64::from(!self.in_inst.get(c));
                 prob *= 1.0 - q;
                 continue;
             }
@@ -289,7 +396,7 @@ impl<'a> Builder<'a> {
                     self.include(c, pos);
                     prob *= with;
                 }
-                Class::TryBoth { .. } if k < self.max_try_both => {
+                Class::TryBoth { .. } if k < self.shared.max_try_both => {
                     let len = self.inc.len();
                     self.include(c, pos);
                     self.explore(pos, j, prob * with, k + 1);
@@ -324,7 +431,7 @@ impl<'a> Builder<'a> {
         k: u32,
     ) -> Option<(f64, u32)> {
         let m = self.inc[pos].0;
-        let kids = self.links.kids(m);
+        let kids = self.shared.links.kids(m);
         // (child or none, its probability, the factor it puts on the instance: its
         // probability times its own omitted links').
         let mut opts: Vec<(Option<u32>, f64, f64)> = kids[j..end]
@@ -332,14 +439,14 @@ impl<'a> Builder<'a> {
             .filter(|x| self.allowed(x.child))
             .map(|x| {
                 let p = f64::from(x.p);
-                let factor = p * f64::from(self.links.omitted[x.child as usize]);
+                let factor = p * f64::from(self.shared.links.omitted[x.child as usize]);
                 (Some(x.child), p, factor)
             })
             .collect();
         let feasible: f64 = opts.iter().map(|o| o.1).sum();
         if self.continues(m) {
             if feasible <= 0.0 {
-                self.counts.dead_ends += 1;
+                self.found.counts.dead_ends += 1;
                 return None;
             }
             // One of the feasible children is the next step: their probabilities given
@@ -352,10 +459,12 @@ impl<'a> Builder<'a> {
             opts.push((None, none, none));
         }
         let best = opts.iter().map(|o| o.1).fold(0.0, f64::max);
-        let full = self.inc.len() >= self.max_messages;
-        opts.retain(|o| (o.0.is_none() || !full) && (o.1 >= self.lo || o.1 >= best) && o.2 > 0.0);
+        let full = self.inc.len() >= self.shared.max_messages;
+        opts.retain(|o| {
+            (o.0.is_none() || !full) && (o.1 >= self.shared.lo || o.1 >= best) && o.2 > 0.0
+        });
         opts.sort_by(|a, b| b.1.total_cmp(&a.1));
-        if opts.len() > 1 && k >= self.max_try_both {
+        if opts.len() > 1 && k >= self.shared.max_try_both {
             self.capped_now = true;
             opts.truncate(1);
         }
@@ -377,8 +486,8 @@ impl<'a> Builder<'a> {
 
     /// The current instance as visits, into the collector.
     fn emit(&mut self, prob: f64) {
-        self.counts.instances += 1;
-        let trace = self.trace;
+        self.found.counts.instances += 1;
+        let trace = self.shared.trace;
         self.open.clear();
         self.ctx.clear();
         let Some(&(root, _)) = self.inc.first() else {
@@ -409,7 +518,7 @@ impl<'a> Builder<'a> {
                 t_call: departure(msg),
                 t_ret: NO_TIME,
                 t_call_recv: msg.t_recv,
-                net_offset: self.offsets.get(msg.src, msg.dst),
+                net_offset: self.shared.offsets.get(msg.src, msg.dst),
             });
             self.ctx.push(self.open.len() as u32);
         }
@@ -429,29 +538,29 @@ impl<'a> Builder<'a> {
         }
         self.order.clear();
         let mut stack = vec![0u32];
-        let mut new_index = vec![0u32; n + 1];
+        self.new_index.clear();
+        self.new_index.resize(n + 1, 0);
         while let Some(v) = stack.pop() {
-            new_index[v as usize] = self.order.len() as u32;
+            self.new_index[v as usize] = self.order.len() as u32;
             self.order.push(v);
             stack.extend(self.kids[v as usize].iter().rev());
         }
-        let names = self.names;
-        let name = |id: NodeId| names.name(id);
-        let visits: Vec<Visit<'_>> = self.order[1..]
-            .iter()
-            .map(|&v| {
-                let o = &open[v as usize - 1];
-                Visit {
-                    parent: new_index[o.parent as usize],
-                    node: name(o.node),
-                    t_call: o.t_call,
-                    t_ret: o.t_ret,
-                    t_call_recv: o.t_call_recv,
-                    net_offset: o.net_offset,
-                }
-            })
-            .collect();
-        let (pattern, t_start, t_end) = self.collector.aggregate(name(root_node), &visits, prob);
+        let visits = self.order[1..].iter().map(|&v| {
+            let o = &open[v as usize - 1];
+            VisitRec {
+                parent: self.new_index[o.parent as usize],
+                node: o.node,
+                t_call: o.t_call,
+                t_ret: o.t_ret,
+                t_call_recv: o.t_call_recv,
+                net_offset: o.net_offset,
+            }
+        });
+        self.found.visits.extend(visits);
+        let inst = self.found.instances.len() as u32;
+        self.found
+            .instances
+            .push((self.found.visits.len() as u32, prob));
         if self.best.as_ref().is_none_or(|b| prob > b.prob) {
             let messages = self
                 .inc
@@ -459,21 +568,80 @@ impl<'a> Builder<'a> {
                 .map(|&(m, _)| trace.messages[m as usize].msg_ref)
                 .collect();
             // Each message entered the open visit `ctx` noted for it (a return its caller's):
-            // as a 1-based visit in preorder, then as its pattern node.
-            let entered: Vec<u32> = self
+            // as a 1-based visit in preorder.
+            let entered = self
                 .ctx
                 .iter()
-                .map(|&o| new_index.get(o as usize).copied().unwrap_or(0))
+                .map(|&o| self.new_index.get(o as usize).copied().unwrap_or(0))
                 .collect();
-            let node_of = self.collector.node_of_visits(visits.len());
-            self.best = Some(Instance {
-                pattern,
+            self.best = Some(Best {
+                inst,
                 prob,
-                t_start,
-                t_end,
                 messages,
-                nodes: crate::pattern::nodes_entered(&node_of, &entered),
+                entered,
             });
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::linking::{Names, Params, links};
+    use crate::maketrace::{self, Config, Options};
+    use std::path::Path;
+
+    /// A root's walk leaves no message in an instance — its last branch's messages
+    /// included, which once stayed marked and were refused to every later root — so
+    /// walking the roots in parts finds what one walker finds.
+    #[test]
+    fn roots_are_walked_independently() {
+        let text = include_str!("../../fixtures/fig10-multi-tier.toml");
+        let cfg = Config::parse(text, Path::new("fig10.toml")).expect("fixture");
+        let opts = Options {
+            seed: 7,
+            duration: Some(60 * 1_000_000_000),
+            queue: 64,
+            client_endpoints: true,
+            ..Options::default()
+        };
+        let mut trace = maketrace::generate(&cfg, &opts).trace;
+        trace.sort();
+        let p = Params::ours();
+        let (names, _) = Names::of(&trace, &p);
+        let client = |n| names.name(n) == crate::clients::CLIENT;
+        let roles = links::Roles::of(&trace, p.client_roots, client);
+        let l = links::link(&trace, &p, &names.of, &roles);
+        let offsets = Offsets::estimate(&trace);
+        let b = Builder::new(
+            &trace,
+            &l,
+            &names,
+            &offsets,
+            &roles.origin,
+            &p,
+            Collector::default(),
+        );
+        let n = trace.messages.len();
+        let mut one = Walker::new(b.shared);
+        let whole = one.walk(0..n);
+        assert!(whole.counts.instances > 1000, "{:?}", whole.counts);
+        assert!(
+            one.in_inst.0.iter().all(|&w| w == 0),
+            "messages left marked"
+        );
+        let (mut w1, mut w2) = (Walker::new(b.shared), Walker::new(b.shared));
+        let (a, c) = (w1.walk(0..n / 2), w2.walk(n / 2..n));
+        let probs = |f: &[&Found]| -> Vec<f64> {
+            f.iter()
+                .flat_map(|f| f.instances.iter().map(|i| i.1))
+                .collect()
+        };
+        assert_eq!(probs(&[&whole]), probs(&[&a, &c]));
+        let visits = |f: &[&Found]| -> Vec<(u32, NodeId, Time)> {
+            let v = f.iter().flat_map(|f| f.visits.iter());
+            v.map(|v| (v.parent, v.node, v.t_call)).collect()
+        };
+        assert_eq!(visits(&[&whole]), visits(&[&a, &c]));
     }
 }
