@@ -10,6 +10,7 @@
 //! equality, since a parent may cause no child on an edge. Children that lose a parent's
 //! share move it to their other candidates or to spontaneity in the next normalisation.
 
+use super::gallop::last_at_most;
 use super::links::Weighed;
 
 /// Rounds of balancing before the links are classified.
@@ -26,22 +27,6 @@ pub struct Balancer {
     links: Vec<u32>,
     /// Group boundaries in `links`.
     groups: Vec<u32>,
-}
-
-/// The child whose links hold link `l`: the last `c` with `off[c] <= l`, looked for from
-/// `from` on (where `off[from] <= l` already) by doubling steps, then a binary search.
-fn child_at(off: &[u32], l: u32, from: usize) -> usize {
-    let mut lo = from;
-    let mut step = 1;
-    loop {
-        let hi = lo + step;
-        if hi >= off.len() || off[hi] > l {
-            let end = hi.min(off.len());
-            return lo + off[lo..end].partition_point(|&o| o <= l) - 1;
-        }
-        lo = hi;
-        step *= 2;
-    }
 }
 
 impl Balancer {
@@ -81,7 +66,8 @@ impl Balancer {
             keyed.clear();
             let mut child = 0;
             for &l in &links[a..b] {
-                child = child_at(&w.off, l, child);
+                // The child whose links hold link `l`.
+                child = last_at_most(&w.off, l, child);
                 let g = if whole[parent] {
                     u32::MAX
                 } else {
@@ -124,27 +110,6 @@ impl Balancer {
                     for &l in run {
                         w.w[l as usize] = (f64::from(w.w[l as usize]) / sum) as f32;
                     }
-                }
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::child_at;
-
-    /// Galloping from any earlier child finds what a search of all children finds, empty
-    /// children included.
-    #[test]
-    fn child_at_agrees_with_a_full_search() {
-        let off = [0u32, 0, 3, 3, 3, 4, 9, 9, 12, 20];
-        let full = |l: u32| off.partition_point(|&o| o <= l) - 1;
-        for l in 0..20 {
-            let want = full(l);
-            for from in 0..=want {
-                if off[from] <= l {
-                    assert_eq!(child_at(&off, l, from), want, "link {l} from {from}");
                 }
             }
         }

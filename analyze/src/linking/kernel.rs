@@ -19,11 +19,12 @@
 //! puts far fewer pairs at long gaps than the window would hold, and the flat background
 //! it is measured against is too low near the child: every gap looks causal. The excess
 //! above that background, less two standard deviations of it, is the causal part; a pair
-//! in bin `b` is causal with probability `w = excess(b) / count(b)` (at most 0.99). A child's candidates then weigh their odds
-//! `w / (1 − w)` — the likelihood ratio of causal over background at that gap, times the
-//! share of the edge's messages such a parent causes — against spontaneity's prior: the share
-//! of the edge B→C's messages that the excess of all its keys leaves unexplained (at least
-//! 0.01). Exactly one candidate is the cause, or none.
+//! in bin `b` is causal with probability `w = excess(b) / count(b)` (at most 0.99). A
+//! child's candidates then weigh their odds `w / (1 − w)` — the likelihood ratio of causal
+//! over background at that gap, times the share of the edge's messages such a parent
+//! causes — against spontaneity's prior: the share of the edge B→C's messages that the
+//! excess of all its keys leaves unexplained (at least 0.01). Exactly one candidate is the
+//! cause, or none.
 //!
 //! A key is *thin* when its parent edge X→B or its child edge B→C had fewer than
 //! [`THIN`] messages among those that taught the kernel: even if every one of them were
@@ -32,6 +33,7 @@
 //! instead, `e^(−gap/d)` against `e^(−y)`, scaled to the edge's spontaneity prior
 //! ([`super::links`]).
 
+use super::gallop::last_at_most;
 use crate::hash::FxHashMap;
 use crate::nesting::bins::{Bins, gaussian, smooth_into};
 use crate::trace::{NodeId, Time};
@@ -215,25 +217,6 @@ fn bounds(b: Bins) -> Vec<Time> {
         .collect()
 }
 
-/// The bin of `gap` by the bins' shortest gaps `bounds`, found from bin `from` on (at or
-/// below `gap`'s): galloping forward, then a binary search — a child's first gap is
-/// hundreds of bins from 0, the next ones a few from the last.
-fn bin_after(bounds: &[Time], gap: Time, from: usize) -> usize {
-    if from + 1 >= bounds.len() {
-        return from;
-    }
-    let (mut lo, mut step) = (from, 1);
-    let hi = loop {
-        let probe = lo + step;
-        match bounds.get(probe) {
-            Some(&b) if b <= gap => (lo, step) = (probe, step * 2),
-            Some(_) => break probe,
-            None => break bounds.len(),
-        }
-    };
-    lo + bounds[lo + 1..hi].partition_point(|&b| b <= gap)
-}
-
 /// Each child edge's keys and the longest gap at which any of them is causal: past the
 /// upper edge of its last bin with a probability above 0 (the window if that is the last
 /// bin, which holds every longer gap too).
@@ -298,6 +281,16 @@ impl Learner {
         r.into[k] += (reach as f64 - lower(b, k)).clamp(0.0, full_width(b, k));
     }
 
+    /// The id of `key`, its row of counts made if new.
+    fn row(&mut self, key: Key) -> usize {
+        let id = self.keys.id(key) as usize;
+        if self.totals.len() <= id {
+            self.totals.resize(id + 1, 0.0);
+            self.counts.resize((id + 1) * self.bins.count, 0.0);
+        }
+        id
+    }
+
     /// Counts one candidate pair.
     pub fn count(&mut self, key: Key, gap: Time) {
         self.count_from(key, gap, 0);
@@ -306,13 +299,8 @@ impl Learner {
     /// Counts one candidate pair whose gap is in bin `from` or later (a child's candidates
     /// come in growing gaps); returns the gap's bin.
     pub fn count_from(&mut self, key: Key, gap: Time, from: usize) -> usize {
-        let id = self.keys.id(key) as usize;
-        let nb = self.bins.count;
-        if self.totals.len() <= id {
-            self.totals.resize(id + 1, 0.0);
-            self.counts.resize((id + 1) * nb, 0.0);
-        }
-        let bin = bin_after(&self.bounds, gap, from);
+        let (id, nb) = (self.row(key), self.bins.count);
+        let bin = last_at_most(&self.bounds, gap, from);
         self.counts[id * nb + bin] += 1.0;
         self.totals[id] += 1.0;
         bin
@@ -322,11 +310,7 @@ impl Learner {
     pub fn merge(&mut self, other: Learner) {
         let nb = self.bins.count;
         for (oid, &key) in other.keys.list.iter().enumerate() {
-            let id = self.keys.id(key) as usize;
-            if self.totals.len() <= id {
-                self.totals.resize(id + 1, 0.0);
-                self.counts.resize((id + 1) * nb, 0.0);
-            }
+            let id = self.row(key);
             self.totals[id] += other.totals[oid];
             let from = &other.counts[oid * nb..(oid + 1) * nb];
             for (c, o) in self.counts[id * nb..(id + 1) * nb].iter_mut().zip(from) {
@@ -473,7 +457,7 @@ impl Kernel {
     /// The gap bin of `gap`, found from bin `from` on (a bin at or below `gap`'s: gaps
     /// taken in increasing order move it forward). The same bin as `Bins::of`.
     pub fn bin_from(&self, gap: Time, from: usize) -> usize {
-        bin_after(&self.bounds, gap, from)
+        last_at_most(&self.bounds, gap, from)
     }
 
     /// The cell of key `id` and gap bin `bin`.

@@ -23,6 +23,7 @@
 pub mod cli;
 pub mod exclusive;
 mod found;
+mod gallop;
 pub mod kernel;
 pub mod links;
 pub mod offsets;

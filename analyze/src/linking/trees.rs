@@ -42,6 +42,7 @@ use super::offsets::Offsets;
 use crate::cli::Progress;
 use crate::pattern::Collector;
 use crate::trace::{Kind, NO_TIME, NodeId, Time, Trace};
+use bit_vec::BitVec;
 use std::ops::Range;
 
 /// Messages per batch of roots.
@@ -81,33 +82,6 @@ impl TreeCounts {
         self.truncated += o.truncated;
         self.pruned += o.pruned;
         self.dead_ends += o.dead_ends;
-    }
-}
-
-/// Which messages are in the instance being built, one bit each.
-#[derive(Debug)]
-struct Marks(Vec<u64>);
-
-impl Marks {
-    fn new(n: usize) -> Marks {
-        Marks(vec![0; n.div_ceil(64)])
-    }
-
-    fn get(&self, i: u32) -> bool {
-        self.0
-            .get(i as usize / 64)
-            .is_some_and(|w| w >> (i % 64) & 1 == 1)
-    }
-
-    fn set(&mut self, i: u32, on: bool) {
-        if let Some(w) = self.0.get_mut(i as usize / 64) {
-            let bit = 1u64 << (i % 64);
-            if on {
-                *w |= bit;
-            } else {
-                *w &= !bit;
-            }
-        }
     }
 }
 
@@ -156,7 +130,8 @@ struct Walker<'a> {
     root_node: NodeId,
     /// The instance being built: (message, position of its parent message).
     inc: Vec<(u32, u32)>,
-    in_inst: Marks,
+    /// Which messages are in it, one bit each.
+    in_inst: BitVec,
     ctx: Vec<u32>,
     open: Vec<Open>,
     kids: Vec<Vec<u32>>,
@@ -238,7 +213,7 @@ impl<'a> Walker<'a> {
             shared,
             root_node: 0,
             inc: Vec::new(),
-            in_inst: Marks::new(shared.trace.messages.len()),
+            in_inst: BitVec::from_elem(shared.trace.messages.len(), false),
             ctx: Vec::new(),
             open: Vec::new(),
             kids: Vec::new(),
@@ -267,7 +242,7 @@ impl<'a> Walker<'a> {
         self.root_node = self.shared.trace.messages[r as usize].src;
         self.inc.clear();
         self.inc.push((r, u32::MAX));
-        self.in_inst.set(r, true);
+        self.in_inst.set(r as usize, true);
         let prob = p * f64::from(self.shared.links.omitted[r as usize]);
         self.explore(0, 0, prob, 0);
         // The last branch explored leaves its messages in: none is in the next root's.
@@ -289,7 +264,7 @@ impl<'a> Walker<'a> {
     /// ends the client's own path, never another's).
     fn allowed(&self, c: u32) -> bool {
         let dst = self.shared.trace.messages[c as usize].dst;
-        !self.in_inst.get(c) && (dst == self.root_node || !self.is_origin(dst))
+        !self.in_inst[c as usize] && (dst == self.root_node || !self.is_origin(dst))
     }
 
     /// Whether message `m` surely causes one next step (ours, with `exclusive`): a call
@@ -332,13 +307,13 @@ impl<'a> Walker<'a> {
     /// Includes message `c` as a child of the message at position `pos`.
     fn include(&mut self, c: u32, pos: usize) {
         self.inc.push((c, pos as u32));
-        self.in_inst.set(c, true);
+        self.in_inst.set(c as usize, true);
     }
 
     /// Drops the messages included after position `len`.
     fn truncate(&mut self, len: usize) {
         for &(m, _) in &self.inc[len..] {
-            self.in_inst.set(m, false);
+            self.in_inst.set(m as usize, false);
         }
         self.inc.truncate(len);
     }
@@ -387,7 +362,7 @@ impl<'a> Walker<'a> {
             let (c, q) = (kid.child, f64::from(kid.p));
             let with = q * f64::from(links.omitted[c as usize]);
             if !self.allowed(c) || self.inc.len() >= self.shared.max_messages {
-                self.found.counts.truncated += u64::from(!self.in_inst.get(c));
+                self.found.counts.truncated += u64::from(!self.in_inst[c as usize]);
                 prob *= 1.0 - q;
                 continue;
             }
@@ -626,10 +601,7 @@ mod tests {
         let mut one = Walker::new(b.shared);
         let whole = one.walk(0..n);
         assert!(whole.counts.instances > 1000, "{:?}", whole.counts);
-        assert!(
-            one.in_inst.0.iter().all(|&w| w == 0),
-            "messages left marked"
-        );
+        assert!(one.in_inst.none(), "messages left marked");
         let (mut w1, mut w2) = (Walker::new(b.shared), Walker::new(b.shared));
         let (a, c) = (w1.walk(0..n / 2), w2.walk(n / 2..n));
         let probs = |f: &[&Found]| -> Vec<f64> {
