@@ -14,6 +14,7 @@
 use p5_wire::frame::{self, HEADER_LEN};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::os::fd::AsRawFd as _;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
@@ -74,6 +75,13 @@ pub struct Frame {
     pub body: Vec<u8>,
     /// The encoded frame (envelope included), for forwarding unchanged.
     pub raw: Vec<u8>,
+    /// How long before the read that completed it returned the kernel received the newest
+    /// packet of that read, ns — when the reader asked for kernel receive stamps
+    /// ([`FrameReader::stamped`]) and the frame was completed by a fresh read. Its receipt
+    /// time is then the clock read after [`FrameReader::poll`] returned, less this: no later
+    /// than the truth by more than the read's own newer packets (a two-way clock sample can
+    /// only be looser for it, never wrong).
+    pub rx_age_ns: Option<u64>,
 }
 
 /// Reads frames from a socket, keeping partial input between calls.
@@ -86,6 +94,8 @@ pub struct FrameReader {
     budgeted: bool,
     /// Bytes reserved from the process-wide budget (what `buf` holds beyond one chunk).
     held: usize,
+    /// Reads take the kernel's receive stamp (`SO_TIMESTAMPNS`, see [`Self::stamped`]).
+    stamps: bool,
 }
 
 impl Drop for FrameReader {
@@ -104,6 +114,7 @@ impl FrameReader {
             started: None,
             budgeted: true,
             held: 0,
+            stamps: false,
         }
     }
 
@@ -118,7 +129,17 @@ impl FrameReader {
             started: None,
             budgeted: false,
             held: 0,
+            stamps: false,
         }
+    }
+
+    /// Asks the kernel to stamp the packets this reader receives, so frames completed by a
+    /// fresh read carry [`Frame::rx_age_ns`]: a process woken by a packet reads its clock
+    /// tens of microseconds after the packet arrived, and a clock sample taken then is that
+    /// much off (see `p5_rxstamp`). Without kernel support frames carry no age.
+    pub fn stamped(mut self) -> Self {
+        self.stamps = p5_rxstamp::enable(self.stream.as_raw_fd());
+        self
     }
 
     /// Accepts frames up to [`MAX_FRAME`] from now on (once the peer's Hello is accepted,
@@ -132,7 +153,7 @@ impl FrameReader {
         &self.stream
     }
 
-    fn take_frame(&mut self) -> Result<Option<Frame>, LinkError> {
+    fn take_frame(&mut self, rx_age_ns: Option<u64>) -> Result<Option<Frame>, LinkError> {
         let Some(h) = self.buf.first_chunk::<HEADER_LEN>() else {
             return Ok(None);
         };
@@ -152,6 +173,7 @@ impl FrameReader {
             ty: f.ty,
             body: f.body.to_vec(),
             raw,
+            rx_age_ns,
         }))
     }
 
@@ -186,7 +208,7 @@ impl FrameReader {
     /// Returns the next complete frame, or `None` if none arrived within the socket's read
     /// timeout (or the process-wide budget is spent for now).
     pub fn poll(&mut self) -> Result<Option<Frame>, LinkError> {
-        if let Some(f) = self.take_frame()? {
+        if let Some(f) = self.take_frame(None)? {
             return Ok(Some(f));
         }
         if self.started.is_some_and(|t| t.elapsed() > FRAME_TIMEOUT) {
@@ -208,7 +230,15 @@ impl FrameReader {
         }
         self.held += need;
         let mut chunk = [0u8; READ_CHUNK];
-        let r = self.stream.read(&mut chunk);
+        let mut age = None;
+        let r = if self.stamps {
+            p5_rxstamp::recv(self.stream.as_raw_fd(), &mut chunk).map(|(n, a)| {
+                age = a;
+                n
+            })
+        } else {
+            self.stream.read(&mut chunk)
+        };
         if let Ok(n) = r {
             if self.buf.is_empty() && n > 0 {
                 self.started = Some(Instant::now());
@@ -218,7 +248,7 @@ impl FrameReader {
         self.sync_held();
         match r {
             Ok(0) => Err(LinkError::Closed),
-            Ok(_) => self.take_frame(),
+            Ok(_) => self.take_frame(age),
             Err(e)
                 if matches!(
                     e.kind(),

@@ -1,19 +1,20 @@
 //! The agent's own connection upstream (its parent agent, or the log server for the top
 //! agent): handshake, transmission of the outbox with `t_p` stamped at each send, acks,
-//! pings with the echo of the last ack (two-way clock samples), control requests from the
-//! parent, and reconnection with backoff. While the link is down the outbox spools.
+//! pings with the echo of the last ack (two-way clock samples: 8 every 500 ms, each after the
+//! answer to the one before, `p5_runtime::pings`, with each ack's receipt time from the
+//! kernel's receive stamp), control requests from the parent, and reconnection with backoff.
+//! While the link is down the outbox spools.
 
 use crate::agent::{Shared, lock};
 use crate::ctl::Message;
 use crate::link::{self, FrameReader};
+use p5_runtime::pings::PingSchedule;
 use p5_wire::FrameType;
 use p5_wire::data::{Ack, Ping, stamp_send_time};
 use p5_wire::hello::HelloAck;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-/// Interval between pings.
-pub const PING_INTERVAL: Duration = Duration::from_secs(1);
 /// How long one wait for input lasts, and so the longest delay before a new frame is sent
 /// (input — acks, control requests — is handled as soon as it arrives). Each idle wake-up
 /// costs tens of microseconds, a visible share of the agent's 0.5 % budget.
@@ -72,7 +73,7 @@ fn session(shared: &Shared) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     link::write_all(&s, &shared.hello).map_err(|e| format!("hello: {e}"))?;
     let w = s.try_clone().map_err(|e| e.to_string())?;
-    let mut r = FrameReader::new(s);
+    let mut r = FrameReader::new(s).stamped();
     let f = r
         .next_within(Duration::from_secs(5))
         .map_err(|e| format!("handshake: {e}"))?
@@ -96,25 +97,28 @@ fn session(shared: &Shared) -> Result<(), String> {
     }
     lock(&shared.outbox).on_connect();
     tracing::info!(upstream = %shared.upstream, "upstream link up");
-    let mut last_ping = Instant::now();
+    let mut pings = PingSchedule::steady(Instant::now());
+    let mut answered = false;
+    let mut timeout = POLL;
     let mut echo = (0u64, 0u64);
     let mut out = Vec::with_capacity(256 * 1024);
     loop {
         out.clear();
-        let frames = lock(&shared.outbox).take_unsent(256 * 1024);
-        let now = shared.clock.now_ns();
-        for mut f in frames {
-            stamp_send_time(&mut f, now);
-            out.extend_from_slice(&f);
-        }
-        if last_ping.elapsed() >= PING_INTERVAL {
-            last_ping = Instant::now();
+        // The ping first, so that its send time is stamped right before the write.
+        if pings.poll(Instant::now(), answered, true) {
             let p = Ping {
                 t_p: shared.clock.now_ns(),
                 echo_t_s: echo.0,
                 echo_t_p: echo.1,
             };
             out.extend_from_slice(&link::encode(FrameType::Ping, &p.encode_body()));
+        }
+        answered = false;
+        let frames = lock(&shared.outbox).take_unsent(256 * 1024);
+        let now = shared.clock.now_ns();
+        for mut f in frames {
+            stamp_send_time(&mut f, now);
+            out.extend_from_slice(&f);
         }
         let done = shared.finished.load(Ordering::Acquire) && lock(&shared.outbox).is_empty();
         if !done && shared.drain_expired() {
@@ -130,13 +134,25 @@ fn session(shared: &Shared) -> Result<(), String> {
         if done {
             return Ok(());
         }
+        // Wake for the next ping burst, or after POLL at the latest.
+        let wait = (pings.next_due())
+            .saturating_duration_since(Instant::now())
+            .clamp(Duration::from_millis(1), POLL);
+        if wait != timeout {
+            timeout = wait;
+            r.get_ref()
+                .set_read_timeout(Some(wait))
+                .map_err(|e| e.to_string())?;
+        }
         let Some(f) = r.poll().map_err(|e| e.to_string())? else {
             continue;
         };
         match FrameType::from_u8(f.ty) {
             Some(FrameType::Ack) => {
                 let a = Ack::decode_body(&f.body).map_err(|e| format!("bad ack: {e}"))?;
-                echo = (a.t_s, shared.clock.now_ns());
+                let received = shared.clock.now_ns();
+                echo = (a.t_s, received.saturating_sub(f.rx_age_ns.unwrap_or(0)));
+                answered = true;
                 lock(&shared.outbox).ack(a.count);
             }
             Some(FrameType::Control) => {

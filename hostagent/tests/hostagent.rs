@@ -456,6 +456,99 @@ fn tree_of_three_delivers_every_frame_exactly_once_with_hop_clock_samples() {
     }
 }
 
+/// An agent's own uplink pings in bursts paced by the answers (8 every 500 ms,
+/// `p5_runtime::pings`) and takes each ack's receipt time from the kernel's stamp, so a host
+/// with nothing but its agent still gets tight two-way clock samples. On one host the truth
+/// is exact (both clocks are CLOCK_MONOTONIC less a known start), so every sample's delay is
+/// known: none may be negative, both directions' fastest must be small, and there must be
+/// dozens of echoes (one ping a second before: 2 or 3 in this run).
+#[test]
+fn agents_ping_in_bursts_with_kernel_stamped_echoes() {
+    let _slot = shared_slot();
+    let dir = tempfile::tempdir().unwrap();
+    let store = dir.path().join("store");
+    let ls = LogServer::start(&store, "127.0.0.1:0");
+    let session = ["--session", "pings"];
+    let top = Agent::spawn(
+        dir.path(),
+        "top",
+        &[
+            session[0],
+            session[1],
+            "--logserver",
+            &ls.addr(),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+    );
+    let leaf = Agent::spawn(
+        dir.path(),
+        "leaf",
+        &[session[0], session[1], "--parent", top.addr()],
+    );
+    wait_until("two agents in status", Duration::from_secs(20), || {
+        status(top.addr()).agents.len() == 2
+    });
+    std::thread::sleep(Duration::from_millis(2500));
+    leaf.terminate();
+    top.terminate();
+    ls.stop();
+
+    let session = StoreDir::open(&store).unwrap().session("pings").unwrap();
+    let mut records = session.records().unwrap();
+    let mut start: HashMap<u64, i64> = HashMap::new();
+    // Per agent: (forward delays, backward delays), ns.
+    let mut delays: BTreeMap<u64, (Vec<i64>, Vec<i64>)> = BTreeMap::new();
+    while records.advance().unwrap() {
+        let Some(r) = records.record() else { continue };
+        let server_start = r.segment.server_start_mono_ns as i64;
+        match r.record {
+            StoreRecord::Process { hello, .. } => {
+                let id = hello.identity;
+                start.insert(id.process_uid, id.start_mono_ns as i64);
+            }
+            StoreRecord::Sample {
+                t_s,
+                process_uid,
+                t_p,
+                echo_t_s,
+                echo_t_p,
+                source,
+            } if source == p5_wire::store::SampleSource::Ping as u8 => {
+                let a = start[&process_uid];
+                let d = delays.entry(process_uid).or_default();
+                d.0.push((t_s as i64 + server_start) - (t_p as i64 + a));
+                if echo_t_s != 0 {
+                    d.1.push((echo_t_p as i64 + a) - (echo_t_s as i64 + server_start));
+                }
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(delays.len(), 2, "pings from both agents");
+    for (uid, (fwd, back)) in &delays {
+        let min = |v: &[i64]| v.iter().copied().min().unwrap_or(i64::MAX);
+        let (f, b) = (min(fwd), min(back));
+        println!(
+            "agent {uid:x}: {} pings, {} echoes; fastest forward {:.1} µs, backward {:.1} µs",
+            fwd.len(),
+            back.len(),
+            f as f64 / 1e3,
+            b as f64 / 1e3
+        );
+        assert!(back.len() >= 30, "{uid:x}: {} echoes in 2.5 s", back.len());
+        // A stamp is never before the send (a few µs for the clocks' own conversions).
+        assert!(
+            f > -5_000 && b > -5_000,
+            "{uid:x}: negative delay {f} / {b} ns"
+        );
+        assert!(
+            f < 1_000_000 && b < 1_000_000,
+            "{uid:x}: floors {f} / {b} ns"
+        );
+    }
+}
+
 #[test]
 fn control_propagates_down_and_reaches_late_joiners() {
     let _slot = shared_slot();

@@ -24,7 +24,7 @@
 //! Module map: [`clock`] (ticks and their conversion), [`record`] and [`ring`] (slots and
 //! the per-thread queue), `sensor` (the hot path), [`site`] (C/C++ scope call sites and
 //! their adaptive throttling), `registry` (thread registration),
-//! `process` (life cycle: init, exit, fork), `flusher` (draining and framing), `outbox`,
+//! `process` (life cycle: init, exit, fork), `flusher` (draining and framing), `outbox` and [`pings`] (when to ping),
 //! `conn` and `spool` (delivery and durability), [`fdtable`] (the runtime threads' own
 //! descriptor table), `comm` and [`net`] (communication events),
 //! [`describe`] (the instrumented files' sensor tables), [`ffi`] (the C ABI), [`interpose`] (for `libp5_preload.so`), [`config`], [`identity`], [`mod@stats`].
@@ -42,6 +42,7 @@ pub mod identity;
 pub mod interpose;
 pub mod net;
 mod outbox;
+pub mod pings;
 mod process;
 pub mod record;
 mod registry;

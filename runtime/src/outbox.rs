@@ -25,6 +25,7 @@
 use crate::clock::Origin;
 use crate::config::Mode;
 use crate::conn::{Conn, Reply};
+use crate::pings::PingSchedule;
 use crate::spool::Spool;
 use crate::stats::{Counters, add};
 use p5_wire::Caps;
@@ -41,25 +42,6 @@ use std::time::{Duration, Instant};
 pub const MEM_LIMIT: usize = 16 << 20;
 /// Bytes read ahead from the spool onto the connection.
 const WRITE_AHEAD: usize = 1 << 20;
-/// Interval between ping bursts.
-pub const PING_INTERVAL: Duration = Duration::from_millis(500);
-/// Interval between ping bursts in a connection's first [`EARLY`]: a clock estimate needs
-/// many round trips near both ends of a run, and a short run has only its start.
-pub const EARLY_PING_INTERVAL: Duration = Duration::from_millis(100);
-/// How long a connection pings at [`EARLY_PING_INTERVAL`] in bursts of [`EARLY_PING_BURST`]:
-/// a run of a few seconds gets dense samples to its end, not only at its start.
-pub const EARLY: Duration = Duration::from_secs(10);
-/// Pings per burst: each after the server's answer to the one before (an `Ack`), so both
-/// sides have just blocked when the next arrives and the two directions' delays are alike —
-/// the best two-way clock samples.
-pub const PING_BURST: u32 = 8;
-/// Pings per burst in a connection's first [`EARLY`]: 320 a second at most (a round trip
-/// under 300 µs), fewer on a slow path — behind 3.5 ms round trips the bursts run back to
-/// back, about 280 a second. Where delays vary the estimate's error goes as their spread over
-/// the samples per direction (issue 22), and a short run has only these.
-pub const EARLY_PING_BURST: u32 = 32;
-/// A burst whose answer is this late ends (an older server answers no ping).
-const BURST_TIMEOUT: Duration = Duration::from_millis(50);
 /// First reconnect delay; doubles up to [`MAX_BACKOFF`].
 const MIN_BACKOFF: Duration = Duration::from_millis(500);
 /// Longest reconnect delay.
@@ -120,11 +102,8 @@ pub struct Outbox {
     next_connect: Instant,
     connecting: Option<mpsc::Receiver<std::io::Result<Conn>>>,
     backoff: Duration,
-    next_ping: Instant,
-    /// When the connection came up (pings are denser early).
-    connected_at: Instant,
-    /// The ping burst under way: pings still to send, and when the last one was queued.
-    burst: Option<(u32, Instant)>,
+    /// When to ping (bursts paced by the answers).
+    pings: PingSchedule,
 }
 
 impl Outbox {
@@ -160,9 +139,7 @@ impl Outbox {
             next_connect: now,
             connecting: None,
             backoff: MIN_BACKOFF,
-            next_ping: now,
-            connected_at: now,
-            burst: None,
+            pings: PingSchedule::new(now),
         };
         if o.mode == Mode::Local {
             o.ensure_spool();
@@ -217,7 +194,7 @@ impl Outbox {
 
     /// When the next ping is due (if connected).
     pub fn next_ping(&self) -> Option<Instant> {
-        self.conn.as_ref().map(|_| self.next_ping)
+        self.conn.as_ref().map(|_| self.pings.next_due())
     }
 
     /// The socket and poll events the flusher should wait for.
@@ -421,9 +398,7 @@ impl Outbox {
                 self.partial = 0;
                 self.ctrl.clear();
                 self.backoff = MIN_BACKOFF;
-                self.next_ping = now;
-                self.connected_at = now;
-                self.burst = None;
+                self.pings = PingSchedule::new(now);
                 if let Some(s) = self.spool.as_mut() {
                     s.sent = s.acked;
                 }
@@ -483,29 +458,8 @@ impl Outbox {
     /// Starts a ping burst when one is due, and goes on with the one under way when an ack
     /// (the answer) came.
     fn ping(&mut self, now: Instant, acked: bool) {
-        if let Some((left, at)) = self.burst {
-            if left == 0 || now.duration_since(at) > BURST_TIMEOUT {
-                self.burst = None;
-            } else if acked && self.ctrl.is_empty() {
-                self.queue_ping();
-                self.burst = Some((left - 1, now));
-            }
-        }
-        if now >= self.next_ping {
-            // Always move the deadline on (a blocked socket must not make the flusher spin);
-            // skip this burst if the previous control frame has not left yet.
-            let early = now.duration_since(self.connected_at) < EARLY;
-            self.next_ping = now
-                + if early {
-                    EARLY_PING_INTERVAL
-                } else {
-                    PING_INTERVAL
-                };
-            if self.ctrl.is_empty() {
-                self.queue_ping();
-                let burst = if early { EARLY_PING_BURST } else { PING_BURST };
-                self.burst = Some((burst - 1, now));
-            }
+        if self.pings.poll(now, acked, self.ctrl.is_empty()) {
+            self.queue_ping();
         }
     }
 
@@ -715,11 +669,10 @@ mod tests {
         n
     }
 
-    /// A burst: a ping when one is due, then one more for each answer until 32 went out (8
-    /// after the first 10 s of a connection); an answer later than the burst timeout ends it;
-    /// bursts every 100 ms for the first 10 s, then every 500 ms.
+    /// The outbox queues a ping when its schedule says so, and the next of a burst for an
+    /// answer (the schedule itself is tested in `pings`).
     #[test]
-    fn pings_go_in_bursts_paced_by_the_answers() {
+    fn the_outbox_pings_by_its_schedule() {
         let mut o = Outbox::new(
             Mode::Discard,
             Vec::new(),
@@ -728,39 +681,13 @@ mod tests {
             leak(Counters::default()),
             leak(Fds::default()),
         );
-        let t0 = o.connected_at;
-        let ms = Duration::from_millis;
-        o.next_ping = t0;
+        let t0 = o.pings.next_due();
         o.ping(t0, false);
         assert_eq!(pings_sent(&mut o), 1);
-        // No answer yet: nothing more.
-        o.ping(t0 + ms(1), false);
+        o.ping(t0 + Duration::from_millis(1), false);
         assert_eq!(pings_sent(&mut o), 0);
-        for k in 1..EARLY_PING_BURST {
-            o.ping(t0 + ms(1 + k as u64), true);
-            assert_eq!(pings_sent(&mut o), 1, "answer {k}");
-        }
-        // The burst is complete: an answer to its last ping sends nothing.
-        o.ping(t0 + ms(40), true);
-        assert_eq!(pings_sent(&mut o), 0);
-        assert_eq!(o.next_ping, t0 + EARLY_PING_INTERVAL);
-        // The next burst, whose first answer comes too late.
-        o.ping(t0 + EARLY_PING_INTERVAL, false);
+        o.ping(t0 + Duration::from_millis(2), true);
         assert_eq!(pings_sent(&mut o), 1);
-        o.ping(t0 + EARLY_PING_INTERVAL + BURST_TIMEOUT + ms(1), true);
-        assert_eq!(pings_sent(&mut o), 0);
-        // After the early phase, bursts are PING_INTERVAL apart.
-        let late = t0 + EARLY + ms(1);
-        o.ping(late, false);
-        assert_eq!(pings_sent(&mut o), 1);
-        assert_eq!(o.next_ping, late + PING_INTERVAL);
-        // ... and of 8 pings.
-        for k in 1..PING_BURST {
-            o.ping(late + ms(k as u64), true);
-            assert_eq!(pings_sent(&mut o), 1, "late answer {k}");
-        }
-        o.ping(late + ms(20), true);
-        assert_eq!(pings_sent(&mut o), 0);
     }
 
     fn data_frame(stream: u32) -> Vec<u8> {

@@ -6,8 +6,9 @@
 //! (`CLOCK_REALTIME` now, read by a raw system call so that a clock-faking `LD_PRELOAD` cannot
 //! shift it, less the stamp), which the caller takes off its own clock reading.
 //!
-//! The runtime reads its log-server connection's acks with [`recv`] (blocking socket); the log
-//! server wraps it in an async reader. Linux only, as the rest of p5.
+//! The runtime reads its log-server connection's acks with [`recv`] (blocking socket), the host
+//! agent its uplink's acks and its children's frames (hop samples); the log server wraps it in
+//! an async reader. Linux only, as the rest of p5.
 
 use std::io;
 use std::os::fd::RawFd;
