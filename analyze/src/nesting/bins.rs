@@ -38,58 +38,131 @@ impl Bins {
     }
 }
 
-/// Histograms of delays per (parent's caller, node, child's callee).
+/// A scoreboard's key: (parent's caller, node, child's callee).
+pub type Key = (NodeId, NodeId, NodeId);
+
+/// Histograms of delays per (parent's caller, node, child's callee): of the call delays
+/// and, with [`Scoreboard::with_returns`], of the return gaps too, in one row per key — call
+/// bins, then return bins and the row's total votes — so that a candidate costs one lookup.
 #[derive(Debug, Clone, Default)]
 pub struct Scoreboard {
     bins: usize,
-    slots: FxHashMap<(NodeId, NodeId, NodeId), Vec<f64>>,
-    smoothed: Option<FxHashMap<(NodeId, NodeId, NodeId), Vec<f64>>>,
+    returns: bool,
+    slots: FxHashMap<Key, Vec<f64>>,
+    smoothed: Option<FxHashMap<Key, Vec<f64>>>,
 }
 
 impl Scoreboard {
-    /// An empty scoreboard of `bins` bins per histogram.
+    /// An empty scoreboard of `bins` call-delay bins per histogram.
     pub fn new(bins: usize) -> Scoreboard {
         Scoreboard {
             bins,
+            returns: false,
             slots: FxHashMap::default(),
             smoothed: None,
         }
     }
 
-    /// Adds `w` at `bin` of the histogram of `key`.
-    pub fn add(&mut self, key: (NodeId, NodeId, NodeId), bin: usize, w: f64) {
-        let bins = self.bins;
-        self.slots.entry(key).or_insert_with(|| vec![0.0; bins])[bin] += w;
+    /// An empty scoreboard of call delays and return gaps, `bins` bins each.
+    pub fn with_returns(bins: usize) -> Scoreboard {
+        Scoreboard {
+            returns: true,
+            ..Scoreboard::new(bins)
+        }
     }
 
-    /// The value at `bin` of the histogram of `key` (0 if none).
-    pub fn get(&self, key: (NodeId, NodeId, NodeId), bin: usize) -> f64 {
+    /// Whether it holds return gaps.
+    pub fn returns(&self) -> bool {
+        self.returns
+    }
+
+    fn width(&self) -> usize {
+        if self.returns {
+            2 * self.bins + 1
+        } else {
+            self.bins
+        }
+    }
+
+    fn row_mut(&mut self, key: Key) -> &mut Vec<f64> {
+        let w = self.width();
+        self.slots.entry(key).or_insert_with(|| vec![0.0; w])
+    }
+
+    /// Adds `w` at `bin` of the call-delay histogram of `key` (and to its total).
+    pub fn add(&mut self, key: Key, bin: usize, w: f64) {
+        let (bins, returns) = (self.bins, self.returns);
+        let row = self.row_mut(key);
+        row[bin] += w;
+        if returns {
+            row[2 * bins] += w;
+        }
+    }
+
+    /// Adds `w` at `bin` of the call delays and at `ret_bin` of the return gaps of `key`.
+    pub fn add_with_return(&mut self, key: Key, bin: usize, ret_bin: usize, w: f64) {
+        let bins = self.bins;
+        debug_assert!(self.returns);
+        let row = self.row_mut(key);
+        row[bin] += w;
+        row[bins + ret_bin] += w;
+        row[2 * bins] += w;
+    }
+
+    /// The value at `bin` of the call-delay histogram of `key` (0 if none).
+    pub fn get(&self, key: Key, bin: usize) -> f64 {
         self.slots.get(&key).map_or(0.0, |h| h[bin])
     }
 
-    /// The value at `bin` of the smoothed histogram of `key` ([`Scoreboard::smooth`]; the
-    /// raw one if it was not smoothed).
-    pub fn get_smoothed(&self, key: (NodeId, NodeId, NodeId), bin: usize) -> f64 {
+    /// The value at `bin` of the smoothed call-delay histogram of `key`
+    /// ([`Scoreboard::smooth`]; the raw one if it was not smoothed).
+    pub fn get_smoothed(&self, key: Key, bin: usize) -> f64 {
+        self.row(key).map_or(0.0, |h| h[bin])
+    }
+
+    /// The row of `key` as scoring reads it (smoothed if it was): call bins, then, with
+    /// return gaps, return bins and the total.
+    pub fn row(&self, key: Key) -> Option<&[f64]> {
         match &self.smoothed {
-            Some(s) => s.get(&key).map_or(0.0, |h| h[bin]),
-            None => self.get(key, bin),
+            Some(s) => s.get(&key),
+            None => self.slots.get(&key),
+        }
+        .map(Vec::as_slice)
+    }
+
+    /// The share of `row`'s votes at return bin `ret_bin` (a row of [`Scoreboard::row`] of
+    /// a scoreboard with return gaps).
+    pub fn return_share(&self, row: &[f64], ret_bin: usize) -> f64 {
+        let total = row[2 * self.bins];
+        if total > 0.0 {
+            row[self.bins + ret_bin] / total
+        } else {
+            0.0
         }
     }
 
     /// Keeps, beside the histograms, each smoothed with a Gaussian of `sigma` bins cut at
-    /// 3 sigma (\[P5\] §7.5.6: it helps under clock skew), for [`Scoreboard::get_smoothed`].
+    /// 3 sigma (\[P5\] §7.5.6: it helps under clock skew), for [`Scoreboard::row`]; call
+    /// delays and return gaps each on their own, the total as it is.
     pub fn smooth(&mut self, sigma: f64) {
         if sigma <= 0.0 {
             self.smoothed = None;
             return;
         }
         let kernel = gaussian(sigma);
+        let bins = self.bins;
         let smoothed = self
             .slots
             .iter()
             .map(|(&k, h)| {
                 let mut out = vec![0.0; h.len()];
-                smooth_into(h, &kernel, &mut out);
+                for (from, to) in h.chunks(bins).zip(out.chunks_mut(bins)) {
+                    if from.len() == bins {
+                        smooth_into(from, &kernel, to);
+                    } else {
+                        to.copy_from_slice(from);
+                    }
+                }
                 (k, out)
             })
             .collect();
@@ -140,6 +213,34 @@ mod tests {
         assert_eq!(b.of(7_200_000_000_000), 323);
         assert_eq!(Bins::FINE.of(7_200_000_000_000), 465);
         assert_eq!(Bins::FINE.of(1_100), 1);
+    }
+
+    #[test]
+    fn return_gaps_share_a_row_with_the_call_delays() {
+        let mut s = Scoreboard::with_returns(10);
+        s.add_with_return((0, 1, 2), 3, 5, 3.0);
+        s.add_with_return((0, 1, 2), 4, 6, 1.0);
+        s.add_with_return((5, 1, 2), 3, 5, 1.0);
+        let row = s.row((0, 1, 2)).unwrap();
+        assert_eq!((row[3], row[4]), (3.0, 1.0));
+        assert_eq!(s.return_share(row, 5), 0.75);
+        assert_eq!(s.return_share(row, 3), 0.0);
+        assert_eq!(s.return_share(s.row((5, 1, 2)).unwrap(), 5), 1.0);
+        assert!(s.row((9, 9, 9)).is_none());
+        // Smoothing keeps each half's mass in that half and the total as it is.
+        s.smooth(1.0);
+        let row = s.row((0, 1, 2)).unwrap();
+        let (calls, rets) = (
+            row[..10].iter().sum::<f64>(),
+            row[10..20].iter().sum::<f64>(),
+        );
+        assert!(
+            (calls - 4.0).abs() < 1e-9 && (rets - 4.0).abs() < 1e-9,
+            "{calls} {rets}"
+        );
+        assert_eq!(row[20], 4.0);
+        assert!(s.return_share(row, 5) < 0.75 && s.return_share(row, 8) > 0.0);
+        assert_eq!(s.get((0, 1, 2), 3), 3.0, "the raw histogram stays");
     }
 
     #[test]

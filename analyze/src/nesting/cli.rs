@@ -22,9 +22,8 @@ pub struct NestingArgs {
     /// Penalty exponent for every child of the same parent.
     #[arg(long, default_value_t = 0.0)]
     pub generic: f64,
-    /// Smooth the scoreboard with a Gaussian of this many bins (2 is a good value under
-    /// clock skew; 0: off). With --skew-window it scores only the children the window
-    /// rescued.
+    /// Smooth the scoreboards with a Gaussian of this many bins (2 is a good value, under
+    /// clock skew and without; 0: off).
     #[arg(long, default_value_t = 0.0, num_args = 0..=1, default_missing_value = "2")]
     pub smooth: f64,
     /// Skew window for traces with one timestamp per message, e.g. 30ms.
@@ -33,6 +32,10 @@ pub struct NestingArgs {
     /// The paper's 340 delay bins from 1 ms (default: 466 from 1 µs).
     #[arg(long)]
     pub paper_bins: bool,
+    /// Score candidate parents by their call delays alone, as the paper does (default: also
+    /// by the gap from the child's return to the parent's).
+    #[arg(long)]
+    pub no_returns: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -85,6 +88,7 @@ pub fn run(a: &NestingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
         smooth: a.smooth,
         window,
         paper_bins: a.paper_bins,
+        returns: !a.no_returns,
     };
     let (result, counts) = nesting(&input.trace, &params);
     progress(Progress::Done);

@@ -9,7 +9,9 @@
 //!
 //! Ours, where the paper is silent or inconsistent (analysis.md §1.1): penalties scale a
 //! score by `(1 + c)^-x`; a child whose best score is 0 is a root; smoothing σ = 2 bins;
-//! bins start at 1 µs unless `paper_bins`. When every message has both its send and its
+//! bins start at 1 µs unless `paper_bins`. Beyond the paper: a second scoreboard of the gaps
+//! from a child's return to its parent's return scales each candidate's score (`returns`;
+//! [`assign::score`]). When every message has both its send and its
 //! receive time (p5's own sessions), nesting compares times stamped by one node only and
 //! call delays are measured at the node that makes the call, so a host's clock offset
 //! changes nothing.
@@ -37,6 +39,9 @@ pub struct Params {
     pub window: Time,
     /// The paper's 340 bins from 1 ms instead of ours from 1 µs.
     pub paper_bins: bool,
+    /// Also score each candidate parent by the gap from the child's return to its return
+    /// (ours, on by default; off: the paper's call delays alone).
+    pub returns: bool,
 }
 
 impl Default for Params {
@@ -50,6 +55,7 @@ impl Default for Params {
             smooth: 0.0,
             window: 0,
             paper_bins: false,
+            returns: true,
         }
     }
 }
@@ -75,7 +81,7 @@ pub fn nesting(trace: &Trace, p: &Params) -> (AnalysisResult, Counts) {
     } else {
         Bins::FINE
     };
-    let cands = assign::candidates(&pairs, trace.nodes.len(), p.window, &bins);
+    let cands = assign::candidates(&pairs, trace.nodes.len(), p.window, &bins, p.returns);
     let mut sb = assign::score(&pairs, &cands, &bins);
     sb.smooth(p.smooth);
     let tree = assign::assign(&pairs, &cands, &sb, p.penalties);
@@ -98,6 +104,7 @@ pub fn nesting(trace: &Trace, p: &Params) -> (AnalysisResult, Counts) {
         "smooth": p.smooth,
         "skew_window_ns": p.window,
         "paper_bins": p.paper_bins,
+        "returns": p.returns,
         "local_call_delays": both_ends,
     });
     // The pairs' times are the trace's: what the paths need of them is in a sixth of the
