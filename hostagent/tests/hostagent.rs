@@ -461,7 +461,8 @@ fn tree_of_three_delivers_every_frame_exactly_once_with_hop_clock_samples() {
 /// with nothing but its agent still gets tight two-way clock samples. On one host the truth
 /// is exact (both clocks are CLOCK_MONOTONIC less a known start), so every sample's delay is
 /// known: none may be negative, both directions' fastest must be small, and there must be
-/// dozens of echoes (one ping a second before: 2 or 3 in this run).
+/// dozens of echoes (one ping a second before: 2 or 3 in this run; 47–55 now, 20 asked for
+/// a loaded machine).
 #[test]
 fn agents_ping_in_bursts_with_kernel_stamped_echoes() {
     let _slot = shared_slot();
@@ -536,7 +537,7 @@ fn agents_ping_in_bursts_with_kernel_stamped_echoes() {
             f as f64 / 1e3,
             b as f64 / 1e3
         );
-        assert!(back.len() >= 30, "{uid:x}: {} echoes in 2.5 s", back.len());
+        assert!(back.len() >= 20, "{uid:x}: {} echoes in 2.5 s", back.len());
         // A stamp is never before the send (a few µs for the clocks' own conversions).
         assert!(
             f > -5_000 && b > -5_000,
