@@ -12,9 +12,9 @@
 //!   are closed and the child resends its unacknowledged frames (spooling meanwhile).
 //! - Forwarded frames keep the child's `t_p`, so the log server's `t_s − t_p` is still a valid
 //!   (upper-bound) offset sample for the child. In addition every relay records the hop's
-//!   own pairs (its receive time — the kernel's receive stamp —, the child's `t_p` of each data frame and ping) and the agent
-//!   ships them as `ClockSamples` frames in its metrics stream (peer = the child's uid), so the
-//!   merge stage can compose offsets along the tree.
+//!   own pairs (its receive time — the kernel's receive stamp —, the child's `t_p` of each
+//!   data frame and ping) and the agent ships them as `ClockSamples` frames in its metrics
+//!   stream (peer = the child's uid), so the merge stage can compose offsets along the tree.
 //! - Every agent below sees every descendant's connection pass through it, so a control
 //!   request fanned out by one agent reaches each descendant exactly once; replies come back
 //!   up the same connections and are taken by the agent that asked (by request id).
@@ -291,7 +291,10 @@ fn child_to_upstream(
             continue;
         };
         last_input = Instant::now();
-        let t_recv = (shared.clock.now_ns()).saturating_sub(f.rx_age_ns.unwrap_or(0));
+        let t_recv = shared
+            .clock
+            .now_ns()
+            .saturating_sub(f.rx_age_ns.unwrap_or(0));
         let ty = FrameType::from_u8(f.ty);
         let bad = |e: p5_wire::DecodeError| LinkError::Garbage(e);
         match ty {

@@ -135,7 +135,8 @@ fn session(shared: &Shared) -> Result<(), String> {
             return Ok(());
         }
         // Wake for the next ping burst, or after POLL at the latest.
-        let wait = (pings.next_due())
+        let wait = pings
+            .next_due()
             .saturating_duration_since(Instant::now())
             .clamp(Duration::from_millis(1), POLL);
         if wait != timeout {

@@ -184,9 +184,10 @@ impl Tree {
 /// by `(1 + c)^-x` per penalty; ties go to the parent whose call arrived first. With return
 /// gaps ([`score`]) a candidate's score is also scaled by the share of its key's votes at
 /// its return gap: how typical it is for such a parent to return that long after such a
-/// child did. The scoreboard is read smoothed when it was smoothed: with the return gaps, smoothing every child's scores (not only those the
-/// skew window rescued, as before them) helps even without skew (\[P5\] Fig. 22: 44.67 →
-/// 43.65 % instance false negatives at no skew, 78.48 → 77.94 % at 60 ms).
+/// child did. The scoreboard is read smoothed when it was smoothed: with the return gaps,
+/// smoothing every child's scores (not only those the skew window rescued, as before them)
+/// helps even without skew (\[P5\] Fig. 22: 44.67 → 43.65 % instance false negatives at no
+/// skew, 78.48 → 77.94 % at 60 ms).
 pub fn assign(pairs: &[CallPair], cands: &Candidates, sb: &Scoreboard, pen: Penalties) -> Tree {
     // Children assigned so far, per parent, as a list from the newest back.
     let mut t = Tree {

@@ -9,9 +9,9 @@
 //!
 //! Ours, where the paper is silent or inconsistent (analysis.md §1.1): penalties scale a
 //! score by `(1 + c)^-x`; a child whose best score is 0 is a root; smoothing σ = 2 bins;
-//! bins start at 1 µs unless `paper_bins`. Beyond the paper: a second scoreboard of the gaps
-//! from a child's return to its parent's return scales each candidate's score (`returns`;
-//! [`assign::score`]). When every message has both its send and its
+//! bins start at 1 µs unless `paper_bins`. Beyond the paper: the gaps from a child's return
+//! to its parent's return, beside the call delays in the scoreboard, scale each candidate's
+//! score (`returns`; [`assign::score`]). When every message has both its send and its
 //! receive time (p5's own sessions), nesting compares times stamped by one node only and
 //! call delays are measured at the node that makes the call, so a host's clock offset
 //! changes nothing.
