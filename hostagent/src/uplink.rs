@@ -134,11 +134,11 @@ fn session(shared: &Shared) -> Result<(), String> {
         if done {
             return Ok(());
         }
-        // Wake for the next ping burst, or after POLL at the latest.
-        let wait = pings
-            .next_due()
-            .saturating_duration_since(Instant::now())
-            .clamp(Duration::from_millis(1), POLL);
+        // Wake for the next ping burst, or after POLL at the latest (whole milliseconds, so
+        // that the socket's timeout is set again only when it changes).
+        let left = pings.next_due().saturating_duration_since(Instant::now());
+        let wait =
+            Duration::from_millis(left.as_millis() as u64).clamp(Duration::from_millis(1), POLL);
         if wait != timeout {
             timeout = wait;
             r.get_ref()

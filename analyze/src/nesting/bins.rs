@@ -71,11 +71,6 @@ impl Scoreboard {
         }
     }
 
-    /// Whether it holds return gaps.
-    pub fn returns(&self) -> bool {
-        self.returns
-    }
-
     fn width(&self) -> usize {
         if self.returns {
             2 * self.bins + 1
