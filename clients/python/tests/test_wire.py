@@ -92,6 +92,16 @@ class Describe(unittest.TestCase):
 
 
 class Decorator(unittest.TestCase):
+    def setUp(self):
+        # This thread records into a stream of its own that the flusher thread does not know,
+        # so the flusher cannot drain events before the test reads them.
+        p5._Shipper.start()
+        self.saved = getattr(p5._local, "stream", None)
+        p5._local.stream = p5._Stream(0)
+
+    def tearDown(self):
+        p5._local.stream = self.saved
+
     def events(self):
         q = p5._stream().queue
         out = [(k, s) for k, _, s, _ in q]
