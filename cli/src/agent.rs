@@ -74,6 +74,31 @@ pub fn wait_ready(c: &mut Child, limit: Duration) -> Option<String> {
     rx.recv_timeout(limit).ok()
 }
 
+/// Waits until agent `c` catches SIGTERM (its handler is installed early in its start, so
+/// [`stop`] then gets a clean shutdown that flushes what it sampled), at most `limit`.
+/// Returns false if it did not in time or ended.
+pub fn wait_started(c: &Child, limit: Duration) -> bool {
+    let status = format!("/proc/{}/status", c.id());
+    let deadline = Instant::now() + limit;
+    loop {
+        let Ok(text) = std::fs::read_to_string(&status) else {
+            return false;
+        };
+        let caught = text
+            .lines()
+            .find_map(|l| l.strip_prefix("SigCgt:"))
+            .and_then(|m| u64::from_str_radix(m.trim(), 16).ok())
+            .unwrap_or(0);
+        if caught & (1 << (libc::SIGTERM - 1)) != 0 {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 /// SIGTERM, then wait up to `limit`, then SIGKILL. Returns false if it had to be killed.
 pub fn stop(c: &mut Child, limit: Duration) -> bool {
     // SAFETY: signalling our own child.
@@ -88,4 +113,24 @@ pub fn stop(c: &mut Child, limit: Duration) -> bool {
     let _ = c.kill();
     let _ = c.wait();
     false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn started_means_catching_sigterm() {
+        let mut trapping = Command::new("sh")
+            .args(["-c", "trap 'exit 0' TERM; while :; do sleep 0.05; done"])
+            .spawn()
+            .unwrap();
+        assert!(wait_started(&trapping, Duration::from_secs(10)));
+        assert!(stop(&mut trapping, Duration::from_secs(10)), "a clean stop");
+        let mut plain = Command::new("sleep").arg("10").spawn().unwrap();
+        assert!(!wait_started(&plain, Duration::from_millis(200)));
+        let _ = plain.kill();
+        let _ = plain.wait();
+        assert!(!wait_started(&plain, Duration::from_secs(1)), "it ended");
+    }
 }

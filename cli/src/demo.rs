@@ -439,7 +439,13 @@ fn start_agent(addr: &str, name: &str, sched: bool, store: &Path) -> Option<Chil
     };
     match crate::agent::spawn(&options) {
         Ok(a) => {
-            // Let it connect and take its first sample before the programs start.
+            // Wait until it handles SIGTERM, which it then answers by flushing (on a loaded
+            // machine it may take seconds to start, and a short scenario can end before:
+            // stopped earlier, it would die with nothing sent); then let it connect and take
+            // its first sample before the programs start.
+            if !crate::agent::wait_started(&a, Duration::from_secs(10)) {
+                eprintln!("      the host agent did not start in 10 s");
+            }
             std::thread::sleep(Duration::from_millis(250));
             Some(a)
         }

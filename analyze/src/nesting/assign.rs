@@ -188,7 +188,13 @@ impl Tree {
 /// smoothing every child's scores (not only those the skew window rescued, as before them)
 /// helps even without skew (\[P5\] Fig. 22: 44.67 → 43.65 % instance false negatives at no
 /// skew, 78.48 → 77.94 % at 60 ms).
-pub fn assign(pairs: &[CallPair], cands: &Candidates, sb: &Scoreboard, pen: Penalties) -> Tree {
+pub fn assign(
+    pairs: &[CallPair],
+    cands: &Candidates,
+    sb: &Scoreboard,
+    pen: Penalties,
+    gaps: Option<(&Scoreboard<GapKey>, &Bins)>,
+) -> Tree {
     // Children assigned so far, per parent, as a list from the newest back.
     let mut t = Tree {
         parent: vec![ROOT; pairs.len()],
@@ -203,7 +209,13 @@ pub fn assign(pairs: &[CallPair], cands: &Candidates, sb: &Scoreboard, pen: Pena
             let Some(row) = sb.row(key(pairs, p, c)) else {
                 continue;
             };
-            let mut raw = row[b as usize];
+            let mut raw = match gaps {
+                None => row[b as usize],
+                Some((g, bins)) => {
+                    let (gap, k) = local_gap(pairs, &t, p, c);
+                    g.row(k).map_or(0.0, |r| r[bins.of(gap)])
+                }
+            };
             if let Some(&rb) = rbs.get(i) {
                 raw *= sb.return_share(row, rb as usize);
             }
@@ -234,4 +246,60 @@ pub fn assign(pairs: &[CallPair], cands: &Candidates, sb: &Scoreboard, pen: Pena
         }
     }
     t
+}
+
+/// The key of a local gap: the scoreboard's key and the callee of the sibling before
+/// ([`NO_SIBLING`] for a first child).
+pub type GapKey = (NodeId, NodeId, NodeId, NodeId);
+
+/// The previous sibling's callee of a first child, in a [`GapKey`].
+pub const NO_SIBLING: NodeId = NodeId::MAX;
+
+/// Child `c`'s local gap under parent `p`, given the children assigned to `p` so far: the
+/// delay from the last one's return (from its call if it had not returned by `c`'s call:
+/// parallel calls) else from `p`'s call's arrival — the work B did just before calling —
+/// with its [`GapKey`]. Times stamped by B alone when the trace has both ends of every
+/// message.
+fn local_gap(pairs: &[CallPair], t: &Tree, p: u32, c: &CallPair) -> (Time, GapKey) {
+    let pp = &pairs[p as usize];
+    let (since, prev) = match t.last_kid[p as usize] {
+        u32::MAX => (pp.in_call, NO_SIBLING),
+        k => {
+            let kp = &pairs[k as usize];
+            let since = if kp.in_ret <= c.out_call {
+                kp.in_ret
+            } else {
+                kp.out_call
+            };
+            (since, kp.callee)
+        }
+    };
+    (
+        c.out_call.saturating_sub(since),
+        (pp.caller, c.caller, c.callee, prev),
+    )
+}
+
+/// The second pass's scoreboard (ours): per [`GapKey`], a histogram of each child's local
+/// gap ([`local_gap`]) in `tree`, the first pass's assignment. Call delays from the parent's
+/// arrival mix a first child's delay with a second's, which spans the first call; local
+/// gaps keyed by the sibling before do not, so a call that made one call stops adopting
+/// another's second one.
+pub fn gap_scoreboard(pairs: &[CallPair], tree: &Tree, bins: &Bins) -> Scoreboard<GapKey> {
+    let mut sb = Scoreboard::new(bins.count);
+    let mut so_far = Tree {
+        parent: Vec::new(),
+        last_kid: vec![u32::MAX; pairs.len()],
+        prev_sib: Vec::new(),
+    };
+    for (ci, c) in pairs.iter().enumerate() {
+        let p = tree.parent[ci];
+        if p == ROOT {
+            continue;
+        }
+        let (gap, key) = local_gap(pairs, &so_far, p, c);
+        sb.add(key, bins.of(gap), 1.0);
+        so_far.last_kid[p as usize] = ci as u32;
+    }
+    sb
 }

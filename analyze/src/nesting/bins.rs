@@ -4,6 +4,7 @@
 
 use crate::hash::FxHashMap;
 use crate::trace::{NodeId, Time};
+use std::hash::Hash;
 
 /// Exponential delay bins: bin `k` holds delays in `[d0·1.05^k, d0·1.05^(k+1))`; delays
 /// below `d0` fall in bin 0 and delays beyond the last bin in the last.
@@ -45,16 +46,16 @@ pub type Key = (NodeId, NodeId, NodeId);
 /// and, with [`Scoreboard::with_returns`], of the return gaps too, in one row per key — call
 /// bins, then return bins and the row's total votes — so that a candidate costs one lookup.
 #[derive(Debug, Clone, Default)]
-pub struct Scoreboard {
+pub struct Scoreboard<K = Key> {
     bins: usize,
     returns: bool,
-    slots: FxHashMap<Key, Vec<f64>>,
-    smoothed: Option<FxHashMap<Key, Vec<f64>>>,
+    slots: FxHashMap<K, Vec<f64>>,
+    smoothed: Option<FxHashMap<K, Vec<f64>>>,
 }
 
-impl Scoreboard {
+impl<K: Hash + Eq + Copy> Scoreboard<K> {
     /// An empty scoreboard of `bins` call-delay bins per histogram.
-    pub fn new(bins: usize) -> Scoreboard {
+    pub fn new(bins: usize) -> Scoreboard<K> {
         Scoreboard {
             bins,
             returns: false,
@@ -64,7 +65,7 @@ impl Scoreboard {
     }
 
     /// An empty scoreboard of call delays and return gaps, `bins` bins each.
-    pub fn with_returns(bins: usize) -> Scoreboard {
+    pub fn with_returns(bins: usize) -> Scoreboard<K> {
         Scoreboard {
             returns: true,
             ..Scoreboard::new(bins)
@@ -79,13 +80,13 @@ impl Scoreboard {
         }
     }
 
-    fn row_mut(&mut self, key: Key) -> &mut Vec<f64> {
+    fn row_mut(&mut self, key: K) -> &mut Vec<f64> {
         let w = self.width();
         self.slots.entry(key).or_insert_with(|| vec![0.0; w])
     }
 
     /// Adds `w` at `bin` of the call-delay histogram of `key` (and to its total).
-    pub fn add(&mut self, key: Key, bin: usize, w: f64) {
+    pub fn add(&mut self, key: K, bin: usize, w: f64) {
         let (bins, returns) = (self.bins, self.returns);
         let row = self.row_mut(key);
         row[bin] += w;
@@ -95,7 +96,7 @@ impl Scoreboard {
     }
 
     /// Adds `w` at `bin` of the call delays and at `ret_bin` of the return gaps of `key`.
-    pub fn add_with_return(&mut self, key: Key, bin: usize, ret_bin: usize, w: f64) {
+    pub fn add_with_return(&mut self, key: K, bin: usize, ret_bin: usize, w: f64) {
         let bins = self.bins;
         debug_assert!(self.returns);
         let row = self.row_mut(key);
@@ -105,19 +106,19 @@ impl Scoreboard {
     }
 
     /// The value at `bin` of the call-delay histogram of `key` (0 if none).
-    pub fn get(&self, key: Key, bin: usize) -> f64 {
+    pub fn get(&self, key: K, bin: usize) -> f64 {
         self.slots.get(&key).map_or(0.0, |h| h[bin])
     }
 
     /// The value at `bin` of the smoothed call-delay histogram of `key`
     /// ([`Scoreboard::smooth`]; the raw one if it was not smoothed).
-    pub fn get_smoothed(&self, key: Key, bin: usize) -> f64 {
+    pub fn get_smoothed(&self, key: K, bin: usize) -> f64 {
         self.row(key).map_or(0.0, |h| h[bin])
     }
 
     /// The row of `key` as scoring reads it (smoothed if it was): call bins, then, with
     /// return gaps, return bins and the total.
-    pub fn row(&self, key: Key) -> Option<&[f64]> {
+    pub fn row(&self, key: K) -> Option<&[f64]> {
         match &self.smoothed {
             Some(s) => s.get(&key),
             None => self.slots.get(&key),

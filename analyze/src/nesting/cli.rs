@@ -36,6 +36,11 @@ pub struct NestingArgs {
     /// by the gap from the child's return to the parent's).
     #[arg(long)]
     pub no_returns: bool,
+    /// One pass (the paper's): no second pass that scores each candidate parent by the gap
+    /// since the child it made before (default: on; `--no-returns --no-sibling-gaps` is the
+    /// paper's scoring).
+    #[arg(long)]
+    pub no_sibling_gaps: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -89,6 +94,7 @@ pub fn run(a: &NestingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
         window,
         paper_bins: a.paper_bins,
         returns: !a.no_returns,
+        siblings: !a.no_sibling_gaps,
     };
     let (result, counts) = nesting(&input.trace, &params);
     progress(Progress::Done);

@@ -42,6 +42,10 @@ pub struct Params {
     /// Also score each candidate parent by the gap from the child's return to its return
     /// (ours, on by default; off: the paper's call delays alone).
     pub returns: bool,
+    /// A second pass that scores each candidate parent by the local gap — from the last
+    /// child assigned to it so far (else its call's arrival) to the child's call — with the
+    /// gaps of the first pass's assignment (ours, on by default).
+    pub siblings: bool,
 }
 
 impl Default for Params {
@@ -56,6 +60,7 @@ impl Default for Params {
             window: 0,
             paper_bins: false,
             returns: true,
+            siblings: true,
         }
     }
 }
@@ -84,7 +89,13 @@ pub fn nesting(trace: &Trace, p: &Params) -> (AnalysisResult, Counts) {
     let cands = assign::candidates(&pairs, trace.nodes.len(), p.window, &bins, p.returns);
     let mut sb = assign::score(&pairs, &cands, &bins);
     sb.smooth(p.smooth);
-    let tree = assign::assign(&pairs, &cands, &sb, p.penalties);
+    let mut tree = assign::assign(&pairs, &cands, &sb, p.penalties, None);
+    if p.siblings {
+        let mut gaps = assign::gap_scoreboard(&pairs, &tree, &bins);
+        gaps.smooth(p.smooth);
+        drop(tree);
+        tree = assign::assign(&pairs, &cands, &sb, p.penalties, Some((&gaps, &bins)));
+    }
     drop(cands);
     let both_ends = !pairs.is_empty()
         && trace
@@ -105,6 +116,7 @@ pub fn nesting(trace: &Trace, p: &Params) -> (AnalysisResult, Counts) {
         "skew_window_ns": p.window,
         "paper_bins": p.paper_bins,
         "returns": p.returns,
+        "siblings": p.siblings,
         "local_call_delays": both_ends,
     });
     // The pairs' times are the trace's: what the paths need of them is in a sixth of the

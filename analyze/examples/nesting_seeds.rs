@@ -1,0 +1,85 @@
+//! Nesting on the multi-tier trace (\[P5\] Fig. 10, 500 s, about 216 k messages) over several
+//! seeds, scored against the generator's truth: instance false negatives, the mean latency
+//! error, the N ≤ 20 whose top-N rate misses at 2 % (above 1/N) and at 6 % (above 0), and
+//! per true pattern among the eight most frequent, its worst node's mean latency and call
+//! delay error. The figures ARCHITECTURE.md gives per seed come from here.
+//!
+//! `cargo run --release -p p5-analyze --example nesting_seeds -- [--seeds 1,2,3,4,5,7,11]
+//! [--no-returns] [--no-sibling-gaps]`
+
+use p5_analyze::maketrace::{self, Config, Options};
+use p5_analyze::nesting::{Params, nesting};
+use p5_analyze::score::{ScoreOptions, Scores, score};
+use p5_analyze::text;
+use std::path::Path;
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let seeds: Vec<u64> = args
+        .iter()
+        .position(|a| a == "--seeds")
+        .and_then(|i| args.get(i + 1))
+        .map_or("1,2,3,4,5,7,11", String::as_str)
+        .split(',')
+        .map(|s| s.parse().expect("--seeds: numbers, comma-separated"))
+        .collect();
+    let p = Params {
+        returns: !args.iter().any(|a| a == "--no-returns"),
+        siblings: !args.iter().any(|a| a == "--no-sibling-gaps"),
+        ..Params::default()
+    };
+    let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fig10-multi-tier.toml");
+    let text = std::fs::read_to_string(&fixture).expect("the fixture");
+    let cfg = Config::parse(&text, &fixture).expect("the fixture parses");
+    for seed in seeds {
+        let g = maketrace::generate(
+            &cfg,
+            &Options {
+                seed,
+                duration: Some(500_000_000_000),
+                queue: 64,
+                ..Options::default()
+            },
+        );
+        let t = text::read(&g.text(), "t.p5t", Default::default());
+        let (r, _) = nesting(&t.trace, &p);
+        let s = score(&g.truth.result, &r, &ScoreOptions::default());
+        let misses = |tol: f64, limit: &dyn Fn(usize) -> f64| -> Vec<usize> {
+            (1..=20)
+                .filter(|&n| rate(&s, n, tol) > limit(n) + 1e-9)
+                .collect()
+        };
+        println!(
+            "seed {seed}: instance false negatives {:.2} %, mean latency error {:.2} %, top-N \
+             misses at 2 % {:?}, at 6 % {:?}",
+            100.0 * s.instances.false_negatives as f64 / s.instances.truth as f64,
+            100.0 * s.mean_latency_rel_error.unwrap_or(f64::NAN),
+            misses(0.02, &|n| 1.0 / n as f64),
+            misses(0.06, &|_| 0.0),
+        );
+        for pat in g.truth.result.patterns.iter().take(8) {
+            let (mut lat, mut call) = (0.0f64, 0.0f64);
+            for d in s
+                .node_delays
+                .iter()
+                .filter(|d| d.signature == pat.signature)
+            {
+                lat = lat.max(d.latency_rel_error.unwrap_or(0.0));
+                call = call.max(d.call_delay_rel_error.unwrap_or(0.0));
+            }
+            println!(
+                "  {:<32} worst node: latency {:5.1} %, call delay {:5.1} %",
+                pat.signature,
+                100.0 * lat,
+                100.0 * call
+            );
+        }
+    }
+}
+
+fn rate(s: &Scores, n: usize, tolerance: f64) -> f64 {
+    s.top_n
+        .iter()
+        .find(|t| t.n == n && (t.tolerance - tolerance).abs() < 1e-9)
+        .map_or(0.0, |t| t.rate)
+}
