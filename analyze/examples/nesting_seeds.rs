@@ -5,7 +5,7 @@
 //! delay error. The figures ARCHITECTURE.md gives per seed come from here.
 //!
 //! `cargo run --release -p p5-analyze --example nesting_seeds -- [--seeds 1,2,3,4,5,7,11]
-//! [--no-returns] [--no-sibling-gaps]`
+//! [--no-returns] [--gap-passes N]`
 
 use p5_analyze::maketrace::{self, Config, Options};
 use p5_analyze::nesting::{Params, nesting};
@@ -25,7 +25,11 @@ fn main() {
         .collect();
     let p = Params {
         returns: !args.iter().any(|a| a == "--no-returns"),
-        siblings: !args.iter().any(|a| a == "--no-sibling-gaps"),
+        gap_passes: args
+            .iter()
+            .position(|a| a == "--gap-passes")
+            .and_then(|i| args.get(i + 1))
+            .map_or(3, |v| v.parse().expect("--gap-passes: a number")),
         ..Params::default()
     };
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fig10-multi-tier.toml");

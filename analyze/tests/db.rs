@@ -280,7 +280,7 @@ fn text_round_trip(url: &str) {
     let again = p5_analyze::db::load_result(&url_p, "fig10", None).unwrap();
     assert_eq!(sig(&again), sig(&stored));
     assert_eq!(again.instances, stored.instances);
-    assert_eq!(again.params["siblings"], true);
+    assert_eq!(again.params["gap_passes"], 3);
     // The paper's scoring from the command line: one pass on call delays alone.
     p5(&[
         &[
@@ -288,7 +288,8 @@ fn text_round_trip(url: &str) {
             "--trace",
             s(&trace),
             "--no-returns",
-            "--no-sibling-gaps",
+            "--gap-passes",
+            "0",
         ][..],
         &save[..],
     ]
@@ -297,13 +298,13 @@ fn text_round_trip(url: &str) {
     let paper = p5_analyze::db::load_result(&url_p, "fig10", None).unwrap();
     let p = p5_analyze::nesting::Params {
         returns: false,
-        siblings: false,
+        gap_passes: 0,
         ..Default::default()
     };
     let (want, _) = p5_analyze::nesting::nesting(&session, &p);
     assert_eq!(sig(&paper), sig(&want));
     assert_ne!(sig(&paper), sig(&stored));
-    assert_eq!(paper.params["siblings"], false);
+    assert_eq!(paper.params["gap_passes"], 0);
     // `linking --db`: its run is stored with expectations and maximum probabilities.
     p5(&[
         "linking",

@@ -206,19 +206,18 @@ pub fn assign(
         let (ps, bs) = cands.of(ci);
         let rbs = cands.ret_of(ci);
         for (i, (&p, &b)) in ps.iter().zip(bs).enumerate() {
-            let Some(row) = sb.row(key(pairs, p, c)) else {
-                continue;
-            };
-            let mut raw = match gaps {
-                None => row[b as usize],
+            let rb = rbs.get(i).map(|&rb| rb as usize);
+            let raw = match gaps {
+                None => sb.row(key(pairs, p, c)).map_or(0.0, |row| {
+                    row[b as usize] * rb.map_or(1.0, |rb| sb.return_share(row, rb))
+                }),
                 Some((g, bins)) => {
                     let (gap, k) = local_gap(pairs, &t, p, c);
-                    g.row(k).map_or(0.0, |r| r[bins.of(gap)])
+                    g.row(k).map_or(0.0, |r| {
+                        r[bins.of(gap)] * rb.map_or(1.0, |rb| g.return_share(r, rb))
+                    })
                 }
             };
-            if let Some(&rb) = rbs.get(i) {
-                raw *= sb.return_share(row, rb as usize);
-            }
             if raw <= 0.0 {
                 continue;
             }
@@ -280,13 +279,24 @@ fn local_gap(pairs: &[CallPair], t: &Tree, p: u32, c: &CallPair) -> (Time, GapKe
     )
 }
 
-/// The second pass's scoreboard (ours): per [`GapKey`], a histogram of each child's local
-/// gap ([`local_gap`]) in `tree`, the first pass's assignment. Call delays from the parent's
-/// arrival mix a first child's delay with a second's, which spans the first call; local
-/// gaps keyed by the sibling before do not, so a call that made one call stops adopting
-/// another's second one.
-pub fn gap_scoreboard(pairs: &[CallPair], tree: &Tree, bins: &Bins) -> Scoreboard<GapKey> {
-    let mut sb = Scoreboard::new(bins.count);
+/// The scoreboard of a gap pass (ours): per [`GapKey`], histograms of each child's local gap
+/// ([`local_gap`]) in `tree`, the pass before's assignment, and with `returns` of the gap
+/// from its return to its parent's. Call delays from the parent's arrival mix a first
+/// child's delay with a second's, which spans the first call, and the return gaps mix a last
+/// child's with the others'; keyed by the sibling before, each is one peak (a second DB call
+/// is the last), so a call that made one call stops adopting another's second one. Each
+/// child counts 1: the tree says which parent it has.
+pub fn gap_scoreboard(
+    pairs: &[CallPair],
+    tree: &Tree,
+    bins: &Bins,
+    returns: bool,
+) -> Scoreboard<GapKey> {
+    let mut sb = if returns {
+        Scoreboard::with_returns(bins.count)
+    } else {
+        Scoreboard::new(bins.count)
+    };
     let mut so_far = Tree {
         parent: Vec::new(),
         last_kid: vec![u32::MAX; pairs.len()],
@@ -298,7 +308,12 @@ pub fn gap_scoreboard(pairs: &[CallPair], tree: &Tree, bins: &Bins) -> Scoreboar
             continue;
         }
         let (gap, key) = local_gap(pairs, &so_far, p, c);
-        sb.add(key, bins.of(gap), 1.0);
+        if returns {
+            let ret_gap = pairs[p as usize].out_ret.saturating_sub(c.in_ret);
+            sb.add_with_return(key, bins.of(gap), bins.of(ret_gap), 1.0);
+        } else {
+            sb.add(key, bins.of(gap), 1.0);
+        }
         so_far.last_kid[p as usize] = ci as u32;
     }
     sb

@@ -34,9 +34,31 @@ impl Bins {
         if d <= self.first_ns {
             return 0;
         }
-        let k = ((d / self.first_ns).ln() / 1.05f64.ln()) as usize;
+        let k = (ln(d / self.first_ns) * (1.0 / 1.05f64.ln())) as usize;
         k.min(self.count - 1)
     }
+}
+
+/// Mantissa table of [`ln`]: for `m0 = 1 + j/128`, `(ln m0, 1/m0)`.
+static LN_TABLE: std::sync::LazyLock<[(f64, f64); 128]> = std::sync::LazyLock::new(|| {
+    std::array::from_fn(|j| {
+        let m0 = 1.0 + j as f64 / 128.0;
+        (m0.ln(), 1.0 / m0)
+    })
+});
+
+/// The natural logarithm of a finite `x` > 1 (what the bins need), within 1e-12 of
+/// `f64::ln` and several times faster (nesting takes one per candidate and pass): `x = m·2^e`,
+/// `ln x = e·ln 2 + ln m0 + ln(1 + r)` with `m0` the mantissa's first 7 bits from a table,
+/// `r = m/m0 − 1 < 1/128`, and five terms of the series.
+fn ln(x: f64) -> f64 {
+    let bits = x.to_bits();
+    let e = ((bits >> 52) & 0x7ff) as i64 - 1023;
+    let m = f64::from_bits((bits & ((1u64 << 52) - 1)) | (1023u64 << 52));
+    let (ln_m0, inv_m0) = LN_TABLE[((bits >> 45) & 127) as usize];
+    let r = m * inv_m0 - 1.0;
+    let series = r * (1.0 - r * (0.5 - r * (1.0 / 3.0 - r * (0.25 - r * 0.2))));
+    e as f64 * std::f64::consts::LN_2 + ln_m0 + series
 }
 
 /// A scoreboard's key: (parent's caller, node, child's callee).
@@ -196,6 +218,30 @@ pub fn smooth_into(row: &[f64], kernel: &[f64], out: &mut [f64]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_fast_logarithm_agrees_with_the_library() {
+        let mut x = 1.0 + 1e-9;
+        while x < 1e16 {
+            let (ours, std) = (ln(x), x.ln());
+            assert!(
+                (ours - std).abs() < 1e-12 * std.max(1.0),
+                "{x}: {ours} {std}"
+            );
+            x *= 1.000_37;
+        }
+        // Every bin edge of ours lands in its bin, a hair below it in the one before.
+        let b = Bins::FINE;
+        for k in 1..b.count {
+            let edge = b.first_ns * 1.05f64.powi(k as i32);
+            assert_eq!(b.of((edge * (1.0 + 1e-9)).ceil() as Time), k, "edge {k}");
+            assert_eq!(
+                b.of((edge * (1.0 - 1e-9)).floor() as Time),
+                k - 1,
+                "below {k}"
+            );
+        }
+    }
 
     #[test]
     fn bins_are_exponential_and_clamped() {

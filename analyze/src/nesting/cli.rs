@@ -36,11 +36,11 @@ pub struct NestingArgs {
     /// by the gap from the child's return to the parent's).
     #[arg(long)]
     pub no_returns: bool,
-    /// One pass (the paper's): no second pass that scores each candidate parent by the gap
-    /// since the child it made before (default: on; `--no-returns --no-sibling-gaps` is the
-    /// paper's scoring).
-    #[arg(long)]
-    pub no_sibling_gaps: bool,
+    /// Passes after the first that score candidate parents by the gap since the child each
+    /// made before and by the return gap, keyed by that child's callee, as the pass before
+    /// assigned them (0: one pass; `--no-returns --gap-passes 0` is the paper's scoring).
+    #[arg(long, default_value_t = 3, value_name = "N")]
+    pub gap_passes: u32,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -94,7 +94,7 @@ pub fn run(a: &NestingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
         window,
         paper_bins: a.paper_bins,
         returns: !a.no_returns,
-        siblings: !a.no_sibling_gaps,
+        gap_passes: a.gap_passes,
     };
     let (result, counts) = nesting(&input.trace, &params);
     progress(Progress::Done);

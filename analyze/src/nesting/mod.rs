@@ -11,7 +11,10 @@
 //! score by `(1 + c)^-x`; a child whose best score is 0 is a root; smoothing σ = 2 bins;
 //! bins start at 1 µs unless `paper_bins`. Beyond the paper: the gaps from a child's return
 //! to its parent's return, beside the call delays in the scoreboard, scale each candidate's
-//! score (`returns`; [`assign::score`]). When every message has both its send and its
+//! score (`returns`; [`assign::score`]); then `gap_passes` more assignments score each
+//! candidate by the gap since the child it made before and by the return gap, keyed by that
+//! child's callee and histogrammed from the pass before ([`assign::gap_scoreboard`]). When
+//! every message has both its send and its
 //! receive time (p5's own sessions), nesting compares times stamped by one node only and
 //! call delays are measured at the node that makes the call, so a host's clock offset
 //! changes nothing.
@@ -42,10 +45,11 @@ pub struct Params {
     /// Also score each candidate parent by the gap from the child's return to its return
     /// (ours, on by default; off: the paper's call delays alone).
     pub returns: bool,
-    /// A second pass that scores each candidate parent by the local gap — from the last
-    /// child assigned to it so far (else its call's arrival) to the child's call — with the
-    /// gaps of the first pass's assignment (ours, on by default).
-    pub siblings: bool,
+    /// Passes after the first that score each candidate parent by the local gap — from the
+    /// return of the last child assigned to it so far (else its call's arrival) to the
+    /// child's call — and the return gap, both keyed by that child's callee and histogrammed
+    /// from the pass before's assignment (ours; 0: the paper's one pass).
+    pub gap_passes: u32,
 }
 
 impl Default for Params {
@@ -60,7 +64,7 @@ impl Default for Params {
             window: 0,
             paper_bins: false,
             returns: true,
-            siblings: true,
+            gap_passes: 3,
         }
     }
 }
@@ -90,8 +94,8 @@ pub fn nesting(trace: &Trace, p: &Params) -> (AnalysisResult, Counts) {
     let mut sb = assign::score(&pairs, &cands, &bins);
     sb.smooth(p.smooth);
     let mut tree = assign::assign(&pairs, &cands, &sb, p.penalties, None);
-    if p.siblings {
-        let mut gaps = assign::gap_scoreboard(&pairs, &tree, &bins);
+    for _ in 0..p.gap_passes {
+        let mut gaps = assign::gap_scoreboard(&pairs, &tree, &bins, p.returns);
         gaps.smooth(p.smooth);
         drop(tree);
         tree = assign::assign(&pairs, &cands, &sb, p.penalties, Some((&gaps, &bins)));
@@ -116,7 +120,7 @@ pub fn nesting(trace: &Trace, p: &Params) -> (AnalysisResult, Counts) {
         "skew_window_ns": p.window,
         "paper_bins": p.paper_bins,
         "returns": p.returns,
-        "siblings": p.siblings,
+        "gap_passes": p.gap_passes,
         "local_call_delays": both_ends,
     });
     // The pairs' times are the trace's: what the paths need of them is in a sixth of the
