@@ -187,7 +187,9 @@ impl Tree {
 /// child did. The scoreboard is read smoothed when it was smoothed: with the return gaps,
 /// smoothing every child's scores (not only those the skew window rescued, as before them)
 /// helps even without skew (\[P5\] Fig. 22: 44.67 → 43.65 % instance false negatives at no
-/// skew, 78.48 → 77.94 % at 60 ms).
+/// skew, 78.48 → 77.94 % at 60 ms). In a gap pass (`gaps`: [`gap_scoreboard`] of the pass
+/// before), a candidate's score is instead its [`GapKey`] row at the local gap it would have
+/// under the children assigned to it so far, times that row's share at its return gap.
 pub fn assign(
     pairs: &[CallPair],
     cands: &Candidates,
