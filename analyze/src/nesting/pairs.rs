@@ -45,38 +45,32 @@ pub fn received(m: &Message) -> Time {
 /// uses one node's clock only. Under a skew `window` a return may seem to leave up to that
 /// much before its call arrived (two clocks stamped them).
 pub fn find_pairs(trace: &Trace, window: Time) -> (Vec<CallPair>, u64, u64) {
-    // Calls and returns by (callee-side time, call before return, message index): indexes
-    // only (4 bytes a message), sorted by keys read from the trace; in a trace ordered by
-    // send time they are often in order already.
+    // Calls and returns by (callee-side time, call before return, message index), the key
+    // beside each index (16 bytes a message: sorting reads no message twice, and a trace in
+    // send order is nearly in this order already). Keys are distinct, so an unstable sort
+    // gives the one order there is.
     let msgs = &trace.messages;
-    let key = |i: u32| {
-        let m = &msgs[i as usize];
-        match m.kind {
-            Kind::Ret => (sent(m).saturating_add(window), 1u8, i),
-            _ => (received(m), 0u8, i),
-        }
-    };
-    let mut order: Vec<u32> = (0..msgs.len() as u32)
-        .filter(|&i| {
-            let m = &msgs[i as usize];
-            m.time() != NO_TIME && m.kind != Kind::Msg
+    let mut order: Vec<(Time, u64)> = msgs
+        .iter()
+        .enumerate()
+        .filter(|(_, m)| m.time() != NO_TIME && m.kind != Kind::Msg)
+        .map(|(i, m)| match m.kind {
+            Kind::Ret => (sent(m).saturating_add(window), 1 << 32 | i as u64),
+            _ => (received(m), i as u64),
         })
         .collect();
-    // Stable: it finds the runs a nearly ordered trace has (the keys are distinct anyway).
-    if !order.is_sorted_by_key(|&i| key(i)) {
-        order.sort_by_key(|&i| key(i));
+    if !order.is_sorted() {
+        order.sort_unstable();
     }
-    let calls = order
-        .iter()
-        .filter(|&&i| msgs[i as usize].kind == Kind::Call)
-        .count();
+    let calls = order.iter().filter(|(_, k)| k >> 32 == 0).count();
     // (caller, callee, id) → its open calls, oldest first, as a list through `next` (a map
     // entry lives only while calls are open: memory follows the parallelism, not the trace).
     let mut open: FxHashMap<(NodeId, NodeId, u64), (u32, u32)> = FxHashMap::default();
     let mut next = vec![u32::MAX; msgs.len()];
     let mut pairs = Vec::with_capacity(calls);
     let mut unmatched_rets = 0u64;
-    for &i in &order {
+    for &(_, k) in &order {
+        let i = k as u32;
         let m = &msgs[i as usize];
         if m.kind == Kind::Call {
             open.entry((m.src, m.dst, m.call_id))
