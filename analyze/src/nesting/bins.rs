@@ -48,7 +48,8 @@ static LN_TABLE: std::sync::LazyLock<[(f64, f64); 128]> = std::sync::LazyLock::n
 });
 
 /// The natural logarithm of a finite `x` > 1 (what the bins need), within 1e-12 of
-/// `f64::ln` and several times faster (nesting takes one per candidate and pass): `x = m·2^e`,
+/// `f64::ln` and faster (nesting takes one per candidate and pass; the whole run is 2–6 %
+/// faster with it): `x = m·2^e`,
 /// `ln x = e·ln 2 + ln m0 + ln(1 + r)` with `m0` the mantissa's first 7 bits from a table,
 /// `r = m/m0 − 1 < 1/128`, and five terms of the series.
 fn ln(x: f64) -> f64 {

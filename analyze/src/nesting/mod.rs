@@ -14,10 +14,9 @@
 //! score (`returns`; [`assign::score`]); then `gap_passes` more assignments score each
 //! candidate by the gap since the child it made before and by the return gap, keyed by that
 //! child's callee and histogrammed from the pass before ([`assign::gap_scoreboard`]). When
-//! every message has both its send and its
-//! receive time (p5's own sessions), nesting compares times stamped by one node only and
-//! call delays are measured at the node that makes the call, so a host's clock offset
-//! changes nothing.
+//! every message has both its send and its receive time (p5's own sessions), nesting
+//! compares times stamped by one node only and call delays are measured at the node that
+//! makes the call, so a host's clock offset changes nothing.
 
 pub mod assign;
 pub mod bins;
