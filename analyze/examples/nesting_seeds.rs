@@ -5,7 +5,7 @@
 //! delay error. The figures ARCHITECTURE.md gives per seed come from here.
 //!
 //! `cargo run --release -p p5-analyze --example nesting_seeds -- [--seeds 1,2,3,4,5,7,11]
-//! [--no-returns] [--gap-passes N]`
+//! [--no-returns] [--gap-passes N] [--smooth SIGMA]`
 
 use p5_analyze::maketrace::{self, Config, Options};
 use p5_analyze::nesting::{Params, nesting};
@@ -30,6 +30,13 @@ fn main() {
             .position(|a| a == "--gap-passes")
             .and_then(|i| args.get(i + 1))
             .map_or(3, |v| v.parse().expect("--gap-passes: a number")),
+        smooth: args
+            .iter()
+            .position(|a| a == "--smooth")
+            .and_then(|i| args.get(i + 1))
+            .map_or(Params::default().smooth, |v| {
+                v.parse().expect("--smooth: σ in bins")
+            }),
         ..Params::default()
     };
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fig10-multi-tier.toml");

@@ -22,9 +22,9 @@ pub struct NestingArgs {
     /// Penalty exponent for every child of the same parent.
     #[arg(long, default_value_t = 0.0)]
     pub generic: f64,
-    /// Smooth the scoreboards with a Gaussian of this many bins (2 is a good value, under
-    /// clock skew and without; 0: off).
-    #[arg(long, default_value_t = 0.0, num_args = 0..=1, default_missing_value = "2")]
+    /// Smooth the scoreboards with a Gaussian of this many bins (0: off; 2 helps under clock
+    /// skew and without it).
+    #[arg(long, default_value_t = 2.0, num_args = 0..=1, default_missing_value = "2")]
     pub smooth: f64,
     /// Skew window for traces with one timestamp per message, e.g. 30ms.
     #[arg(long, value_name = "DURATION")]
