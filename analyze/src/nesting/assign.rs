@@ -214,7 +214,7 @@ pub fn assign(
                     row[b as usize] * rb.map_or(1.0, |rb| sb.return_share(row, rb))
                 }),
                 Some((g, bins)) => {
-                    let (gap, k) = local_gap(pairs, &t, p, c);
+                    let (gap, k) = local_gap(pairs, &t.last_kid, p, c);
                     g.row(k).map_or(0.0, |r| {
                         r[bins.of(gap)] * rb.map_or(1.0, |rb| g.return_share(r, rb))
                     })
@@ -256,14 +256,14 @@ pub type GapKey = (NodeId, NodeId, NodeId, NodeId);
 /// The previous sibling's callee of a first child, in a [`GapKey`].
 pub const NO_SIBLING: NodeId = NodeId::MAX;
 
-/// Child `c`'s local gap under parent `p`, given the children assigned to `p` so far: the
+/// Child `c`'s local gap under parent `p`, given each parent's last child so far: the
 /// delay from the last one's return (from its call if it had not returned by `c`'s call:
 /// parallel calls) else from `p`'s call's arrival — the work B did just before calling —
 /// with its [`GapKey`]. Times stamped by B alone when the trace has both ends of every
 /// message.
-fn local_gap(pairs: &[CallPair], t: &Tree, p: u32, c: &CallPair) -> (Time, GapKey) {
+fn local_gap(pairs: &[CallPair], last_kid: &[u32], p: u32, c: &CallPair) -> (Time, GapKey) {
     let pp = &pairs[p as usize];
-    let (since, prev) = match t.last_kid[p as usize] {
+    let (since, prev) = match last_kid[p as usize] {
         u32::MAX => (pp.in_call, NO_SIBLING),
         k => {
             let kp = &pairs[k as usize];
@@ -299,24 +299,21 @@ pub fn gap_scoreboard(
     } else {
         Scoreboard::new(bins.count)
     };
-    let mut so_far = Tree {
-        parent: Vec::new(),
-        last_kid: vec![u32::MAX; pairs.len()],
-        prev_sib: Vec::new(),
-    };
+    // The last child of each parent so far, as `assign` keeps it.
+    let mut last_kid = vec![u32::MAX; pairs.len()];
     for (ci, c) in pairs.iter().enumerate() {
         let p = tree.parent[ci];
         if p == ROOT {
             continue;
         }
-        let (gap, key) = local_gap(pairs, &so_far, p, c);
+        let (gap, key) = local_gap(pairs, &last_kid, p, c);
         if returns {
             let ret_gap = pairs[p as usize].out_ret.saturating_sub(c.in_ret);
             sb.add_with_return(key, bins.of(gap), bins.of(ret_gap), 1.0);
         } else {
             sb.add(key, bins.of(gap), 1.0);
         }
-        so_far.last_kid[p as usize] = ci as u32;
+        last_kid[p as usize] = ci as u32;
     }
     sb
 }
