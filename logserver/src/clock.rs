@@ -1,16 +1,18 @@
 //! The server's clock. Every `t_s` the server records or sends is nanoseconds since this run
-//! started, read from `std::time::Instant` (CLOCK_MONOTONIC on Linux), so it never jumps with
-//! the wall clock. The run's CLOCK_MONOTONIC and wall-clock starts go into every segment
+//! started, read from CLOCK_MONOTONIC less the run's start on that same clock, so it never
+//! jumps with the wall clock and `server_start_mono_ns + t_s` is exactly the monotonic time of
+//! the reading (an `Instant` taken beside the start would differ from it by the time between
+//! the two reads: microseconds when the thread is preempted there, which made the hosts'
+//! ping delays negative). The run's CLOCK_MONOTONIC and wall-clock starts go into every segment
 //! header: `server_start_mono_ns + t_s` is a host-wide monotonic time, which lets `p5 merge`
 //! put several server runs (and kernel traces from the same host) on one time base; the wall
 //! clock is a display label only.
 
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{SystemTime, UNIX_EPOCH};
 
 /// One server run's time origin and identity.
 #[derive(Debug, Clone)]
 pub struct RunClock {
-    start: Instant,
     /// Random id of this run (sent in `HelloAck`, written in segment headers).
     pub server_run_id: u64,
     /// CLOCK_MONOTONIC at `t_s = 0`, ns.
@@ -27,9 +29,7 @@ impl RunClock {
     pub fn start() -> Self {
         let start_wall_ns = wall_ns();
         let start_mono_ns = monotonic_ns();
-        let start = Instant::now();
         Self {
-            start,
             server_run_id: random_u64(),
             start_mono_ns,
             start_wall_ns,
@@ -43,7 +43,7 @@ impl RunClock {
     /// Nanoseconds since the run started.
     #[inline]
     pub fn now_ns(&self) -> u64 {
-        u64::try_from(self.start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        monotonic_ns().saturating_sub(self.start_mono_ns)
     }
 }
 
@@ -101,5 +101,18 @@ mod tests {
         assert!(c.start_mono_ns > 0);
         assert!(c.start_wall_ns > 0);
         assert_ne!(random_u64(), random_u64());
+    }
+
+    /// `start_mono_ns + t_s` is the host's monotonic time of the reading itself, bracketed by
+    /// monotonic reads on either side (what every same-host delay in the store relies on).
+    #[test]
+    fn start_plus_relative_time_is_the_monotonic_time() {
+        let c = RunClock::start();
+        for _ in 0..1000 {
+            let before = monotonic_ns();
+            let t = c.start_mono_ns + c.now_ns();
+            let after = monotonic_ns();
+            assert!((before..=after).contains(&t), "{before} <= {t} <= {after}");
+        }
     }
 }
