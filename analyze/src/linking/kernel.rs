@@ -198,23 +198,9 @@ fn smooth(h: &mut [f64], bins: usize, sigma: f64) {
     }
 }
 
-/// The shortest gap (ns) of every bin: a binary search on `Bins::of`, which grows with
-/// the gap.
+/// The shortest gap (ns) of every bin, as `Bins::of` puts gaps in them.
 fn bounds(b: Bins) -> Vec<Time> {
-    (0..b.count)
-        .map(|k| {
-            let (mut lo, mut hi): (Time, Time) = (0, Time::MAX / 2);
-            while lo < hi {
-                let mid = lo + (hi - lo) / 2;
-                if b.of(mid) >= k {
-                    hi = mid;
-                } else {
-                    lo = mid + 1;
-                }
-            }
-            lo
-        })
-        .collect()
+    b.lut().bounds().to_vec()
 }
 
 /// Each child edge's keys and the longest gap at which any of them is causal: past the

@@ -8,7 +8,7 @@
 //! both comparisons: in traces with one timestamp per message B's times are other hosts', and
 //! a skewed clock moves children out of their parents (\[P5\] §7.5.6).
 
-use super::bins::{Bins, Scoreboard};
+use super::bins::{BinLut, Scoreboard, Scores};
 use super::pairs::CallPair;
 use crate::trace::{NodeId, Time};
 
@@ -55,7 +55,7 @@ pub fn candidates(
     pairs: &[CallPair],
     nodes: usize,
     window: Time,
-    bins: &Bins,
+    bins: &BinLut,
     returns: bool,
 ) -> Candidates {
     // Per node, the pairs into it by arrival of their call.
@@ -124,12 +124,12 @@ fn key(pairs: &[CallPair], p: u32, c: &CallPair) -> (NodeId, NodeId, NodeId) {
 /// gap is the parent's last stretch of work, the first's spans the second call): on the
 /// multi-tier trace it takes the application tier's mean latency error from 6.7–7.5 % to
 /// about 3 %.
-pub fn score(pairs: &[CallPair], cands: &Candidates, bins: &Bins) -> Scoreboard {
+pub fn score(pairs: &[CallPair], cands: &Candidates, bins: &BinLut) -> Scoreboard {
     let returns = !cands.ret_bins.is_empty();
     let mut sb = if returns {
-        Scoreboard::with_returns(bins.count)
+        Scoreboard::with_returns(bins.count())
     } else {
-        Scoreboard::new(bins.count)
+        Scoreboard::new(bins.count())
     };
     for (ci, c) in pairs.iter().enumerate() {
         let (ps, bs) = cands.of(ci);
@@ -193,9 +193,9 @@ impl Tree {
 pub fn assign(
     pairs: &[CallPair],
     cands: &Candidates,
-    sb: &Scoreboard,
+    sb: &Scores,
     pen: Penalties,
-    gaps: Option<(&Scoreboard<GapKey>, &Bins)>,
+    gaps: Option<(&Scores<GapKey>, &BinLut)>,
 ) -> Tree {
     // Children assigned so far, per parent, as a list from the newest back.
     let mut t = Tree {
@@ -211,12 +211,12 @@ pub fn assign(
             let rb = rbs.get(i).map(|&rb| rb as usize);
             let raw = match gaps {
                 None => sb.row(key(pairs, p, c)).map_or(0.0, |row| {
-                    row[b as usize] * rb.map_or(1.0, |rb| sb.return_share(row, rb))
+                    row[b as usize] as f64 * rb.map_or(1.0, |rb| sb.return_share(row, rb))
                 }),
                 Some((g, bins)) => {
                     let (gap, k) = local_gap(pairs, &t.last_kid, p, c);
                     g.row(k).map_or(0.0, |r| {
-                        r[bins.of(gap)] * rb.map_or(1.0, |rb| g.return_share(r, rb))
+                        r[bins.of(gap)] as f64 * rb.map_or(1.0, |rb| g.return_share(r, rb))
                     })
                 }
             };
@@ -291,13 +291,13 @@ fn local_gap(pairs: &[CallPair], last_kid: &[u32], p: u32, c: &CallPair) -> (Tim
 pub fn gap_scoreboard(
     pairs: &[CallPair],
     tree: &Tree,
-    bins: &Bins,
+    bins: &BinLut,
     returns: bool,
 ) -> Scoreboard<GapKey> {
     let mut sb = if returns {
-        Scoreboard::with_returns(bins.count)
+        Scoreboard::with_returns(bins.count())
     } else {
-        Scoreboard::new(bins.count)
+        Scoreboard::new(bins.count())
     };
     // The last child of each parent so far, as `assign` keeps it.
     let mut last_kid = vec![u32::MAX; pairs.len()];

@@ -39,6 +39,94 @@ impl Bins {
     }
 }
 
+impl Bins {
+    /// The table [`BinLut::of`] reads: the same bin as [`Bins::of`] for every delay, faster.
+    pub fn lut(&self) -> BinLut {
+        // The smallest delay of every bin, by a binary search on `of`, which grows with it.
+        let bounds: Vec<Time> = (0..self.count)
+            .map(|k| {
+                let (mut lo, mut hi): (Time, Time) = (0, Time::MAX / 2);
+                while lo < hi {
+                    let mid = lo + (hi - lo) / 2;
+                    if self.of(mid) >= k {
+                        hi = mid;
+                    } else {
+                        lo = mid + 1;
+                    }
+                }
+                lo
+            })
+            .collect();
+        let first = (self.first_ns.max(1.0) as Time).max(1);
+        let base = cell_of(first);
+        let top = cell_of(bounds[self.count - 1].max(first)) + 1;
+        let cells = (base..=top)
+            .map(|c| {
+                // The smallest whole delay in cell `c`.
+                let lo = f64::from_bits(c << CELL_SHIFT).ceil() as Time;
+                self.of(lo) as u16
+            })
+            .collect();
+        BinLut {
+            first,
+            base,
+            cells,
+            bounds,
+        }
+    }
+}
+
+/// How many low bits of a delay's `f64` a [`BinLut`] cell ignores: it keeps the exponent
+/// and the mantissa's first 7 bits, so a cell spans a ratio of at most 1 + 1/128, less than
+/// a bin's 1.05: at most one bin edge falls inside a cell.
+const CELL_SHIFT: u32 = 45;
+
+fn cell_of(delay: Time) -> u64 {
+    (delay as f64).to_bits() >> CELL_SHIFT
+}
+
+/// [`Bins::of`] as a table (nesting takes a bin per candidate and pass; a logarithm each
+/// was a third of the assignment's time): the bin at the start of the delay's cell, and
+/// one comparison with the next bin's smallest delay.
+#[derive(Debug, Clone)]
+pub struct BinLut {
+    first: Time,
+    base: u64,
+    cells: Vec<u16>,
+    /// The smallest delay of each bin.
+    bounds: Vec<Time>,
+}
+
+impl BinLut {
+    /// How many bins.
+    pub fn count(&self) -> usize {
+        self.bounds.len()
+    }
+
+    /// The smallest delay (ns) of each bin.
+    pub fn bounds(&self) -> &[Time] {
+        &self.bounds
+    }
+
+    /// The bin of a delay: exactly [`Bins::of`]'s.
+    #[inline]
+    pub fn of(&self, delay: Time) -> usize {
+        if delay <= self.first {
+            return 0;
+        }
+        let last = self.bounds.len() - 1;
+        let Some(&k) = self.cells.get((cell_of(delay) - self.base) as usize) else {
+            return last;
+        };
+        let k = k as usize;
+        if k < last && delay >= self.bounds[k + 1] {
+            k + 1
+        } else {
+            k
+        }
+    }
+}
+
 /// Mantissa table of [`ln`]: for `m0 = 1 + j/128`, `(ln m0, 1/m0)`.
 static LN_TABLE: std::sync::LazyLock<[(f64, f64); 128]> = std::sync::LazyLock::new(|| {
     std::array::from_fn(|j| {
@@ -73,7 +161,6 @@ pub struct Scoreboard<K = Key> {
     bins: usize,
     returns: bool,
     slots: FxHashMap<K, Vec<f64>>,
-    smoothed: Option<FxHashMap<K, Vec<f64>>>,
 }
 
 impl<K: Hash + Eq + Copy> Scoreboard<K> {
@@ -83,7 +170,6 @@ impl<K: Hash + Eq + Copy> Scoreboard<K> {
             bins,
             returns: false,
             slots: FxHashMap::default(),
-            smoothed: None,
         }
     }
 
@@ -133,59 +219,64 @@ impl<K: Hash + Eq + Copy> Scoreboard<K> {
         self.slots.get(&key).map_or(0.0, |h| h[bin])
     }
 
-    /// The value at `bin` of the smoothed call-delay histogram of `key`
-    /// ([`Scoreboard::smooth`]; the raw one if it was not smoothed).
-    pub fn get_smoothed(&self, key: K, bin: usize) -> f64 {
-        self.row(key).map_or(0.0, |h| h[bin])
-    }
-
-    /// The row of `key` as scoring reads it (smoothed if it was): call bins, then, with
-    /// return gaps, return bins and the total.
-    pub fn row(&self, key: K) -> Option<&[f64]> {
-        match &self.smoothed {
-            Some(s) => s.get(&key),
-            None => self.slots.get(&key),
-        }
-        .map(Vec::as_slice)
-    }
-
-    /// The share of `row`'s votes at return bin `ret_bin` (a row of [`Scoreboard::row`] of
-    /// a scoreboard with return gaps).
-    pub fn return_share(&self, row: &[f64], ret_bin: usize) -> f64 {
-        let total = row[2 * self.bins];
-        if total > 0.0 {
-            row[self.bins + ret_bin] / total
-        } else {
-            0.0
-        }
-    }
-
-    /// Keeps, beside the histograms, each smoothed with a Gaussian of `sigma` bins cut at
-    /// 3 sigma (\[P5\] §7.5.6: it helps under clock skew), for [`Scoreboard::row`]; call
-    /// delays and return gaps each on their own, the total as it is.
-    pub fn smooth(&mut self, sigma: f64) {
-        if sigma <= 0.0 {
-            self.smoothed = None;
-            return;
-        }
-        let kernel = gaussian(sigma);
+    /// What scoring reads ([`Scores`]): each histogram smoothed with a Gaussian of `sigma`
+    /// bins cut at 3 sigma (\[P5\] §7.5.6: it helps under clock skew; 0: as it is), call
+    /// delays and return gaps each on their own, and the return gaps as shares of the key's
+    /// votes.
+    pub fn scores(self, sigma: f64) -> Scores<K> {
+        let kernel = (sigma > 0.0).then(|| gaussian(sigma));
         let bins = self.bins;
-        let smoothed = self
+        let mut buf = vec![0.0; bins];
+        let rows = self
             .slots
-            .iter()
-            .map(|(&k, h)| {
-                let mut out = vec![0.0; h.len()];
-                for (from, to) in h.chunks(bins).zip(out.chunks_mut(bins)) {
-                    if from.len() == bins {
-                        smooth_into(from, &kernel, to);
-                    } else {
-                        to.copy_from_slice(from);
-                    }
+            .into_iter()
+            .map(|(k, h)| {
+                let mut out = Vec::with_capacity(if self.returns { 2 * bins } else { bins });
+                let total = if self.returns { h[2 * bins] } else { 1.0 };
+                let share = if total > 0.0 { 1.0 / total } else { 0.0 };
+                for (half, scale) in h.chunks_exact(bins).zip([1.0, share]) {
+                    let half = match &kernel {
+                        Some(kernel) => {
+                            smooth_into(half, kernel, &mut buf);
+                            &buf[..]
+                        }
+                        None => half,
+                    };
+                    out.extend(half.iter().map(|&v| (v * scale) as f32));
                 }
-                (k, out)
+                (k, out.into_boxed_slice())
             })
             .collect();
-        self.smoothed = Some(smoothed);
+        Scores { bins, rows }
+    }
+}
+
+/// A finished [`Scoreboard`] as scoring reads it, in single precision (half the cache a
+/// candidate's lookup touches; the votes were summed in double): per key the call-delay
+/// histogram and, with return gaps, each return bin's share of the key's votes.
+#[derive(Debug, Clone, Default)]
+pub struct Scores<K = Key> {
+    bins: usize,
+    rows: FxHashMap<K, Box<[f32]>>,
+}
+
+impl<K: Hash + Eq + Copy> Scores<K> {
+    /// The row of `key`: call bins, then, with return gaps, return shares.
+    #[inline]
+    pub fn row(&self, key: K) -> Option<&[f32]> {
+        self.rows.get(&key).map(|r| &r[..])
+    }
+
+    /// The value at call bin `bin` of `key`'s row (0 if none).
+    pub fn get(&self, key: K, bin: usize) -> f64 {
+        self.row(key).map_or(0.0, |r| r[bin] as f64)
+    }
+
+    /// The share of `row`'s votes at return bin `ret_bin` (a row of [`Scores::row`] of a
+    /// scoreboard with return gaps).
+    #[inline]
+    pub fn return_share(&self, row: &[f32], ret_bin: usize) -> f64 {
+        row[self.bins + ret_bin] as f64
     }
 }
 
@@ -244,6 +335,27 @@ mod tests {
         }
     }
 
+    /// The table gives `of`'s bin for every delay: around every bin's edge, across each
+    /// octave and beyond both ends, for both kinds of bins.
+    #[test]
+    fn the_table_agrees_with_the_bins() {
+        for b in [Bins::FINE, Bins::PAPER] {
+            let lut = b.lut();
+            let mut delays: Vec<Time> = vec![Time::MIN, -5, 0, 1, 999, 1000, 1001, Time::MAX];
+            for &e in &lut.bounds {
+                delays.extend((e - 3..=e + 3).filter(|&d| d >= 0));
+            }
+            let mut d = 1.0f64;
+            while d < 1e18 {
+                delays.push(d as Time);
+                d *= 1.0037;
+            }
+            for d in delays {
+                assert_eq!(lut.of(d), b.of(d), "{b:?} at {d}");
+            }
+        }
+    }
+
     #[test]
     fn bins_are_exponential_and_clamped() {
         let b = Bins::PAPER;
@@ -264,37 +376,36 @@ mod tests {
         s.add_with_return((0, 1, 2), 3, 5, 3.0);
         s.add_with_return((0, 1, 2), 4, 6, 1.0);
         s.add_with_return((5, 1, 2), 3, 5, 1.0);
-        let row = s.row((0, 1, 2)).unwrap();
+        assert_eq!(s.get((0, 1, 2), 3), 3.0);
+        let raw = s.clone().scores(0.0);
+        let row = raw.row((0, 1, 2)).unwrap();
         assert_eq!((row[3], row[4]), (3.0, 1.0));
-        assert_eq!(s.return_share(row, 5), 0.75);
-        assert_eq!(s.return_share(row, 3), 0.0);
-        assert_eq!(s.return_share(s.row((5, 1, 2)).unwrap(), 5), 1.0);
-        assert!(s.row((9, 9, 9)).is_none());
-        // Smoothing keeps each half's mass in that half and the total as it is.
-        s.smooth(1.0);
-        let row = s.row((0, 1, 2)).unwrap();
-        let (calls, rets) = (
-            row[..10].iter().sum::<f64>(),
-            row[10..20].iter().sum::<f64>(),
+        assert_eq!(raw.return_share(row, 5), 0.75);
+        assert_eq!(raw.return_share(row, 3), 0.0);
+        assert_eq!(raw.return_share(raw.row((5, 1, 2)).unwrap(), 5), 1.0);
+        assert!(raw.row((9, 9, 9)).is_none());
+        // Smoothing keeps each half's mass in that half (the return shares still sum to 1).
+        let smooth = s.scores(1.0);
+        let row = smooth.row((0, 1, 2)).unwrap();
+        let (calls, shares) = (
+            row[..10].iter().sum::<f32>(),
+            row[10..20].iter().sum::<f32>(),
         );
         assert!(
-            (calls - 4.0).abs() < 1e-9 && (rets - 4.0).abs() < 1e-9,
-            "{calls} {rets}"
+            (calls - 4.0).abs() < 1e-5 && (shares - 1.0).abs() < 1e-6,
+            "{calls} {shares}"
         );
-        assert_eq!(row[20], 4.0);
-        assert!(s.return_share(row, 5) < 0.75 && s.return_share(row, 8) > 0.0);
-        assert_eq!(s.get((0, 1, 2), 3), 3.0, "the raw histogram stays");
+        assert!(smooth.return_share(row, 5) < 0.75 && smooth.return_share(row, 8) > 0.0);
     }
 
     #[test]
     fn smoothing_keeps_the_mass_and_spreads_it() {
         let mut s = Scoreboard::new(40);
         s.add((0, 1, 2), 20, 1.0);
-        s.smooth(2.0);
-        assert_eq!(s.get((0, 1, 2), 20), 1.0, "the raw histogram stays");
-        let h: Vec<f64> = (0..40).map(|i| s.get_smoothed((0, 1, 2), i)).collect();
-        assert!((h.iter().sum::<f64>() - 1.0).abs() < 1e-9);
+        let s = s.scores(2.0);
+        let h: Vec<f64> = (0..40).map(|i| s.get((0, 1, 2), i)).collect();
+        assert!((h.iter().sum::<f64>() - 1.0).abs() < 1e-6);
         assert!(h[20] > h[21] && h[21] > h[23] && h[23] > 0.0);
-        assert!((h[19] - h[21]).abs() < 1e-12);
+        assert!((h[19] - h[21]).abs() < 1e-7);
     }
 }

@@ -90,14 +90,13 @@ pub fn nesting(trace: &Trace, p: &Params) -> (AnalysisResult, Counts) {
         Bins::PAPER
     } else {
         Bins::FINE
-    };
+    }
+    .lut();
     let cands = assign::candidates(&pairs, trace.nodes.len(), p.window, &bins, p.returns);
-    let mut sb = assign::score(&pairs, &cands, &bins);
-    sb.smooth(p.smooth);
+    let sb = assign::score(&pairs, &cands, &bins).scores(p.smooth);
     let mut tree = assign::assign(&pairs, &cands, &sb, p.penalties, None);
     for _ in 0..p.gap_passes {
-        let mut gaps = assign::gap_scoreboard(&pairs, &tree, &bins, p.returns);
-        gaps.smooth(p.smooth);
+        let gaps = assign::gap_scoreboard(&pairs, &tree, &bins, p.returns).scores(p.smooth);
         drop(tree);
         tree = assign::assign(&pairs, &cands, &sb, p.penalties, Some((&gaps, &bins)));
     }
