@@ -1,6 +1,7 @@
 //! The scoreboard (\[P5\] §5.1 ScoreNestings): per (parent caller, node, child callee), a
 //! histogram of the delay from the parent call's arrival to the child call, in exponential
-//! bins. Its size depends on the nodes, not on the trace's length.
+//! bins. Its size depends on the nodes, not on the trace's length. Votes are summed in a
+//! [`Scoreboard`] and read from its finished [`Scores`]; [`BinLut`] gives a delay's bin.
 
 use crate::hash::FxHashMap;
 use crate::trace::{NodeId, Time};
