@@ -38,9 +38,7 @@ impl Bins {
         let k = (ln(d / self.first_ns) * (1.0 / 1.05f64.ln())) as usize;
         k.min(self.count - 1)
     }
-}
 
-impl Bins {
     /// The table [`BinLut::of`] reads: the same bin as [`Bins::of`] for every delay, faster.
     pub fn lut(&self) -> BinLut {
         // The smallest delay of every bin, by a binary search on `of`, which grows with it.
