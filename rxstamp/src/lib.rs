@@ -8,7 +8,8 @@
 //!
 //! The runtime reads its log-server connection's acks with [`recv`] (blocking socket), the host
 //! agent its uplink's acks and its children's frames (hop samples); the log server wraps it in
-//! an async reader. Linux only, as the rest of p5.
+//! an async reader; the test relay `p5-jitter-relay` reads its frames with [`recv_packet`].
+//! Linux only, as the rest of p5.
 
 use std::io;
 use std::os::fd::RawFd;
@@ -49,13 +50,48 @@ fn realtime_ns() -> Option<i128> {
 /// Reads into `buf` like `recv`, and returns with the byte count the age of the newest packet
 /// read, ns, if the kernel stamped it (below one second: a clock step in between gives none).
 pub fn recv(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<u64>)> {
+    // SAFETY: no address is asked for.
+    unsafe { recv_stamped(fd, buf, std::ptr::null_mut(), 0) }
+}
+
+/// [`recv`] on a packet socket (`AF_PACKET`), with the frame's packet type (`sll_pkttype`:
+/// 4 = `PACKET_OUTGOING`, a frame this host sent, seen on its way out).
+pub fn recv_packet(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<u64>, u8)> {
+    // SAFETY: an all-zero sockaddr_ll is valid, and the kernel writes at most its size.
+    let mut sll: libc::sockaddr_ll = unsafe { std::mem::zeroed() };
+    // SAFETY: `sll` outlives the call and is as long as the length given.
+    let (n, age) = unsafe {
+        recv_stamped(
+            fd,
+            buf,
+            (&mut sll as *mut libc::sockaddr_ll).cast(),
+            size_of::<libc::sockaddr_ll>() as libc::socklen_t,
+        )?
+    };
+    Ok((n, age, sll.sll_pkttype))
+}
+
+/// `recvmsg` into `buf` (and the sender's address into `name`, `name_len` bytes, unless
+/// null) with the age of the kernel's receive stamp.
+///
+/// # Safety
+/// `name` is null or valid for writes of `name_len` bytes.
+unsafe fn recv_stamped(
+    fd: RawFd,
+    buf: &mut [u8],
+    name: *mut libc::c_void,
+    name_len: libc::socklen_t,
+) -> io::Result<(usize, Option<u64>)> {
     let mut iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: buf.len(),
     };
     let mut control = [0u64; 16];
-    // SAFETY: an all-zero msghdr is valid; the pointers set below outlive the call.
+    // SAFETY: an all-zero msghdr is valid; the pointers set below outlive the call (`name`
+    // by the caller's promise).
     let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+    msg.msg_name = name;
+    msg.msg_namelen = name_len;
     msg.msg_iov = &mut iov;
     msg.msg_iovlen = 1;
     msg.msg_control = control.as_mut_ptr().cast();

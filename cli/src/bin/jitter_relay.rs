@@ -137,17 +137,6 @@ fn realtime() -> bool {
     }
 }
 
-/// `CLOCK_REALTIME`, ns (the clock of the kernel's receive stamps).
-fn realtime_ns() -> i128 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: clock_gettime writes one timespec.
-    unsafe { libc::clock_gettime(libc::CLOCK_REALTIME, &mut ts) };
-    ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128
-}
-
 /// One received frame: its length, whether the kernel saw it leave (not arrive), and its
 /// age (now less the kernel's receive stamp), if stamped.
 struct Received {
@@ -158,45 +147,12 @@ struct Received {
 
 /// Reads one frame into `buf` with its kernel receive stamp.
 fn receive(fd: &OwnedFd, buf: &mut [u8]) -> std::io::Result<Received> {
-    let mut iov = libc::iovec {
-        iov_base: buf.as_mut_ptr().cast(),
-        iov_len: buf.len(),
-    };
-    let mut control = [0u64; 16];
-    // SAFETY: all-zero msghdr and sockaddr_ll are valid; the pointers set below outlive the
-    // call; the CMSG macros walk the control buffer the kernel filled, within msg_controllen.
-    unsafe {
-        let mut sll: libc::sockaddr_ll = std::mem::zeroed();
-        let mut msg: libc::msghdr = std::mem::zeroed();
-        msg.msg_name = (&mut sll as *mut libc::sockaddr_ll).cast();
-        msg.msg_namelen = std::mem::size_of::<libc::sockaddr_ll>() as u32;
-        msg.msg_iov = &mut iov;
-        msg.msg_iovlen = 1;
-        msg.msg_control = control.as_mut_ptr().cast();
-        msg.msg_controllen = std::mem::size_of_val(&control) as _;
-        let n = libc::recvmsg(fd.as_raw_fd(), &mut msg, 0);
-        if n < 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        let mut stamp = None;
-        let mut c = libc::CMSG_FIRSTHDR(&msg);
-        while !c.is_null() {
-            if (*c).cmsg_level == libc::SOL_SOCKET && (*c).cmsg_type == libc::SCM_TIMESTAMPNS {
-                let ts: libc::timespec = std::ptr::read_unaligned(libc::CMSG_DATA(c).cast());
-                stamp = Some(ts.tv_sec as i128 * 1_000_000_000 + ts.tv_nsec as i128);
-            }
-            c = libc::CMSG_NXTHDR(&msg, c);
-        }
-        let age = stamp
-            .map(|s| realtime_ns() - s)
-            .filter(|a| (0..1_000_000_000).contains(a))
-            .map(|a| Duration::from_nanos(a as u64));
-        Ok(Received {
-            len: n as usize,
-            outgoing: sll.sll_pkttype == PACKET_OUTGOING,
-            age,
-        })
-    }
+    let (len, age, pkttype) = p5_rxstamp::recv_packet(fd.as_raw_fd(), buf)?;
+    Ok(Received {
+        len,
+        outgoing: pkttype == PACKET_OUTGOING,
+        age: age.map(Duration::from_nanos),
+    })
 }
 
 /// Frames waiting for their release time, earliest first (`seq` keeps equal times in order).
