@@ -70,37 +70,9 @@ int main(void) {
 }
 "#;
 
-/// Where a crates.io crate's source was unpacked (`cargo metadata` on a throw-away package).
-fn crate_source(name: &str, req: &str, work: &Path) -> PathBuf {
-    let probe = work.join(format!("probe-{name}"));
-    std::fs::create_dir_all(probe.join("src")).expect("probe dir");
-    std::fs::write(
-        probe.join("Cargo.toml"),
-        format!(
-            "[package]\nname = \"probe\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\
-             [dependencies]\n{name} = \"{req}\"\n[workspace]\n"
-        ),
-    )
-    .expect("probe manifest");
-    std::fs::write(probe.join("src/lib.rs"), "").expect("probe lib");
-    let out = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(["metadata", "--format-version", "1", "--manifest-path"])
-        .arg(probe.join("Cargo.toml"))
-        .output()
-        .expect("run cargo metadata");
-    assert!(out.status.success(), "cargo metadata for {name} failed");
-    let text = String::from_utf8_lossy(&out.stdout);
-    // The manifest path of the package named `name` (no JSON parser needed for this).
-    let key = format!("\"name\":\"{name}\"");
-    let at = text.find(&key).expect("package in metadata");
-    let rest = &text[at..];
-    let mp = rest.find("\"manifest_path\":\"").expect("manifest_path") + 17;
-    let end = rest[mp..].find('"').expect("end of path");
-    Path::new(&rest[mp..mp + end])
-        .parent()
-        .expect("crate dir")
-        .to_path_buf()
-}
+#[path = "../../testsupport/crate_source.rs"]
+mod crate_source;
+use crate_source::crate_source;
 
 fn copy_c(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).expect("dir");

@@ -7,37 +7,9 @@ use p5_tracedb::read::{self, Reader};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// Where a crates.io crate's source was unpacked (`cargo metadata` on a throw-away package).
-pub fn crate_source(name: &str, req: &str, work: &Path) -> PathBuf {
-    let probe = work.join(format!("probe-{name}"));
-    std::fs::create_dir_all(probe.join("src")).unwrap();
-    std::fs::write(
-        probe.join("Cargo.toml"),
-        format!(
-            "[package]\nname = \"probe\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\
-             [dependencies]\n{name} = \"{req}\"\n[workspace]\n"
-        ),
-    )
-    .unwrap();
-    std::fs::write(probe.join("src/lib.rs"), "").unwrap();
-    let out = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(["metadata", "--format-version", "1", "--manifest-path"])
-        .arg(probe.join("Cargo.toml"))
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "cargo metadata for {name} failed");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let pkg = v["packages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == name)
-        .unwrap();
-    Path::new(pkg["manifest_path"].as_str().unwrap())
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+#[path = "../../../testsupport/crate_source.rs"]
+mod crate_source;
+pub use crate_source::crate_source;
 
 /// The interpreter's `main` (the crate ships the library without `lua.c`).
 const MAIN: &str = r#"#include <stdio.h>

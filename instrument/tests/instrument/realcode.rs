@@ -15,42 +15,9 @@ use p5_instrument::{Lang, Modes, Options, Selection, instrument, run};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// The unpacked source of crates.io crate `name` matching `req`, via `cargo metadata` on a
-/// throw-away package that depends on it.
-fn crate_source(name: &str, req: &str, tmp: &Path) -> PathBuf {
-    let probe = tmp.join("probe");
-    std::fs::create_dir_all(probe.join("src")).unwrap();
-    std::fs::write(
-        probe.join("Cargo.toml"),
-        format!(
-            "[package]\nname = \"probe\"\nversion = \"0.0.0\"\nedition = \"2021\"\n\
-             [dependencies]\n{name} = \"{req}\"\n[workspace]\n"
-        ),
-    )
-    .unwrap();
-    std::fs::write(probe.join("src/lib.rs"), "").unwrap();
-    let out = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()))
-        .args(["metadata", "--format-version", "1", "--manifest-path"])
-        .arg(probe.join("Cargo.toml"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "cargo metadata: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let pkg = meta["packages"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|p| p["name"] == name)
-        .expect("package in metadata");
-    Path::new(pkg["manifest_path"].as_str().unwrap())
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+#[path = "../../../testsupport/crate_source.rs"]
+mod crate_source;
+use crate_source::crate_source;
 
 fn copy_dir(from: &Path, to: &Path, keep: impl Fn(&Path) -> bool) {
     std::fs::create_dir_all(to).unwrap();
