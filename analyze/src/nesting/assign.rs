@@ -126,11 +126,7 @@ fn key(pairs: &[CallPair], p: u32, c: &CallPair) -> (NodeId, NodeId, NodeId) {
 /// about 3 %.
 pub fn score(pairs: &[CallPair], cands: &Candidates, bins: &BinLut) -> Scoreboard {
     let returns = !cands.ret_bins.is_empty();
-    let mut sb = if returns {
-        Scoreboard::with_returns(bins.count())
-    } else {
-        Scoreboard::new(bins.count())
-    };
+    let mut sb = Scoreboard::new(bins.count(), returns);
     for (ci, c) in pairs.iter().enumerate() {
         let (ps, bs) = cands.of(ci);
         let w = 1.0 / ps.len().max(1) as f64;
@@ -294,11 +290,7 @@ pub fn gap_scoreboard(
     bins: &BinLut,
     returns: bool,
 ) -> Scoreboard<GapKey> {
-    let mut sb = if returns {
-        Scoreboard::with_returns(bins.count())
-    } else {
-        Scoreboard::new(bins.count())
-    };
+    let mut sb = Scoreboard::new(bins.count(), returns);
     // The last child of each parent so far, as `assign` keeps it.
     let mut last_kid = vec![u32::MAX; pairs.len()];
     for (ci, c) in pairs.iter().enumerate() {

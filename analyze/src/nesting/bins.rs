@@ -153,7 +153,7 @@ fn ln(x: f64) -> f64 {
 pub type Key = (NodeId, NodeId, NodeId);
 
 /// Histograms of delays per (parent's caller, node, child's callee): of the call delays
-/// and, with [`Scoreboard::with_returns`], of the return gaps too, in one row per key — call
+/// and, made with `returns`, of the return gaps too, in one row per key — call
 /// bins, then return bins and the row's total votes — so that a candidate costs one lookup.
 #[derive(Debug, Clone, Default)]
 pub struct Scoreboard<K = Key> {
@@ -163,20 +163,13 @@ pub struct Scoreboard<K = Key> {
 }
 
 impl<K: Hash + Eq + Copy> Scoreboard<K> {
-    /// An empty scoreboard of `bins` call-delay bins per histogram.
-    pub fn new(bins: usize) -> Scoreboard<K> {
+    /// An empty scoreboard of `bins` call-delay bins per histogram and, with `returns`, as
+    /// many return-gap bins.
+    pub fn new(bins: usize, returns: bool) -> Scoreboard<K> {
         Scoreboard {
             bins,
-            returns: false,
+            returns,
             slots: FxHashMap::default(),
-        }
-    }
-
-    /// An empty scoreboard of call delays and return gaps, `bins` bins each.
-    pub fn with_returns(bins: usize) -> Scoreboard<K> {
-        Scoreboard {
-            returns: true,
-            ..Scoreboard::new(bins)
         }
     }
 
@@ -371,7 +364,7 @@ mod tests {
 
     #[test]
     fn return_gaps_share_a_row_with_the_call_delays() {
-        let mut s = Scoreboard::with_returns(10);
+        let mut s = Scoreboard::new(10, true);
         s.add_with_return((0, 1, 2), 3, 5, 3.0);
         s.add_with_return((0, 1, 2), 4, 6, 1.0);
         s.add_with_return((5, 1, 2), 3, 5, 1.0);
@@ -399,7 +392,7 @@ mod tests {
 
     #[test]
     fn smoothing_keeps_the_mass_and_spreads_it() {
-        let mut s = Scoreboard::new(40);
+        let mut s = Scoreboard::new(40, false);
         s.add((0, 1, 2), 20, 1.0);
         let s = s.scores(2.0);
         let h: Vec<f64> = (0..40).map(|i| s.get((0, 1, 2), i)).collect();
