@@ -5,7 +5,11 @@
 //! delay error. The figures ARCHITECTURE.md gives per seed come from here.
 //!
 //! `cargo run --release -p p5-analyze --example nesting_seeds -- [--seeds 1,2,3,4,5,7,11]
-//! [--no-returns] [--gap-passes N] [--smooth SIGMA]`
+//! [--no-returns] [--gap-passes N] [--smooth SIGMA] [--capture-rate LINES_PER_S] [--no-repair]`
+//!
+//! `--capture-rate` puts the paper's sniffer in the way (§7.5.5, a 64-line queue): the run
+//! then also prints how many messages it dropped and how many calls and returns were left
+//! without their partner.
 
 use p5_analyze::maketrace::{self, Config, Options};
 use p5_analyze::nesting::{Params, nesting};
@@ -37,8 +41,14 @@ fn main() {
             .map_or(Params::default().smooth, |v| {
                 v.parse().expect("--smooth: σ in bins")
             }),
+        repair: !args.iter().any(|a| a == "--no-repair"),
         ..Params::default()
     };
+    let capture_rate: Option<f64> = args
+        .iter()
+        .position(|a| a == "--capture-rate")
+        .and_then(|i| args.get(i + 1))
+        .map(|v| v.parse().expect("--capture-rate: lines a second"));
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fig10-multi-tier.toml");
     let text = std::fs::read_to_string(&fixture).expect("the fixture");
     let cfg = Config::parse(&text, &fixture).expect("the fixture parses");
@@ -49,11 +59,26 @@ fn main() {
                 seed,
                 duration: Some(500_000_000_000),
                 queue: 64,
+                capture_rate,
                 ..Options::default()
             },
         );
         let t = text::read(&g.text(), "t.p5t", Default::default());
-        let (r, _) = nesting(&t.trace, &p);
+        let (r, counts) = nesting(&t.trace, &p);
+        if capture_rate.is_some() {
+            let c = &g.truth.capture;
+            println!(
+                "seed {seed}: {} of {} messages dropped ({:.2} %); {} calls and {} returns \
+                 unmatched, {} and {} kept",
+                c.dropped,
+                c.lines,
+                100.0 * c.drop_rate,
+                counts.unmatched_calls,
+                counts.unmatched_rets,
+                counts.repaired.calls,
+                counts.repaired.rets
+            );
+        }
         let s = score(&g.truth.result, &r, &ScoreOptions::default());
         let misses = |tol: f64, limit: &dyn Fn(usize) -> f64| -> Vec<usize> {
             (1..=20)

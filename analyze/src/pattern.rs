@@ -507,6 +507,7 @@ pub struct Collector {
     instances: Vec<Instance>,
     local_call_delay: bool,
     weighted: bool,
+    every_call_returns: bool,
     untraced: std::collections::HashSet<String>,
     // Reused per instance: the signature, the preorder, first child / next sibling links.
     sig_buf: String,
@@ -531,6 +532,14 @@ impl Collector {
     /// node statistics are probability-weighted (\[WAP5\] §5.2).
     pub fn weighted(mut self) -> Collector {
         self.weighted = true;
+        self
+    }
+
+    /// Every call has a return (nesting): an instance whose root call or return is unknown
+    /// (a half the trace lost) is listed and counted but adds nothing to its pattern's
+    /// total time, which its known times would understate.
+    pub fn every_call_returns(mut self) -> Collector {
+        self.every_call_returns = true;
         self
     }
 
@@ -654,9 +663,14 @@ impl Collector {
                 }
             }
         }
-        if start <= end {
+        let whole = !self.every_call_returns
+            || visits
+                .iter()
+                .filter(|v| v.parent == 0)
+                .all(|v| v.t_call != NO_TIME && v.t_ret != NO_TIME);
+        if start <= end && whole {
             acc.total.push(end - start, w);
-        } else {
+        } else if start > end {
             (start, end) = (NO_TIME, NO_TIME);
         }
         self.order_buf = order;

@@ -281,7 +281,8 @@ fn text_round_trip(url: &str) {
     assert_eq!(sig(&again), sig(&stored));
     assert_eq!(again.instances, stored.instances);
     assert_eq!(again.params["gap_passes"], 3);
-    // The paper's scoring from the command line: one pass on call delays alone.
+    // The paper's scoring from the command line: one pass on call delays alone, and pairs
+    // that lost a half dropped.
     p5(&[
         &[
             "nesting",
@@ -290,6 +291,7 @@ fn text_round_trip(url: &str) {
             "--no-returns",
             "--gap-passes",
             "0",
+            "--no-repair",
         ][..],
         &save[..],
     ]
@@ -299,12 +301,15 @@ fn text_round_trip(url: &str) {
     let p = p5_analyze::nesting::Params {
         returns: false,
         gap_passes: 0,
+        repair: false,
         ..Default::default()
     };
     let (want, _) = p5_analyze::nesting::nesting(&session, &p);
     assert_eq!(sig(&paper), sig(&want));
     assert_ne!(sig(&paper), sig(&stored));
     assert_eq!(paper.params["gap_passes"], 0);
+    assert_eq!(paper.params["repair"], false);
+    assert_eq!(again.params["repair"], true);
     // `linking --db`: its run is stored with expectations and maximum probabilities.
     p5(&[
         "linking",

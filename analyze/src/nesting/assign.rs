@@ -10,6 +10,7 @@
 
 use super::bins::{BinLut, Scoreboard, Scores};
 use super::pairs::CallPair;
+use super::repair::LOST;
 use crate::trace::{NodeId, Time};
 
 /// The penalties (\[P5\] §5.1.1.3) and the skew window.
@@ -22,6 +23,10 @@ pub struct Penalties {
     /// Exponent of (1 + all children of the parent so far).
     pub generic: f64,
 }
+
+/// The bin of a delay one end of which a lost half's estimate gave ([`super::repair`]):
+/// it casts no vote and scores as typical.
+pub const UNKNOWN: u16 = u16::MAX;
 
 /// Candidate parents of every child with the bin of its delay after each and of the gap from
 /// its return to each one's: `offsets[c]..offsets[c + 1]` index `parents`, `bins` and
@@ -94,11 +99,17 @@ pub fn candidates(
                 let pp = &pairs[p as usize];
                 if p as usize != ci && pp.in_call <= c.out_call + w && pp.out_ret >= c.in_ret - w {
                     out.parents.push(p);
-                    out.bins
-                        .push(bins.of(c.out_call.saturating_sub(pp.in_call)) as u16);
+                    out.bins.push(if pp.call == LOST || c.call == LOST {
+                        UNKNOWN
+                    } else {
+                        bins.of(c.out_call.saturating_sub(pp.in_call)) as u16
+                    });
                     if returns {
-                        out.ret_bins
-                            .push(bins.of(pp.out_ret.saturating_sub(c.in_ret)) as u16);
+                        out.ret_bins.push(if pp.ret == LOST || c.ret == LOST {
+                            UNKNOWN
+                        } else {
+                            bins.of(pp.out_ret.saturating_sub(c.in_ret)) as u16
+                        });
                     }
                 }
             }
@@ -132,10 +143,12 @@ pub fn score(pairs: &[CallPair], cands: &Candidates, bins: &BinLut) -> Scoreboar
         let w = 1.0 / ps.len().max(1) as f64;
         if returns {
             for ((&p, &b), &rb) in ps.iter().zip(bs).zip(cands.ret_of(ci)) {
-                sb.add_with_return(key(pairs, p, c), b as usize, rb as usize, w);
+                if b != UNKNOWN && rb != UNKNOWN {
+                    sb.add_with_return(key(pairs, p, c), b as usize, rb as usize, w);
+                }
             }
         } else {
-            for (&p, &b) in ps.iter().zip(bs) {
+            for (&p, &b) in ps.iter().zip(bs).filter(|(_, b)| **b != UNKNOWN) {
                 sb.add(key(pairs, p, c), b as usize, w);
             }
         }
@@ -204,15 +217,28 @@ pub fn assign(
         let (ps, bs) = cands.of(ci);
         let rbs = cands.ret_of(ci);
         for (i, (&p, &b)) in ps.iter().zip(bs).enumerate() {
-            let rb = rbs.get(i).map(|&rb| rb as usize);
+            let rb = rbs.get(i).copied();
             let raw = match gaps {
                 None => sb.row(key(pairs, p, c)).map_or(0.0, |row| {
-                    row[b as usize] as f64 * rb.map_or(1.0, |rb| sb.return_share(row, rb))
+                    let v = match b {
+                        UNKNOWN => sb.typical(row),
+                        b => row[b as usize] as f64,
+                    };
+                    v * match rb {
+                        None => 1.0,
+                        Some(UNKNOWN) => sb.typical_share(row),
+                        Some(rb) => sb.return_share(row, rb as usize),
+                    }
                 }),
                 Some((g, bins)) => {
                     let (gap, k) = local_gap(pairs, &t.last_kid, p, c);
                     g.row(k).map_or(0.0, |r| {
-                        r[bins.of(gap)] as f64 * rb.map_or(1.0, |rb| g.return_share(r, rb))
+                        let v = gap.map_or_else(|| g.typical(r), |gap| r[bins.of(gap)] as f64);
+                        v * match rb {
+                            None => 1.0,
+                            Some(UNKNOWN) => g.typical_share(r),
+                            Some(rb) => g.return_share(r, rb as usize),
+                        }
                     })
                 }
             };
@@ -256,23 +282,23 @@ pub const NO_SIBLING: NodeId = NodeId::MAX;
 /// delay from the last one's return (from its call if it had not returned by `c`'s call:
 /// parallel calls) else from `p`'s call's arrival — the work B did just before calling —
 /// with its [`GapKey`]. Times stamped by B alone when the trace has both ends of every
-/// message.
-fn local_gap(pairs: &[CallPair], last_kid: &[u32], p: u32, c: &CallPair) -> (Time, GapKey) {
+/// message. No gap (`None`) when either end is a lost half's estimate.
+fn local_gap(pairs: &[CallPair], last_kid: &[u32], p: u32, c: &CallPair) -> (Option<Time>, GapKey) {
     let pp = &pairs[p as usize];
-    let (since, prev) = match last_kid[p as usize] {
-        u32::MAX => (pp.in_call, NO_SIBLING),
+    // Whether `since` came from a lost half's estimate (then the gap is not known).
+    let (since, prev, guessed) = match last_kid[p as usize] {
+        u32::MAX => (pp.in_call, NO_SIBLING, pp.call == LOST),
         k => {
             let kp = &pairs[k as usize];
-            let since = if kp.in_ret <= c.out_call {
-                kp.in_ret
+            if kp.in_ret <= c.out_call {
+                (kp.in_ret, kp.callee, kp.ret == LOST)
             } else {
-                kp.out_call
-            };
-            (since, kp.callee)
+                (kp.out_call, kp.callee, kp.call == LOST)
+            }
         }
     };
     (
-        c.out_call.saturating_sub(since),
+        (!guessed && c.call != LOST).then(|| c.out_call.saturating_sub(since)),
         (pp.caller, c.caller, c.callee, prev),
     )
 }
@@ -299,13 +325,17 @@ pub fn gap_scoreboard(
             continue;
         }
         let (gap, key) = local_gap(pairs, &last_kid, p, c);
-        if returns {
-            let ret_gap = pairs[p as usize].out_ret.saturating_sub(c.in_ret);
-            sb.add_with_return(key, bins.of(gap), bins.of(ret_gap), 1.0);
-        } else {
-            sb.add(key, bins.of(gap), 1.0);
-        }
         last_kid[p as usize] = ci as u32;
+        let pp = &pairs[p as usize];
+        match gap {
+            Some(gap) if returns && pp.ret != LOST && c.ret != LOST => {
+                let ret_gap = pp.out_ret.saturating_sub(c.in_ret);
+                sb.add_with_return(key, bins.of(gap), bins.of(ret_gap), 1.0);
+            }
+            Some(gap) if !returns => sb.add(key, bins.of(gap), 1.0),
+            // A delay from a lost half's estimate: no vote.
+            _ => {}
+        }
     }
     sb
 }

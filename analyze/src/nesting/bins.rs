@@ -213,20 +213,23 @@ impl<K: Hash + Eq + Copy> Scoreboard<K> {
 
     /// What scoring reads ([`Scores`]): each histogram smoothed with a Gaussian of `sigma`
     /// bins cut at 3 sigma (\[P5\] §7.5.6: it helps under clock skew; 0: as it is), call
-    /// delays and return gaps each on their own, and the return gaps as shares of the key's
-    /// votes.
+    /// delays and return gaps each on their own, the return gaps as shares of the key's
+    /// votes, and each half's typical value.
     pub fn scores(self, sigma: f64) -> Scores<K> {
         let kernel = (sigma > 0.0).then(|| gaussian(sigma));
-        let bins = self.bins;
+        let (bins, returns) = (self.bins, self.returns);
+        let halves = if returns { 2 } else { 1 };
         let mut buf = vec![0.0; bins];
         let rows = self
             .slots
             .into_iter()
             .map(|(k, h)| {
-                let mut out = Vec::with_capacity(if self.returns { 2 * bins } else { bins });
-                let total = if self.returns { h[2 * bins] } else { 1.0 };
+                let mut out = Vec::with_capacity(halves * (bins + 1));
+                let total = if returns { h[2 * bins] } else { 1.0 };
                 let share = if total > 0.0 { 1.0 / total } else { 0.0 };
-                for (half, scale) in h.chunks_exact(bins).zip([1.0, share]) {
+                let mut typical = [0.0f32; 2];
+                let parts = h.chunks_exact(bins).zip([1.0, share]);
+                for ((half, scale), typ) in parts.zip(&mut typical) {
                     let half = match &kernel {
                         Some(kernel) => {
                             smooth_into(half, kernel, &mut buf);
@@ -234,26 +237,40 @@ impl<K: Hash + Eq + Copy> Scoreboard<K> {
                         }
                         None => half,
                     };
+                    let (sum, squares) = half
+                        .iter()
+                        .fold((0.0, 0.0), |(s, q), &v| (s + v, q + v * v));
+                    if sum > 0.0 {
+                        *typ = (squares / sum * scale) as f32;
+                    }
                     out.extend(half.iter().map(|&v| (v * scale) as f32));
                 }
+                out.extend_from_slice(&typical[..halves]);
                 (k, out.into_boxed_slice())
             })
             .collect();
-        Scores { bins, rows }
+        Scores {
+            bins,
+            returns,
+            rows,
+        }
     }
 }
 
 /// A finished [`Scoreboard`] as scoring reads it, in single precision (half the cache a
 /// candidate's lookup touches; the votes were summed in double): per key the call-delay
-/// histogram and, with return gaps, each return bin's share of the key's votes.
+/// histogram, with return gaps each return bin's share of the key's votes, then each half's
+/// typical value.
 #[derive(Debug, Clone, Default)]
 pub struct Scores<K = Key> {
     bins: usize,
+    returns: bool,
     rows: FxHashMap<K, Box<[f32]>>,
 }
 
 impl<K: Hash + Eq + Copy> Scores<K> {
-    /// The row of `key`: call bins, then, with return gaps, return shares.
+    /// The row of `key`: call bins, then, with return gaps, return shares; then the typical
+    /// values.
     #[inline]
     pub fn row(&self, key: K) -> Option<&[f32]> {
         self.rows.get(&key).map(|r| &r[..])
@@ -269,6 +286,22 @@ impl<K: Hash + Eq + Copy> Scores<K> {
     #[inline]
     pub fn return_share(&self, row: &[f32], ret_bin: usize) -> f64 {
         row[self.bins + ret_bin] as f64
+    }
+
+    /// What a candidate typically reads at the call delays of `row` — their values' mean
+    /// weighted by themselves, Σv² / Σv —, for a candidate whose call delay is not known (a
+    /// half the trace lost, [`super::repair`]): neither favoured nor penalised against one
+    /// at a usual delay.
+    #[inline]
+    pub fn typical(&self, row: &[f32]) -> f64 {
+        let halves = if self.returns { 2 } else { 1 };
+        row[halves * self.bins] as f64
+    }
+
+    /// [`Scores::typical`] of the return shares of `row` (a scoreboard with return gaps).
+    #[inline]
+    pub fn typical_share(&self, row: &[f32]) -> f64 {
+        row[2 * self.bins + 1] as f64
     }
 }
 

@@ -41,6 +41,11 @@ pub struct NestingArgs {
     /// assigned them (0: one pass; `--no-returns --gap-passes 0` is the paper's scoring).
     #[arg(long, default_value_t = 3, value_name = "N")]
     pub gap_passes: u32,
+    /// Drop calls whose return was lost and returns whose call was, as the paper does
+    /// (default: keep them as pairs, the lost half estimated from the link's typical delays,
+    /// so the requests they belong to keep their shape).
+    #[arg(long)]
+    pub no_repair: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -95,17 +100,21 @@ pub fn run(a: &NestingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
         paper_bins: a.paper_bins,
         returns: !a.no_returns,
         gap_passes: a.gap_passes,
+        repair: !a.no_repair,
     };
     let (result, counts) = nesting(&input.trace, &params);
     progress(Progress::Done);
     eprintln!(
-        "{}: {} call pairs ({} nested, {} roots), {} calls and {} returns unmatched, {} patterns",
+        "{}: {} call pairs ({} nested, {} roots), {} calls and {} returns unmatched ({} and {} \
+         kept, their lost half estimated), {} patterns",
         input.name,
         counts.pairs,
         counts.nested,
         counts.pairs - counts.nested,
         counts.unmatched_calls,
         counts.unmatched_rets,
+        counts.repaired.calls,
+        counts.repaired.rets,
         result.patterns.len()
     );
     let save = (a.save_db.as_ref(), a.save_session.as_ref());

@@ -2,9 +2,10 @@
 //! `../shared/analysis.md` §1.1) — causal paths and their latencies from the timing of calls
 //! and returns alone.
 //!
-//! Steps, one module each: [`pairs`] (FindCallPairs), [`assign`] (candidate parents,
-//! ScoreNestings with the [`bins`] scoreboard, FindNestedPairs with the penalties), [`paths`]
-//! (FindCallPaths into the shared pattern output). The algorithm is pure; [`cli`] reads the
+//! Steps, one module each: [`pairs`] (FindCallPairs), [`repair`] (ours: a pair that lost
+//! its call or its return keeps its place, the lost half estimated), [`assign`] (candidate
+//! parents, ScoreNestings with the [`bins`] scoreboard, FindNestedPairs with the penalties),
+//! [`paths`] (FindCallPaths into the shared pattern output). The algorithm is pure; [`cli`] reads the
 //! input and writes the result.
 //!
 //! Ours, where the paper is silent or inconsistent (analysis.md §1.1): penalties scale a
@@ -23,6 +24,7 @@ pub mod bins;
 pub mod cli;
 pub mod pairs;
 pub mod paths;
+pub mod repair;
 
 use crate::pattern::AnalysisResult;
 use crate::trace::{Time, Trace};
@@ -51,6 +53,9 @@ pub struct Params {
     /// child's call — and the return gap, both keyed by that child's callee and histogrammed
     /// from the pass before's assignment (ours; 0: the paper's one pass).
     pub gap_passes: u32,
+    /// Keep a call whose return was lost, or a return whose call was, as a pair with the
+    /// lost half estimated from its link's typical delays ([`repair`]; ours, on by default).
+    pub repair: bool,
 }
 
 impl Default for Params {
@@ -66,6 +71,7 @@ impl Default for Params {
             paper_bins: false,
             returns: true,
             gap_passes: 3,
+            repair: true,
         }
     }
 }
@@ -81,11 +87,24 @@ pub struct Counts {
     pub unmatched_rets: u64,
     /// Pairs nested in a parent.
     pub nested: u64,
+    /// Of the unmatched calls and returns, those kept as pairs with the lost half
+    /// estimated ([`Params::repair`]).
+    pub repaired: repair::Repaired,
 }
 
 /// Infers the causal paths of `trace` (messages in time order).
 pub fn nesting(trace: &Trace, p: &Params) -> (AnalysisResult, Counts) {
-    let (pairs, unmatched_calls, unmatched_rets) = pairs::find_pairs(trace, p.window);
+    let pairs::Pairing {
+        mut pairs,
+        lone_calls,
+        lone_rets,
+    } = pairs::find_pairs(trace, p.window);
+    let repaired = if p.repair {
+        repair::repair(trace, &mut pairs, &lone_calls, &lone_rets)
+    } else {
+        repair::Repaired::default()
+    };
+    pairs::sort(&mut pairs);
     let bins = if p.paper_bins {
         Bins::PAPER
     } else {
@@ -108,9 +127,10 @@ pub fn nesting(trace: &Trace, p: &Params) -> (AnalysisResult, Counts) {
             .all(|m| m.send().is_some() && m.recv().is_some());
     let counts = Counts {
         pairs: pairs.len() as u64,
-        unmatched_calls,
-        unmatched_rets,
+        unmatched_calls: lone_calls.len() as u64,
+        unmatched_rets: lone_rets.len() as u64,
         nested: tree.nested() as u64,
+        repaired,
     };
     let params = serde_json::json!({
         "overlap": p.penalties.overlap,
@@ -121,6 +141,9 @@ pub fn nesting(trace: &Trace, p: &Params) -> (AnalysisResult, Counts) {
         "paper_bins": p.paper_bins,
         "returns": p.returns,
         "gap_passes": p.gap_passes,
+        "repair": p.repair,
+        "repaired_calls": repaired.calls,
+        "repaired_returns": repaired.rets,
         "local_call_delays": both_ends,
     });
     // The pairs' times are the trace's: what the paths need of them is in a sixth of the

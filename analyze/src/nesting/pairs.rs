@@ -40,12 +40,24 @@ pub fn received(m: &Message) -> Time {
     m.recv().unwrap_or(m.t_send)
 }
 
-/// The call pairs of `trace`, ordered by `out_call`, and how many calls and returns found no
-/// partner. Calls and returns are taken in the order the callee saw them — a call when it
+/// What [`find_pairs`] found: the pairs, in no particular order, and the calls and returns
+/// (message indexes) that found no partner.
+#[derive(Debug, Default)]
+pub struct Pairing {
+    /// The call pairs.
+    pub pairs: Vec<CallPair>,
+    /// Calls no return answered.
+    pub lone_calls: Vec<u32>,
+    /// Returns that answered no call.
+    pub lone_rets: Vec<u32>,
+}
+
+/// The call pairs of `trace` (unordered: see [`sort`]) and the calls and returns that found
+/// no partner. Calls and returns are taken in the order the callee saw them — a call when it
 /// arrived, a return when it left — so that with both ends of every message known the pairing
 /// uses one node's clock only. Under a skew `window` a return may seem to leave up to that
 /// much before its call arrived (two clocks stamped them).
-pub fn find_pairs(trace: &Trace, window: Time) -> (Vec<CallPair>, u64, u64) {
+pub fn find_pairs(trace: &Trace, window: Time) -> Pairing {
     // Calls and returns by (callee-side time, call before return, message index), the key
     // beside each index (16 bytes a message: sorting reads no message twice, and a trace in
     // send order is nearly in this order already). Keys are distinct, so an unstable sort
@@ -69,7 +81,7 @@ pub fn find_pairs(trace: &Trace, window: Time) -> (Vec<CallPair>, u64, u64) {
     let mut open: FxHashMap<(NodeId, NodeId, u64), (u32, u32)> = FxHashMap::default();
     let mut next = vec![u32::MAX; msgs.len()];
     let mut pairs = Vec::with_capacity(calls);
-    let mut unmatched_rets = 0u64;
+    let mut lone_rets = Vec::new();
     for &(_, k) in &order {
         let i = k as u32;
         let m = &msgs[i as usize];
@@ -84,7 +96,7 @@ pub fn find_pairs(trace: &Trace, window: Time) -> (Vec<CallPair>, u64, u64) {
         }
         let key = (m.dst, m.src, m.call_id);
         let Some(&(c, tail)) = open.get(&key) else {
-            unmatched_rets += 1;
+            lone_rets.push(i);
             continue;
         };
         if c == tail {
@@ -105,20 +117,24 @@ pub fn find_pairs(trace: &Trace, window: Time) -> (Vec<CallPair>, u64, u64) {
         });
     }
     drop(order);
-    let unmatched_calls = open
-        .values()
-        .map(|&(mut c, tail)| {
-            let mut n = 1u64;
-            while c != tail {
-                c = next[c as usize];
-                n += 1;
-            }
-            n
-        })
-        .sum();
-    drop(next);
-    // Unstable (no buffer of half the pairs): the call index makes every key distinct. Both
-    // sorts use both cores here (each is about a quarter of the pairing's time alone).
-    pairs.par_sort_unstable_by_key(|p| (p.out_call, p.call));
-    (pairs, unmatched_calls, unmatched_rets)
+    let mut lone_calls = Vec::new();
+    for &(mut c, tail) in open.values() {
+        lone_calls.push(c);
+        while c != tail {
+            c = next[c as usize];
+            lone_calls.push(c);
+        }
+    }
+    Pairing {
+        pairs,
+        lone_calls,
+        lone_rets,
+    }
+}
+
+/// Orders pairs by when their call left (then by their messages: every key is distinct).
+pub fn sort(pairs: &mut [CallPair]) {
+    // Unstable (no buffer of half the pairs), on both cores (each of the pairing's two sorts
+    // is about a quarter of its time alone).
+    pairs.par_sort_unstable_by_key(|p| (p.out_call, p.call, p.ret));
 }

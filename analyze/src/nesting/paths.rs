@@ -4,11 +4,13 @@
 
 use super::assign::{ROOT, Tree};
 use super::pairs::{CallPair, received, sent};
+use super::repair::LOST;
 use crate::pattern::{Collector, Visit};
-use crate::trace::Trace;
+use crate::trace::{Message, NO_TIME, Trace};
 
-/// The call and return message of each pair (indexes into the trace): all [`collect`]
-/// needs of the pairs, a sixth of their size (the trace has the rest).
+/// The call and return message of each pair (indexes into the trace, [`LOST`] for a half
+/// the trace lost): all [`collect`] needs of the pairs, a sixth of their size (the trace has
+/// the rest).
 pub fn ends(pairs: &[CallPair]) -> Vec<(u32, u32)> {
     pairs.iter().map(|p| (p.call, p.ret)).collect()
 }
@@ -23,7 +25,8 @@ pub fn collect(trace: &Trace, ends: &[(u32, u32)], tree: &Tree, local_delays: bo
         Collector::with_local_call_delay()
     } else {
         Collector::default()
-    };
+    }
+    .every_call_returns();
     col.reserve_instances(tree.parent.len() - tree.nested());
     let (mut visits, mut stack): (Vec<Visit<'_>>, Vec<_>) = (Vec::new(), Vec::new());
     // Reused per instance; each instance gets an exact-size copy of its message refs.
@@ -39,24 +42,27 @@ pub fn collect(trace: &Trace, ends: &[(u32, u32)], tree: &Tree, local_delays: bo
         stack.clear();
         stack.push((root as u32, 0u32, false));
         while let Some((i, up, done)) = stack.pop() {
-            let (call, ret) = (
-                &msgs[ends[i as usize].0 as usize],
-                &msgs[ends[i as usize].1 as usize],
-            );
+            let (call, ret) = half(msgs, ends[i as usize]);
             if done {
-                refs.push(ret.msg_ref);
-                entered.push(up);
+                if let Some(ret) = ret {
+                    refs.push(ret.msg_ref);
+                    entered.push(up);
+                }
                 continue;
             }
-            refs.push(call.msg_ref);
-            entered.push(visits.len() as u32 + 1);
-            // The times [`CallPair`] has: out_call and in_ret.
+            if let Some(call) = call {
+                refs.push(call.msg_ref);
+                entered.push(visits.len() as u32 + 1);
+            }
+            // The times [`CallPair`] has: out_call and in_ret; none from a lost half.
             visits.push(Visit {
                 parent: up,
-                node: trace.nodes.name(call.dst),
-                t_call: sent(call),
-                t_ret: received(ret),
-                t_call_recv: call.t_recv,
+                node: trace
+                    .nodes
+                    .name(call.map_or_else(|| ret_of(ret).src, |c| c.dst)),
+                t_call: call.map_or(NO_TIME, sent),
+                t_ret: ret.map_or(NO_TIME, received),
+                t_call_recv: call.map_or(NO_TIME, |c| c.t_recv),
                 net_offset: 0,
             });
             let me = visits.len() as u32;
@@ -67,8 +73,22 @@ pub fn collect(trace: &Trace, ends: &[(u32, u32)], tree: &Tree, local_delays: bo
                 k = prev_sib[k as usize];
             }
         }
-        let root_name = trace.nodes.name(msgs[ends[root].0 as usize].src);
+        let root_name = match half(msgs, ends[root]) {
+            (Some(call), _) => trace.nodes.name(call.src),
+            (None, ret) => trace.nodes.name(ret_of(ret).dst),
+        };
         col.add_entering(root_name, &visits, 1.0, (refs.clone(), &entered));
     }
     col
+}
+
+/// The call and the return message of a pair's [`ends`], `None` for a half the trace lost.
+fn half(msgs: &[Message], (call, ret): (u32, u32)) -> (Option<&Message>, Option<&Message>) {
+    let at = |i: u32| (i != LOST).then(|| &msgs[i as usize]);
+    (at(call), at(ret))
+}
+
+/// The return of a pair whose call was lost (a pair never loses both).
+fn ret_of(ret: Option<&Message>) -> &Message {
+    ret.expect("a pair keeps its call or its return")
 }
