@@ -6,7 +6,7 @@ use super::assign::{ROOT, Tree};
 use super::pairs::{CallPair, received, sent};
 use super::repair::LOST;
 use crate::pattern::{Collector, Visit};
-use crate::trace::{Message, NO_TIME, Trace};
+use crate::trace::{Message, NO_TIME, NodeId, Trace};
 
 /// The call and return message of each pair (indexes into the trace, [`LOST`] for a half
 /// the trace lost): all [`collect`] needs of the pairs, a sixth of their size (the trace has
@@ -50,6 +50,9 @@ pub fn collect(trace: &Trace, ends: &[(u32, u32)], tree: &Tree, local_delays: bo
                 }
                 continue;
             }
+            let Some((_, callee)) = nodes_of(call, ret) else {
+                continue;
+            };
             if let Some(call) = call {
                 refs.push(call.msg_ref);
                 entered.push(visits.len() as u32 + 1);
@@ -57,9 +60,7 @@ pub fn collect(trace: &Trace, ends: &[(u32, u32)], tree: &Tree, local_delays: bo
             // The times [`CallPair`] has: out_call and in_ret; none from a lost half.
             visits.push(Visit {
                 parent: up,
-                node: trace
-                    .nodes
-                    .name(call.map_or_else(|| ret_of(ret).src, |c| c.dst)),
+                node: trace.nodes.name(callee),
                 t_call: call.map_or(NO_TIME, sent),
                 t_ret: ret.map_or(NO_TIME, received),
                 t_call_recv: call.map_or(NO_TIME, |c| c.t_recv),
@@ -73,11 +74,16 @@ pub fn collect(trace: &Trace, ends: &[(u32, u32)], tree: &Tree, local_delays: bo
                 k = prev_sib[k as usize];
             }
         }
-        let root_name = match half(msgs, ends[root]) {
-            (Some(call), _) => trace.nodes.name(call.src),
-            (None, ret) => trace.nodes.name(ret_of(ret).dst),
+        let (call, ret) = half(msgs, ends[root]);
+        let Some((caller, _)) = nodes_of(call, ret) else {
+            continue;
         };
-        col.add_entering(root_name, &visits, 1.0, (refs.clone(), &entered));
+        col.add_entering(
+            trace.nodes.name(caller),
+            &visits,
+            1.0,
+            (refs.clone(), &entered),
+        );
     }
     col
 }
@@ -88,7 +94,12 @@ fn half(msgs: &[Message], (call, ret): (u32, u32)) -> (Option<&Message>, Option<
     (at(call), at(ret))
 }
 
-/// The return of a pair whose call was lost (a pair never loses both).
-fn ret_of(ret: Option<&Message>) -> &Message {
-    ret.expect("a pair keeps its call or its return")
+/// A pair's caller and callee, from whichever of its messages the trace has (a pair never
+/// loses both; `None` if it did).
+fn nodes_of(call: Option<&Message>, ret: Option<&Message>) -> Option<(NodeId, NodeId)> {
+    match (call, ret) {
+        (Some(c), _) => Some((c.src, c.dst)),
+        (None, Some(r)) => Some((r.dst, r.src)),
+        (None, None) => None,
+    }
 }
