@@ -87,7 +87,15 @@ pub fn static_lib() -> Result<PathBuf, RuntimeError> {
     }
     let exe = std::env::current_exe().map_err(|e| RuntimeError::NotFound(e.to_string()))?;
     let exe_dir = exe.parent().map(Path::to_path_buf).unwrap_or_default();
-    let candidates = [exe_dir.join(LIB_NAME), exe_dir.join("..").join(LIB_NAME)];
+    // Beside the executable (an install, or `target/<profile>` after a build of the runtime),
+    // in `deps/` (where a test or workspace build leaves it: a `p5` run by the tests links
+    // that one instead of rebuilding it under another test's link), or one level up (a
+    // test executable in `deps/`).
+    let candidates = [
+        exe_dir.join(LIB_NAME),
+        exe_dir.join("deps").join(LIB_NAME),
+        exe_dir.join("..").join(LIB_NAME),
+    ];
     let find = || candidates.iter().find(|p| p.is_file()).cloned();
     // In a source checkout a library beside the executable may predate the runtime's sources
     // (a pull, a merge): then it is built again.
