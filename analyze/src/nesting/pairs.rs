@@ -94,15 +94,14 @@ pub fn find_pairs(trace: &Trace, window: Time) -> Pairing {
                 .or_insert((i, i));
             continue;
         }
+        // One lookup when the key had one open call (with call ids, nearly always).
         let key = (m.dst, m.src, m.call_id);
-        let Some(&(c, tail)) = open.get(&key) else {
+        let Some((c, tail)) = open.remove(&key) else {
             lone_rets.push(i);
             continue;
         };
-        if c == tail {
-            open.remove(&key);
-        } else if let Some(q) = open.get_mut(&key) {
-            q.0 = next[c as usize];
+        if c != tail {
+            open.insert(key, (next[c as usize], tail));
         }
         let call = &msgs[c as usize];
         pairs.push(CallPair {
