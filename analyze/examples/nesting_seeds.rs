@@ -5,7 +5,8 @@
 //! delay error. The figures ARCHITECTURE.md gives per seed come from here.
 //!
 //! `cargo run --release -p p5-analyze --example nesting_seeds -- [--seeds 1,2,3,4,5,7,11]
-//! [--no-returns] [--gap-passes N] [--smooth SIGMA] [--capture-rate LINES_PER_S] [--no-repair]`
+//! [--no-returns] [--gap-passes N] [--smooth SIGMA] [--capture-rate LINES_PER_S] [--no-repair]
+//! [--root-below SHARE]`
 //!
 //! `--capture-rate` puts the paper's sniffer in the way (§7.5.5, a 64-line queue): the run
 //! then also prints how many messages it dropped and how many calls and returns were left
@@ -42,6 +43,13 @@ fn main() {
                 v.parse().expect("--smooth: σ in bins")
             }),
         repair: !args.iter().any(|a| a == "--no-repair"),
+        root_below: args
+            .iter()
+            .position(|a| a == "--root-below")
+            .and_then(|i| args.get(i + 1))
+            .map_or(Params::default().root_below, |v| {
+                v.parse().expect("--root-below: a share")
+            }),
         ..Params::default()
     };
     let capture_rate: Option<f64> = args

@@ -292,6 +292,8 @@ fn text_round_trip(url: &str) {
             "--gap-passes",
             "0",
             "--no-repair",
+            "--root-below",
+            "0",
         ][..],
         &save[..],
     ]
@@ -302,6 +304,7 @@ fn text_round_trip(url: &str) {
         returns: false,
         gap_passes: 0,
         repair: false,
+        root_below: 0.0,
         ..Default::default()
     };
     let (want, _) = p5_analyze::nesting::nesting(&session, &p);
@@ -309,6 +312,7 @@ fn text_round_trip(url: &str) {
     assert_ne!(sig(&paper), sig(&stored));
     assert_eq!(paper.params["gap_passes"], 0);
     assert_eq!(paper.params["repair"], false);
+    assert_eq!(paper.params["root_below"], 0.0);
     assert_eq!(again.params["repair"], true);
     // `linking --db`: its run is stored with expectations and maximum probabilities.
     p5(&[

@@ -205,6 +205,7 @@ pub fn assign(
     sb: &Scores,
     pen: Penalties,
     gaps: Option<(&Scores<GapKey>, &BinLut)>,
+    root_below: f64,
 ) -> Tree {
     // Children assigned so far, per parent, as a list from the newest back.
     let mut t = Tree {
@@ -213,7 +214,8 @@ pub fn assign(
         prev_sib: vec![u32::MAX; pairs.len()],
     };
     for (ci, c) in pairs.iter().enumerate() {
-        let mut best: Option<(f64, u32)> = None;
+        // (score, parent, score before the penalties)
+        let mut best: Option<(f64, u32, f64)> = None;
         let (ps, bs) = cands.of(ci);
         let rbs = cands.ret_of(ci);
         for (i, (&p, &b)) in ps.iter().zip(bs).enumerate() {
@@ -258,17 +260,46 @@ pub fn assign(
                 * penalty(overlap, pen.overlap)
                 * penalty(same, pen.same)
                 * penalty(any, pen.generic);
-            if best.is_none_or(|(b, _)| s > b) {
-                best = Some((s, p));
+            if best.is_none_or(|(b, ..)| s > b) {
+                best = Some((s, p, raw));
             }
         }
-        if let Some((_, p)) = best {
+        if let Some((_, p, raw)) = best
+            && root_below > 0.0
+            && raw < root_below * typical(pairs, sb, gaps, &t.last_kid, p, c, !rbs.is_empty())
+        {
+            best = None;
+        }
+        if let Some((_, p, _)) = best {
             t.parent[ci] = p;
             t.prev_sib[ci] = t.last_kid[p as usize];
             t.last_kid[p as usize] = ci as u32;
         }
     }
     t
+}
+
+/// What child `c` typically scores under a parent like `p` (before the penalties): the
+/// typical value ([`Scores::typical`]) of the row it reads, times the return shares' when
+/// the candidates have return gaps.
+fn typical(
+    pairs: &[CallPair],
+    sb: &Scores,
+    gaps: Option<(&Scores<GapKey>, &BinLut)>,
+    last_kid: &[u32],
+    p: u32,
+    c: &CallPair,
+    returns: bool,
+) -> f64 {
+    fn of<K: std::hash::Hash + Eq + Copy>(s: &Scores<K>, row: &[f32], returns: bool) -> f64 {
+        s.typical(row) * if returns { s.typical_share(row) } else { 1.0 }
+    }
+    match gaps {
+        None => sb.row(key(pairs, p, c)).map_or(0.0, |r| of(sb, r, returns)),
+        Some((g, _)) => g
+            .row(local_gap(pairs, last_kid, p, c).1)
+            .map_or(0.0, |r| of(g, r, returns)),
+    }
 }
 
 /// The key of a local gap: the scoreboard's key and the callee of the sibling before

@@ -46,6 +46,11 @@ pub struct NestingArgs {
     /// so the requests they belong to keep their shape).
     #[arg(long)]
     pub no_repair: bool,
+    /// After the last pass, leave a child a root when its best parent scores below this
+    /// share of what a child typically scores under such a parent (0: every child with a
+    /// positive score gets its best parent, as the paper does).
+    #[arg(long, default_value_t = 0.005, value_name = "SHARE")]
+    pub root_below: f64,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -78,6 +83,12 @@ pub fn run(a: &NestingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
             return Err(Error::Usage(format!("--{name} {v}: must be 0 or more")));
         }
     }
+    if !a.root_below.is_finite() || !(0.0..=1.0).contains(&a.root_below) {
+        return Err(Error::Usage(format!(
+            "--root-below {}: a share from 0 to 1",
+            a.root_below
+        )));
+    }
     if !a.smooth.is_finite() || !(0.0..=100.0).contains(&a.smooth) {
         return Err(Error::Usage(format!(
             "--smooth {}: 0 to 100 bins",
@@ -101,6 +112,7 @@ pub fn run(a: &NestingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
         returns: !a.no_returns,
         gap_passes: a.gap_passes,
         repair: !a.no_repair,
+        root_below: a.root_below,
     };
     let (result, counts) = nesting(&input.trace, &params);
     progress(Progress::Done);
