@@ -282,7 +282,7 @@ fn text_round_trip(url: &str) {
     assert_eq!(again.instances, stored.instances);
     assert_eq!(again.params["gap_passes"], 3);
     // The paper's scoring from the command line: one pass on call delays alone, and pairs
-    // that lost a half dropped.
+    // that lost a half dropped (with the option to leave unlikely children roots).
     p5(&[
         &[
             "nesting",
@@ -293,7 +293,7 @@ fn text_round_trip(url: &str) {
             "0",
             "--no-repair",
             "--root-below",
-            "0",
+            "0.005",
         ][..],
         &save[..],
     ]
@@ -304,7 +304,7 @@ fn text_round_trip(url: &str) {
         returns: false,
         gap_passes: 0,
         repair: false,
-        root_below: 0.0,
+        root_below: 0.005,
         ..Default::default()
     };
     let (want, _) = p5_analyze::nesting::nesting(&session, &p);
@@ -312,7 +312,8 @@ fn text_round_trip(url: &str) {
     assert_ne!(sig(&paper), sig(&stored));
     assert_eq!(paper.params["gap_passes"], 0);
     assert_eq!(paper.params["repair"], false);
-    assert_eq!(paper.params["root_below"], 0.0);
+    assert_eq!(paper.params["root_below"], 0.005);
+    assert_eq!(again.params["root_below"], 0.0);
     assert_eq!(again.params["repair"], true);
     // `linking --db`: its run is stored with expectations and maximum probabilities.
     p5(&[

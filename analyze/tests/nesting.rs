@@ -145,8 +145,8 @@ fn multi_tier_top_n_and_node_delays() {
 /// return gaps are what bring the frequent patterns' mean latencies within 5 %, and the gap
 /// passes (local and return gaps keyed by the sibling before) with smoothing what cut
 /// instance false negatives sevenfold and bring the two-DB patterns' node latencies within
-/// 5 %. Leaving the children whose best parent is too unlikely roots (`root_below`) lowers
-/// them further (6.3 → 5.9 % here).
+/// 5 %. Leaving the children whose best parent is too unlikely roots (`root_below` 0.005,
+/// off by default) lowers them further (6.3 → 6.0 % here).
 #[test]
 fn return_and_local_gaps_beat_call_delays_alone() {
     let g = generate(&fixture("fig10-multi-tier"), opts(500));
@@ -173,25 +173,23 @@ fn return_and_local_gaps_beat_call_delays_alone() {
         gap_passes: 0,
         smooth: 0.0,
         repair: false,
-        root_below: 0.0,
         ..Params::default()
     });
     let returns = measure(&Params {
         gap_passes: 0,
         smooth: 0.0,
-        root_below: 0.0,
         ..Params::default()
     });
     let ours = measure(&Params::default());
-    let all_nested = measure(&Params {
-        root_below: 0.0,
+    let unlikely_roots = measure(&Params {
+        root_below: 0.005,
         ..Params::default()
     });
     for (name, (common, two_db, fns)) in [
         ("paper", paper),
         ("returns", returns),
-        ("ours, every child nested", all_nested),
         ("ours", ours),
+        ("ours, unlikely children roots", unlikely_roots),
     ] {
         println!(
             "{name}: worst frequent-pattern latency error {:.1} %, two-DB patterns {:.1} %, \
@@ -204,7 +202,7 @@ fn return_and_local_gaps_beat_call_delays_alone() {
     assert!(paper.0 > 0.05 && returns.0 < 0.05 && ours.0 < 0.05);
     assert!(returns.2 < paper.2 - 0.05 && ours.2 < returns.2 - 0.1);
     assert!(ours.1 < 0.05 && returns.1 > 0.1, "two-DB patterns");
-    assert!(ours.2 < all_nested.2 - 0.002, "root_below");
+    assert!(unlikely_roots.2 < ours.2 - 0.002, "root_below");
 }
 
 /// Where the two-DB patterns' latency error comes from: not from which instances nesting
@@ -308,7 +306,7 @@ fn exact_hits(g: &Generated, r: &AnalysisResult) -> Vec<bool> {
 /// instance that lost a message is found only if nesting keeps the pair that lost a half
 /// ([`Params::repair`]); one that lost a whole pair cannot keep its signature. Measured (100
 /// s, seeds 1 / 3 / 7, 2.5–2.7 % of the instances touched): instance false negatives rise by
-/// 0.91 / 1.29 / 0.82 points with the lost halves estimated, 3.59 / 3.50 / 2.97 without.
+/// 1.07 / 1.39 / 0.82 points with the lost halves estimated, 3.68 / 3.54 / 2.70 without.
 /// Asserted: with repair the rise is at most 0.6 × the share of instances touched and at
 /// most half of what it is without; among the untouched
 /// instances, those not assembled exactly rise by at most 1.5 points (the children of a pair

@@ -266,6 +266,7 @@ pub fn assign(
         }
         if let Some((_, p, raw)) = best
             && root_below > 0.0
+            && ps.len() > 1
             && raw < root_below * typical(pairs, sb, gaps, &t.last_kid, p, c, !rbs.is_empty())
         {
             best = None;

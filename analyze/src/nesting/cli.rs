@@ -46,10 +46,12 @@ pub struct NestingArgs {
     /// so the requests they belong to keep their shape).
     #[arg(long)]
     pub no_repair: bool,
-    /// After the last pass, leave a child a root when its best parent scores below this
-    /// share of what a child typically scores under such a parent (0: every child with a
-    /// positive score gets its best parent, as the paper does).
-    #[arg(long, default_value_t = 0.005, value_name = "SHARE")]
+    /// After the last pass, leave a child with several candidate parents a root when its
+    /// best parent scores below this share of what a child typically scores under such a
+    /// parent, e.g. 0.005 for a trace that lost messages (default 0: every child with a
+    /// positive score gets its best parent, as the paper does; a genuinely slow call scores
+    /// low too).
+    #[arg(long, default_value_t = 0.0, value_name = "SHARE")]
     pub root_below: f64,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
