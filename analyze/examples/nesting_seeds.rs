@@ -20,43 +20,33 @@ use std::path::Path;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let seeds: Vec<u64> = args
-        .iter()
-        .position(|a| a == "--seeds")
-        .and_then(|i| args.get(i + 1))
-        .map_or("1,2,3,4,5,7,11", String::as_str)
+    let flag = |name: &str| args.iter().any(|a| a == name);
+    // The value after `name`, parsed, or `default`.
+    fn value<T: std::str::FromStr>(args: &[String], name: &str, default: T, what: &str) -> T {
+        match args
+            .iter()
+            .position(|a| a == name)
+            .and_then(|i| args.get(i + 1))
+        {
+            Some(v) => v.parse().unwrap_or_else(|_| panic!("{name}: {what}")),
+            None => default,
+        }
+    }
+    let seeds: Vec<u64> = value(&args, "--seeds", "1,2,3,4,5,7,11".to_owned(), "seeds")
         .split(',')
         .map(|s| s.parse().expect("--seeds: numbers, comma-separated"))
         .collect();
+    let d = Params::default();
     let p = Params {
-        returns: !args.iter().any(|a| a == "--no-returns"),
-        gap_passes: args
-            .iter()
-            .position(|a| a == "--gap-passes")
-            .and_then(|i| args.get(i + 1))
-            .map_or(3, |v| v.parse().expect("--gap-passes: a number")),
-        smooth: args
-            .iter()
-            .position(|a| a == "--smooth")
-            .and_then(|i| args.get(i + 1))
-            .map_or(Params::default().smooth, |v| {
-                v.parse().expect("--smooth: σ in bins")
-            }),
-        repair: !args.iter().any(|a| a == "--no-repair"),
-        root_below: args
-            .iter()
-            .position(|a| a == "--root-below")
-            .and_then(|i| args.get(i + 1))
-            .map_or(Params::default().root_below, |v| {
-                v.parse().expect("--root-below: a share")
-            }),
-        ..Params::default()
+        returns: !flag("--no-returns"),
+        gap_passes: value(&args, "--gap-passes", d.gap_passes, "a number"),
+        smooth: value(&args, "--smooth", d.smooth, "σ in bins"),
+        repair: !flag("--no-repair"),
+        root_below: value(&args, "--root-below", d.root_below, "a share"),
+        ..d
     };
-    let capture_rate: Option<f64> = args
-        .iter()
-        .position(|a| a == "--capture-rate")
-        .and_then(|i| args.get(i + 1))
-        .map(|v| v.parse().expect("--capture-rate: lines a second"));
+    let lines_per_s = value(&args, "--capture-rate", f64::NAN, "lines a second");
+    let capture_rate = (!lines_per_s.is_nan()).then_some(lines_per_s);
     let fixture = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/fig10-multi-tier.toml");
     let text = std::fs::read_to_string(&fixture).expect("the fixture");
     let cfg = Config::parse(&text, &fixture).expect("the fixture parses");

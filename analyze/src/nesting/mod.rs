@@ -5,8 +5,8 @@
 //! Steps, one module each: [`pairs`] (FindCallPairs), [`repair`] (ours: a pair that lost
 //! its call or its return keeps its place, the lost half estimated), [`assign`] (candidate
 //! parents, ScoreNestings with the [`bins`] scoreboard, FindNestedPairs with the penalties),
-//! [`paths`] (FindCallPaths into the shared pattern output). The algorithm is pure; [`cli`] reads the
-//! input and writes the result.
+//! [`paths`] (FindCallPaths into the shared pattern output). The algorithm is pure; [`cli`]
+//! reads the input and writes the result.
 //!
 //! Ours, where the paper is silent or inconsistent (analysis.md §1.1): penalties scale a
 //! score by `(1 + c)^-x`; a child whose best score is 0 is a root; smoothing σ = 2 bins, on
@@ -89,7 +89,7 @@ impl Default for Params {
 /// What a nesting run did besides its patterns.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Counts {
-    /// Call pairs found.
+    /// Call pairs found (with those kept after losing a half, [`Counts::repaired`]).
     pub pairs: u64,
     /// Calls no return answered.
     pub unmatched_calls: u64,
