@@ -222,26 +222,12 @@ pub fn assign(
             let rb = rbs.get(i).copied();
             let raw = match gaps {
                 None => sb.row(key(pairs, p, c)).map_or(0.0, |row| {
-                    let v = match b {
-                        UNKNOWN => sb.typical(row),
-                        b => row[b as usize] as f64,
-                    };
-                    v * match rb {
-                        None => 1.0,
-                        Some(UNKNOWN) => sb.typical_share(row),
-                        Some(rb) => sb.return_share(row, rb as usize),
-                    }
+                    row_score(sb, row, (b != UNKNOWN).then_some(b as usize), rb)
                 }),
                 Some((g, bins)) => {
                     let (gap, k) = local_gap(pairs, &t.last_kid, p, c);
-                    g.row(k).map_or(0.0, |r| {
-                        let v = gap.map_or_else(|| g.typical(r), |gap| r[bins.of(gap)] as f64);
-                        v * match rb {
-                            None => 1.0,
-                            Some(UNKNOWN) => g.typical_share(r),
-                            Some(rb) => g.return_share(r, rb as usize),
-                        }
-                    })
+                    g.row(k)
+                        .map_or(0.0, |r| row_score(g, r, gap.map(|gap| bins.of(gap)), rb))
                 }
             };
             if raw <= 0.0 {
@@ -292,14 +278,32 @@ fn typical(
     c: &CallPair,
     returns: bool,
 ) -> f64 {
-    fn of<K: std::hash::Hash + Eq + Copy>(s: &Scores<K>, row: &[f32], returns: bool) -> f64 {
-        s.typical(row) * if returns { s.typical_share(row) } else { 1.0 }
-    }
+    let rb = returns.then_some(UNKNOWN);
     match gaps {
-        None => sb.row(key(pairs, p, c)).map_or(0.0, |r| of(sb, r, returns)),
+        None => sb
+            .row(key(pairs, p, c))
+            .map_or(0.0, |r| row_score(sb, r, None, rb)),
         Some((g, _)) => g
             .row(local_gap(pairs, last_kid, p, c).1)
-            .map_or(0.0, |r| of(g, r, returns)),
+            .map_or(0.0, |r| row_score(g, r, None, rb)),
+    }
+}
+
+/// A candidate's score in `row` of `s`: the value at its call (or local-gap) bin — the
+/// row's typical value when the delay is not known (`None`) — times the share at its return
+/// bin `rb` (none without return gaps; [`UNKNOWN`]: the row's typical share).
+#[inline]
+fn row_score<K: std::hash::Hash + Eq + Copy>(
+    s: &Scores<K>,
+    row: &[f32],
+    bin: Option<usize>,
+    rb: Option<u16>,
+) -> f64 {
+    let v = bin.map_or_else(|| s.typical(row), |b| row[b] as f64);
+    v * match rb {
+        None => 1.0,
+        Some(UNKNOWN) => s.typical_share(row),
+        Some(rb) => s.return_share(row, rb as usize),
     }
 }
 

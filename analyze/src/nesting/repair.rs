@@ -54,7 +54,7 @@ pub fn repair(
     lone_rets: &[u32],
 ) -> Repaired {
     let msgs = &trace.messages;
-    let mut links: FxHashMap<(NodeId, NodeId), Vec<[Time; 4]>> = FxHashMap::default();
+    let mut links: FxHashMap<(NodeId, NodeId), Link> = FxHashMap::default();
     for &i in lone_calls {
         links
             .entry((msgs[i as usize].src, msgs[i as usize].dst))
@@ -118,40 +118,45 @@ pub fn repair(
     done
 }
 
+/// A link with a lost half, while its complete pairs are sampled: how many it has, how
+/// many were seen so far, and the samples (call delay, service time, return delay, round
+/// trip).
+#[derive(Debug, Default)]
+struct Link {
+    pairs: usize,
+    seen: usize,
+    samples: Vec<[Time; 4]>,
+}
+
 /// The typical delays of each link of `links` with at least [`MIN_PAIRS`] complete pairs,
 /// from every k-th of them (at most [`SAMPLES`]).
 fn typical_delays(
     pairs: &[CallPair],
-    mut links: FxHashMap<(NodeId, NodeId), Vec<[Time; 4]>>,
+    mut links: FxHashMap<(NodeId, NodeId), Link>,
 ) -> FxHashMap<(NodeId, NodeId), Typical> {
-    let mut counts: FxHashMap<(NodeId, NodeId), usize> = FxHashMap::default();
     for p in pairs {
-        if links.contains_key(&(p.caller, p.callee)) {
-            *counts.entry((p.caller, p.callee)).or_default() += 1;
+        if let Some(l) = links.get_mut(&(p.caller, p.callee)) {
+            l.pairs += 1;
         }
     }
-    let mut seen: FxHashMap<(NodeId, NodeId), usize> = FxHashMap::default();
     for p in pairs {
-        let link = (p.caller, p.callee);
-        let Some(samples) = links.get_mut(&link) else {
+        let Some(l) = links.get_mut(&(p.caller, p.callee)) else {
             continue;
         };
-        let stride = counts[&link].div_ceil(SAMPLES);
-        let n = seen.entry(link).or_default();
-        if n.is_multiple_of(stride) {
-            samples.push([
+        if l.seen.is_multiple_of(l.pairs.div_ceil(SAMPLES)) {
+            l.samples.push([
                 p.in_call - p.out_call,
                 p.out_ret - p.in_call,
                 p.in_ret - p.out_ret,
                 p.in_ret - p.out_call,
             ]);
         }
-        *n += 1;
+        l.seen += 1;
     }
     links
         .into_iter()
-        .filter(|(_, s)| s.len() >= MIN_PAIRS)
-        .map(|(link, mut s)| {
+        .filter(|(_, l)| l.samples.len() >= MIN_PAIRS)
+        .map(|(link, Link { samples: mut s, .. })| {
             let mut median = |k: usize| {
                 let mid = s.len() / 2;
                 s.select_nth_unstable_by_key(mid, |d| d[k]);
