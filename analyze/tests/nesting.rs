@@ -306,12 +306,13 @@ fn exact_hits(g: &Generated, r: &AnalysisResult) -> Vec<bool> {
 /// instance that lost a message is found only if nesting keeps the pair that lost a half
 /// ([`Params::repair`]); one that lost a whole pair cannot keep its signature. Measured (100
 /// s, seeds 1 / 3 / 7, 2.5–2.7 % of the instances touched): instance false negatives rise by
-/// 1.07 / 1.39 / 0.82 points with the lost halves estimated, 3.68 / 3.54 / 2.70 without.
-/// Asserted: with repair the rise is at most 0.6 × the share of instances touched and at
-/// most half of what it is without; among the untouched
-/// instances, those not assembled exactly rise by at most 1.5 points (the children of a pair
-/// that lost both halves look for other parents and find some in untouched instances). The
-/// bounds are ours, set after measuring.
+/// 0.93 / 0.76 / 0.37 points with the lost halves estimated (1.07 / 1.39 / 0.82 before a
+/// repaired pair held children by its loose ends and an unknown delay scored a quarter of
+/// the typical value), 3.68 / 3.54 / 2.70 without. Asserted: with repair the rise is at most
+/// 1 point (issue 17's bound for ≤ 1 % dropped) and at most half of what it is without;
+/// among the untouched instances, those not assembled exactly rise by at most 1.5 points
+/// (the children of a pair that lost both halves look for other parents and find some in
+/// untouched instances). The bounds are ours, set after measuring.
 #[test]
 fn few_dropped_messages_cost_little() {
     let cfg = fixture("fig10-multi-tier");
@@ -367,12 +368,47 @@ fn few_dropped_messages_cost_little() {
             100.0 * rest_lossy
         );
         assert!(rest_lossy - rest_clean <= 0.015, "seed {seed}: untouched");
-        assert!(lossy - clean <= 0.6 * touched, "seed {seed}: overall");
+        assert!(lossy - clean <= 0.01, "seed {seed}: overall");
         assert!(
             lossy - clean <= 0.5 * (plain - clean),
             "seed {seed}: repair saves too little"
         );
     }
+}
+
+/// §7.5.5 at 1 % dropped, the issue's bound (500 s, seed 3, 440 lines/s: 1.03 % of the
+/// messages dropped in bursts, 0.70 % of the instances lost a whole pair). Measured: instance
+/// false negatives 5.63 → 6.88 % (+1.25 points; +1.92 when an unknown delay scores the
+/// typical value, +2.77 when a repaired pair also held children only within its estimated
+/// ends, about +7 without repair). Asserted: the rise is at most 1.5 points — **the issue's 1
+/// point is not met at 1 %**: the pairs lost whole and the children they orphan cost about
+/// that much on their own.
+#[test]
+fn one_percent_dropped_costs_little_more_than_a_point() {
+    let cfg = fixture("fig10-multi-tier");
+    let fns = |rate: Option<f64>| {
+        let g = generate(
+            &cfg,
+            Options {
+                capture_rate: rate,
+                seed: 3,
+                ..opts(500)
+            },
+        );
+        let (_, s) = run(&g, &Params::default());
+        let f = s.instances.false_negatives as f64 / s.instances.truth as f64;
+        (g.truth.capture.drop_rate, f)
+    };
+    let (_, clean) = fns(None);
+    let (dropped, lossy) = fns(Some(440.0));
+    println!(
+        "{:.2} % dropped: instance false negatives {:.2} → {:.2} %",
+        100.0 * dropped,
+        100.0 * clean,
+        100.0 * lossy
+    );
+    assert!((0.009..0.011).contains(&dropped), "drop rate {dropped}");
+    assert!(lossy - clean <= 0.015, "{clean} → {lossy}");
 }
 
 /// §7.5.6: WS2's clock fast by 0–60 ms in a single-timestamp trace. The 30 ms window (used

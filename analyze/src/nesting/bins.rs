@@ -289,9 +289,9 @@ impl<K: Hash + Eq + Copy> Scores<K> {
     }
 
     /// What a candidate typically reads at the call delays of `row` — their values' mean
-    /// weighted by themselves, Σv² / Σv —, for a candidate whose call delay is not known (a
-    /// half the trace lost, [`super::repair`]): neither favoured nor penalised against one
-    /// at a usual delay.
+    /// weighted by themselves, Σv² / Σv. A candidate whose call delay is not known (a half
+    /// the trace lost, [`super::repair`]) scores a share of it
+    /// ([`super::assign::UNKNOWN_SHARE`]); `root_below` compares with it.
     #[inline]
     pub fn typical(&self, row: &[f32]) -> f64 {
         let halves = if self.returns { 2 } else { 1 };

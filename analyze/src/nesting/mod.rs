@@ -109,10 +109,10 @@ pub fn nesting(trace: &Trace, p: &Params) -> (AnalysisResult, Counts) {
         lone_calls,
         lone_rets,
     } = pairs::find_pairs(trace, p.window);
-    let repaired = if p.repair {
+    let (repaired, slack) = if p.repair {
         repair::repair(trace, &mut pairs, &lone_calls, &lone_rets)
     } else {
-        repair::Repaired::default()
+        Default::default()
     };
     pairs::sort(&mut pairs);
     let bins = if p.paper_bins {
@@ -121,7 +121,14 @@ pub fn nesting(trace: &Trace, p: &Params) -> (AnalysisResult, Counts) {
         Bins::FINE
     }
     .lut();
-    let cands = assign::candidates(&pairs, trace.nodes.len(), p.window, &bins, p.returns);
+    let cands = assign::candidates(
+        &pairs,
+        trace.nodes.len(),
+        p.window,
+        &bins,
+        p.returns,
+        &slack,
+    );
     let sb = assign::score(&pairs, &cands, &bins).scores(p.smooth);
     // The last pass leaves a child whose best parent is too unlikely a root.
     let root_below = |pass: u32| {

@@ -10,7 +10,9 @@
 //! the recording stopped), nor a return when its call would have left before the trace
 //! began. The estimated times place the pair among the candidates and votes; they are never
 //! reported: the lost message is absent from the instance, and no latency or delay is
-//! measured from it ([`LOST`]).
+//! measured from it ([`LOST`]). Which children such a pair may hold is decided by its loose
+//! ends ([`Slack`]), not by the estimate, and a delay from an estimate scores below the
+//! typical value ([`super::assign::UNKNOWN_SHARE`]).
 
 use super::pairs::{CallPair, received, sent};
 use crate::hash::FxHashMap;
@@ -26,13 +28,62 @@ const SAMPLES: usize = 4096;
 const MIN_PAIRS: usize = 8;
 
 /// A link's typical delays: medians of call delay, service time and return delay, and the
-/// longest round trip among the samples.
+/// longest round trip and service time among the samples.
 #[derive(Debug, Clone, Copy)]
 struct Typical {
     call: Time,
     serve: Time,
     ret: Time,
     longest: Time,
+    longest_serve: Time,
+}
+
+/// How far from its estimate a lost half may have been: per link with a repaired pair, the
+/// longest service time among its samples. A pair holds a child by these loose ends
+/// ([`Slack::start`], [`Slack::end`], [`call_out`], [`ret_in`]) — an estimate at the median
+/// puts a long request's lost return before its last children's, and its lost call after
+/// its first children's — and the scores choose among the candidates that admits.
+#[derive(Debug, Default)]
+pub struct Slack(FxHashMap<(NodeId, NodeId), Time>);
+
+impl Slack {
+    fn of(&self, p: &CallPair) -> Time {
+        self.0.get(&(p.caller, p.callee)).copied().unwrap_or(0)
+    }
+
+    /// The earliest pair `p`'s call can have reached its callee.
+    #[inline]
+    pub fn start(&self, p: &CallPair) -> Time {
+        if p.call == LOST {
+            p.out_ret.saturating_sub(self.of(p))
+        } else {
+            p.in_call
+        }
+    }
+
+    /// The latest pair `p`'s return can have left its callee.
+    #[inline]
+    pub fn end(&self, p: &CallPair) -> Time {
+        if p.ret == LOST {
+            p.in_call.saturating_add(self.of(p))
+        } else {
+            p.out_ret
+        }
+    }
+}
+
+/// The latest pair `p`'s call can have left its caller: its return's arrival if the call
+/// was lost.
+#[inline]
+pub fn call_out(p: &CallPair) -> Time {
+    if p.call == LOST { p.in_ret } else { p.out_call }
+}
+
+/// The earliest pair `p`'s return can have reached its caller: its call's departure if the
+/// return was lost.
+#[inline]
+pub fn ret_in(p: &CallPair) -> Time {
+    if p.ret == LOST { p.out_call } else { p.in_ret }
 }
 
 /// How many pairs [`repair`] added.
@@ -46,13 +97,14 @@ pub struct Repaired {
 
 /// Adds to `pairs` (complete pairs, in any order) a pair for every call of `lone_calls` and
 /// every return of `lone_rets` (message indexes) whose link has enough complete pairs and
-/// whose lost half falls inside the trace.
+/// whose lost half falls inside the trace; returns how many and how loosely they hold
+/// children.
 pub fn repair(
     trace: &Trace,
     pairs: &mut Vec<CallPair>,
     lone_calls: &[u32],
     lone_rets: &[u32],
-) -> Repaired {
+) -> (Repaired, Slack) {
     let msgs = &trace.messages;
     let mut links: FxHashMap<(NodeId, NodeId), Link> = FxHashMap::default();
     for &i in lone_calls {
@@ -66,7 +118,7 @@ pub fn repair(
             .or_default();
     }
     if links.is_empty() {
-        return Repaired::default();
+        return Default::default();
     }
     let typical = typical_delays(pairs, links);
     let (first, last) = span(trace);
@@ -115,7 +167,11 @@ pub fn repair(
         });
         done.rets += 1;
     }
-    done
+    let slack = typical
+        .into_iter()
+        .map(|(link, t)| (link, t.longest_serve))
+        .collect();
+    (done, Slack(slack))
 }
 
 /// A link with a lost half, while its complete pairs are sampled: how many it has, how
@@ -164,6 +220,7 @@ fn typical_delays(
             };
             let (call, serve, ret) = (median(0), median(1), median(2));
             let longest = s.iter().map(|d| d[3]).max().unwrap_or(0);
+            let longest_serve = s.iter().map(|d| d[1]).max().unwrap_or(0);
             (
                 link,
                 Typical {
@@ -171,6 +228,7 @@ fn typical_delays(
                     serve,
                     ret,
                     longest,
+                    longest_serve,
                 },
             )
         })
@@ -200,7 +258,10 @@ mod tests {
     /// Requests C → S → D every 100 ms (S calls D 10 ms after the call arrives, D answers in
     /// 10 ms, S answers 10 ms later, 1 ms on the wire), both times of every message. Request
     /// 5 lost its return to C, request 10 its call from C; request 20 is in flight when the
-    /// trace ends (no return), and a return to C opens the trace without its call.
+    /// trace ends (no return), and a return to C opens the trace without its call. Requests
+    /// 5, 7 and 10 take more than twice as long (D answers after 50 ms, in 10 after a call
+    /// 29 ms late): at the link's median service time, 5's lost return would leave S before
+    /// D's answer came and 10's lost call would reach S after S called D.
     fn trace() -> Trace {
         let mut t = Trace::default();
         let (c, s, d) = (
@@ -224,10 +285,15 @@ mod tests {
             if k == 20 {
                 break;
             }
-            msg(s, d, Kind::Call, 2 * k + 1, at + 11 * MS + j);
-            msg(d, s, Kind::Ret, 2 * k + 1, at + 22 * MS + j);
+            let (d_call, d_ret, s_ret) = match k {
+                5 | 7 => (11 * MS, 61 * MS, 72 * MS),
+                10 => (30 * MS, 61 * MS, 72 * MS),
+                _ => (11 * MS + j, 22 * MS + j, 33 * MS + 2 * j),
+            };
+            msg(s, d, Kind::Call, 2 * k + 1, at + d_call);
+            msg(d, s, Kind::Ret, 2 * k + 1, at + d_ret);
             if k != 5 {
-                msg(s, c, Kind::Ret, 2 * k, at + 33 * MS + 2 * j);
+                msg(s, c, Kind::Ret, 2 * k, at + s_ret);
             }
         }
         t.messages.sort_by_key(|m| m.t_send);
