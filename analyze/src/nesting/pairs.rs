@@ -6,7 +6,7 @@
 //! lost messages do not disturb the later steps.
 
 use crate::hash::FxHashMap;
-use crate::trace::{Kind, Message, NO_TIME, NodeId, Time, Trace};
+use crate::trace::{Kind, Message, NO_CALL_ID, NO_TIME, NodeId, Time, Trace};
 use rayon::slice::ParallelSliceMut;
 
 /// One call and its return.
@@ -56,7 +56,10 @@ pub struct Pairing {
 /// no partner. Calls and returns are taken in the order the callee saw them — a call when it
 /// arrived, a return when it left — so that with both ends of every message known the pairing
 /// uses one node's clock only. Under a skew `window` a return may seem to leave up to that
-/// much before its call arrived (two clocks stamped them).
+/// much before its call arrived (two clocks stamped them); a return that seems to leave
+/// even earlier still answers a call no return answered if their call ids say so (a skewed
+/// clock otherwise loses every short call it stamps one end of: on the multi-tier trace
+/// with one server 20 ms fast, 58 % of the instances against 14 %).
 pub fn find_pairs(trace: &Trace, window: Time) -> Pairing {
     // Calls and returns by (callee-side time, call before return, message index), the key
     // beside each index (16 bytes a message: sorting reads no message twice, and a trace in
@@ -116,6 +119,33 @@ pub fn find_pairs(trace: &Trace, window: Time) -> Pairing {
         });
     }
     drop(order);
+    // A return that seemed to leave before its call arrived (two clocks stamped them, more
+    // than the window apart) answers that call if the call id says so.
+    lone_rets.retain(|&i| {
+        let m = &msgs[i as usize];
+        let key = (m.dst, m.src, m.call_id);
+        if m.call_id == NO_CALL_ID {
+            return true;
+        }
+        let Some((c, tail)) = open.remove(&key) else {
+            return true;
+        };
+        if c != tail {
+            open.insert(key, (next[c as usize], tail));
+        }
+        let call = &msgs[c as usize];
+        pairs.push(CallPair {
+            caller: call.src,
+            callee: call.dst,
+            out_call: sent(call),
+            in_call: received(call),
+            out_ret: sent(m),
+            in_ret: received(m),
+            call: c,
+            ret: i,
+        });
+        false
+    });
     let mut lone_calls = Vec::new();
     for &(mut c, tail) in open.values() {
         lone_calls.push(c);
@@ -136,4 +166,41 @@ pub fn sort(pairs: &mut [CallPair]) {
     // Unstable (no buffer of half the pairs), on both cores (each of the pairing's two sorts
     // is about a quarter of its time alone).
     pairs.par_sort_unstable_by_key(|p| (p.out_call, p.call, p.ret));
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A → B call and its return, with `id`, the return sent at `ret` (the call at 100).
+    fn trace(id: u64, ret: Time) -> Trace {
+        let mut t = Trace::default();
+        let (a, b) = (t.nodes.intern("A"), t.nodes.intern("B"));
+        for (src, dst, kind, at) in [(a, b, Kind::Call, 100), (b, a, Kind::Ret, ret)] {
+            let mut m = Message::new(src, dst);
+            (m.kind, m.call_id, m.t_send) = (kind, id, at);
+            t.messages.push(m);
+        }
+        t.messages.sort_by_key(|m| m.t_send);
+        t
+    }
+
+    #[test]
+    fn a_return_stamped_before_its_call_answers_it_by_id() {
+        let p = find_pairs(&trace(7, 40), 0);
+        assert_eq!(
+            (p.pairs.len(), p.lone_calls.len(), p.lone_rets.len()),
+            (1, 0, 0)
+        );
+        let c = &p.pairs[0];
+        assert_eq!((c.out_call, c.out_ret), (100, 40));
+        // In order it pairs as always.
+        assert_eq!(find_pairs(&trace(7, 140), 0).pairs.len(), 1);
+        // Without an id nothing says they belong together.
+        let p = find_pairs(&trace(NO_CALL_ID, 40), 0);
+        assert_eq!(
+            (p.pairs.len(), p.lone_calls.len(), p.lone_rets.len()),
+            (0, 1, 1)
+        );
+    }
 }
