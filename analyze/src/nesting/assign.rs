@@ -10,7 +10,7 @@
 
 use super::bins::{BinLut, Scoreboard, Scores};
 use super::pairs::CallPair;
-use super::repair::{LOST, Slack, call_out, ret_in};
+use super::repair::{Ends, LOST};
 use crate::trace::{NodeId, Time};
 
 /// The penalties (\[P5\] §5.1.1.3) and the skew window.
@@ -56,14 +56,14 @@ impl Candidates {
 
 /// Finds every child's candidate parents (ordered by when their call arrived) with a sweep
 /// over the pairs in call order: O(pairs × parallelism). A pair that lost a half holds
-/// children by its loose ends (`slack`).
+/// children by its loose ends (`ends`).
 pub fn candidates(
     pairs: &[CallPair],
     nodes: usize,
     window: Time,
     bins: &BinLut,
     returns: bool,
-    slack: &Slack,
+    ends: &impl Ends,
 ) -> Candidates {
     // Per node, the pairs into it by arrival of their call.
     let mut into: Vec<Vec<u32>> = vec![Vec::new(); nodes];
@@ -71,7 +71,7 @@ pub fn candidates(
         into[p.callee as usize].push(i as u32);
     }
     for v in &mut into {
-        v.sort_by_key(|&i| slack.start(&pairs[i as usize]));
+        v.sort_by_key(|&i| ends.start(&pairs[i as usize]));
     }
     let mut next = vec![0usize; nodes];
     let mut active: Vec<Vec<u32>> = vec![Vec::new(); nodes];
@@ -85,22 +85,22 @@ pub fn candidates(
     for (ci, c) in pairs.iter().enumerate() {
         let b = c.caller as usize;
         let (list, act) = (&into[b], &mut active[b]);
-        let (c_out, c_in) = (call_out(c), ret_in(c));
+        let (c_out, c_in) = (ends.call_out(c), ends.ret_in(c));
         while next[b] < list.len()
-            && slack.start(&pairs[list[next[b]] as usize]) <= c_out.saturating_add(window)
+            && ends.start(&pairs[list[next[b]] as usize]) <= c_out.saturating_add(window)
         {
             act.push(list[next[b]]);
             next[b] += 1;
         }
         // A parent whose return left before this call cannot hold this or any later child.
-        act.retain(|&p| slack.end(&pairs[p as usize]) >= c.out_call.saturating_sub(window));
+        act.retain(|&p| ends.end(&pairs[p as usize]) >= c.out_call.saturating_sub(window));
         // The parents that hold the child on the times as they are; only if there is none,
         // those the skew window admits (it rescues children a skewed clock moved out of their
         // parent, without diluting the votes of the children it did not move).
         for w in [0, window] {
             for &p in act.iter() {
                 let pp = &pairs[p as usize];
-                if p as usize != ci && slack.start(pp) <= c_out + w && slack.end(pp) >= c_in - w {
+                if p as usize != ci && ends.start(pp) <= c_out + w && ends.end(pp) >= c_in - w {
                     out.parents.push(p);
                     out.bins.push(if pp.call == LOST || c.call == LOST {
                         UNKNOWN

@@ -121,14 +121,12 @@ pub fn nesting(trace: &Trace, p: &Params) -> (AnalysisResult, Counts) {
         Bins::FINE
     }
     .lut();
-    let cands = assign::candidates(
-        &pairs,
-        trace.nodes.len(),
-        p.window,
-        &bins,
-        p.returns,
-        &slack,
-    );
+    let (n, w) = (trace.nodes.len(), p.window);
+    let cands = if slack.is_empty() {
+        assign::candidates(&pairs, n, w, &bins, p.returns, &repair::Exact)
+    } else {
+        assign::candidates(&pairs, n, w, &bins, p.returns, &slack)
+    };
     let sb = assign::score(&pairs, &cands, &bins).scores(p.smooth);
     // The last pass leaves a child whose best parent is too unlikely a root.
     let root_below = |pass: u32| {

@@ -40,7 +40,7 @@ struct Typical {
 
 /// How far from its estimate a lost half may have been: per link with a repaired pair, the
 /// longest service time among its samples. A pair holds a child by these loose ends
-/// ([`Slack::start`], [`Slack::end`], [`call_out`], [`ret_in`]) — an estimate at the median
+/// ([`Ends`]) — an estimate at the median
 /// puts a long request's lost return before its last children's, and its lost call after
 /// its first children's — and the scores choose among the candidates that admits.
 #[derive(Debug, Default)]
@@ -51,39 +51,77 @@ impl Slack {
         self.0.get(&(p.caller, p.callee)).copied().unwrap_or(0)
     }
 
+    /// No link has a repaired pair: [`Exact`] ends do.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+/// The times by which a pair holds children (as a parent: when its call reached the callee
+/// at the earliest, when its return left at the latest; as a child: when its call left at
+/// the latest, when its return arrived at the earliest). [`Exact`] when no pair lost a half
+/// (the sweep then reads the times themselves), [`Slack`] otherwise.
+pub trait Ends {
     /// The earliest pair `p`'s call can have reached its callee.
+    fn start(&self, p: &CallPair) -> Time;
+    /// The latest pair `p`'s return can have left its callee.
+    fn end(&self, p: &CallPair) -> Time;
+    /// The latest pair `p`'s call can have left its caller.
+    fn call_out(&self, p: &CallPair) -> Time;
+    /// The earliest pair `p`'s return can have reached its caller.
+    fn ret_in(&self, p: &CallPair) -> Time;
+}
+
+/// The pairs' own times: no pair lost a half.
+#[derive(Debug)]
+pub struct Exact;
+
+impl Ends for Exact {
     #[inline]
-    pub fn start(&self, p: &CallPair) -> Time {
+    fn start(&self, p: &CallPair) -> Time {
+        p.in_call
+    }
+    #[inline]
+    fn end(&self, p: &CallPair) -> Time {
+        p.out_ret
+    }
+    #[inline]
+    fn call_out(&self, p: &CallPair) -> Time {
+        p.out_call
+    }
+    #[inline]
+    fn ret_in(&self, p: &CallPair) -> Time {
+        p.in_ret
+    }
+}
+
+impl Ends for Slack {
+    #[inline]
+    fn start(&self, p: &CallPair) -> Time {
         if p.call == LOST {
             p.out_ret.saturating_sub(self.of(p))
         } else {
             p.in_call
         }
     }
-
-    /// The latest pair `p`'s return can have left its callee.
     #[inline]
-    pub fn end(&self, p: &CallPair) -> Time {
+    fn end(&self, p: &CallPair) -> Time {
         if p.ret == LOST {
             p.in_call.saturating_add(self.of(p))
         } else {
             p.out_ret
         }
     }
-}
-
-/// The latest pair `p`'s call can have left its caller: its return's arrival if the call
-/// was lost.
-#[inline]
-pub fn call_out(p: &CallPair) -> Time {
-    if p.call == LOST { p.in_ret } else { p.out_call }
-}
-
-/// The earliest pair `p`'s return can have reached its caller: its call's departure if the
-/// return was lost.
-#[inline]
-pub fn ret_in(p: &CallPair) -> Time {
-    if p.ret == LOST { p.out_call } else { p.in_ret }
+    /// Its return's arrival if the call was lost.
+    #[inline]
+    fn call_out(&self, p: &CallPair) -> Time {
+        if p.call == LOST { p.in_ret } else { p.out_call }
+    }
+    /// Its call's departure if the return was lost.
+    #[inline]
+    fn ret_in(&self, p: &CallPair) -> Time {
+        if p.ret == LOST { p.out_call } else { p.in_ret }
+    }
 }
 
 /// How many pairs [`repair`] added.
