@@ -79,73 +79,41 @@ pub fn find_pairs(trace: &Trace, window: Time) -> Pairing {
         order.par_sort_unstable();
     }
     let calls = order.iter().filter(|(_, k)| k >> 32 == 0).count();
-    // (caller, callee, id) → its open calls, oldest first, as a list through `next` (a map
-    // entry lives only while calls are open: memory follows the parallelism, not the trace).
-    let mut open: FxHashMap<(NodeId, NodeId, u64), (u32, u32)> = FxHashMap::default();
-    let mut next = vec![u32::MAX; msgs.len()];
+    let mut open = Open {
+        calls: FxHashMap::default(),
+        next: vec![u32::MAX; msgs.len()],
+    };
     let mut pairs = Vec::with_capacity(calls);
     let mut lone_rets = Vec::new();
     for &(_, k) in &order {
         let i = k as u32;
         let m = &msgs[i as usize];
         if m.kind == Kind::Call {
-            open.entry((m.src, m.dst, m.call_id))
-                .and_modify(|(_, tail)| {
-                    next[*tail as usize] = i;
-                    *tail = i;
-                })
-                .or_insert((i, i));
+            open.push((m.src, m.dst, m.call_id), i);
             continue;
         }
-        // One lookup when the key had one open call (with call ids, nearly always).
-        let key = (m.dst, m.src, m.call_id);
-        let Some((c, tail)) = open.remove(&key) else {
-            lone_rets.push(i);
-            continue;
-        };
-        if c != tail {
-            open.insert(key, (next[c as usize], tail));
+        match open.take((m.dst, m.src, m.call_id)) {
+            Some(c) => pairs.push(pair(msgs, c, i)),
+            None => lone_rets.push(i),
         }
-        let call = &msgs[c as usize];
-        pairs.push(CallPair {
-            caller: call.src,
-            callee: call.dst,
-            out_call: sent(call),
-            in_call: received(call),
-            out_ret: sent(m),
-            in_ret: received(m),
-            call: c,
-            ret: i,
-        });
     }
     drop(order);
     // A return that seemed to leave before its call arrived (two clocks stamped them, more
     // than the window apart) answers that call if the call id says so.
     lone_rets.retain(|&i| {
         let m = &msgs[i as usize];
-        let key = (m.dst, m.src, m.call_id);
         if m.call_id == NO_CALL_ID {
             return true;
         }
-        let Some((c, tail)) = open.remove(&key) else {
-            return true;
-        };
-        if c != tail {
-            open.insert(key, (next[c as usize], tail));
+        match open.take((m.dst, m.src, m.call_id)) {
+            Some(c) => {
+                pairs.push(pair(msgs, c, i));
+                false
+            }
+            None => true,
         }
-        let call = &msgs[c as usize];
-        pairs.push(CallPair {
-            caller: call.src,
-            callee: call.dst,
-            out_call: sent(call),
-            in_call: received(call),
-            out_ret: sent(m),
-            in_ret: received(m),
-            call: c,
-            ret: i,
-        });
-        false
     });
+    let Open { calls: open, next } = open;
     let mut lone_calls = Vec::new();
     for &(mut c, tail) in open.values() {
         lone_calls.push(c);
@@ -158,6 +126,55 @@ pub fn find_pairs(trace: &Trace, window: Time) -> Pairing {
         pairs,
         lone_calls,
         lone_rets,
+    }
+}
+
+/// Calls no return has answered yet: per (caller, callee, id), the oldest and the newest, and
+/// the rest as a list through `next` (a map entry lives only while calls are open: memory
+/// follows the parallelism, not the trace).
+struct Open {
+    calls: FxHashMap<(NodeId, NodeId, u64), (u32, u32)>,
+    next: Vec<u32>,
+}
+
+impl Open {
+    /// Call `i` is open under `key`.
+    #[inline]
+    fn push(&mut self, key: (NodeId, NodeId, u64), i: u32) {
+        let next = &mut self.next;
+        self.calls
+            .entry(key)
+            .and_modify(|(_, tail)| {
+                next[*tail as usize] = i;
+                *tail = i;
+            })
+            .or_insert((i, i));
+    }
+
+    /// The oldest open call under `key`, no longer open: one lookup when it was the only one
+    /// (with call ids, nearly always).
+    #[inline]
+    fn take(&mut self, key: (NodeId, NodeId, u64)) -> Option<u32> {
+        let (c, tail) = self.calls.remove(&key)?;
+        if c != tail {
+            self.calls.insert(key, (self.next[c as usize], tail));
+        }
+        Some(c)
+    }
+}
+
+/// The pair of call `c` and return `r` (message indexes).
+fn pair(msgs: &[Message], c: u32, r: u32) -> CallPair {
+    let (call, ret) = (&msgs[c as usize], &msgs[r as usize]);
+    CallPair {
+        caller: call.src,
+        callee: call.dst,
+        out_call: sent(call),
+        in_call: received(call),
+        out_ret: sent(ret),
+        in_ret: received(ret),
+        call: c,
+        ret: r,
     }
 }
 
