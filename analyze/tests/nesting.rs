@@ -444,6 +444,15 @@ fn a_skew_window_with_smoothing_rescues_skewed_children() {
             ..Params::default()
         };
         let (plain, comp) = (fn_rate(&plain), fn_rate(&compensated));
+        // The pairs a skewed clock reversed are counted (the CLI prints them).
+        let t = text::read(&g.text(), "t.p5t", Default::default()).trace;
+        let reversed = nesting(&t, &Params::default()).1.reversed;
+        println!("WS2 fast by {skew} ms: {reversed} pairs reversed");
+        assert_eq!(
+            reversed > 0,
+            skew > 0,
+            "skew {skew} ms: {reversed} reversed"
+        );
         println!(
             "WS2 fast by {skew} ms: instance false negatives {:.2} % plain, {:.2} % with the \
              window and smoothing",

@@ -118,6 +118,14 @@ pub fn run(a: &NestingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
     };
     let (result, counts) = nesting(&input.trace, &params);
     progress(Progress::Done);
+    if counts.reversed > 0 {
+        eprintln!(
+            "{}: {} returns seemed to leave before their call arrived (by more than the skew \
+             window): paired by call id; the clocks that stamped them disagree (see \
+             --skew-window)",
+            input.name, counts.reversed
+        );
+    }
     eprintln!(
         "{}: {} call pairs ({} nested, {} roots), {} calls and {} returns unmatched ({} and {} \
          kept, their lost half estimated), {} patterns",

@@ -97,6 +97,10 @@ pub struct Counts {
     pub unmatched_rets: u64,
     /// Pairs nested in a parent.
     pub nested: u64,
+    /// Pairs whose return seemed to leave before their call arrived, beyond the skew window,
+    /// paired by call id ([`pairs::Pairing::reversed`]): a sign that the hosts' clocks
+    /// disagree.
+    pub reversed: u64,
     /// Of the unmatched calls and returns, those kept as pairs with the lost half
     /// estimated ([`Params::repair`]).
     pub repaired: repair::Repaired,
@@ -108,6 +112,7 @@ pub fn nesting(trace: &Trace, p: &Params) -> (AnalysisResult, Counts) {
         mut pairs,
         lone_calls,
         lone_rets,
+        reversed,
     } = pairs::find_pairs(trace, p.window);
     let (repaired, slack) = if p.repair {
         repair::repair(trace, &mut pairs, &lone_calls, &lone_rets)
@@ -154,6 +159,7 @@ pub fn nesting(trace: &Trace, p: &Params) -> (AnalysisResult, Counts) {
         unmatched_calls: lone_calls.len() as u64,
         unmatched_rets: lone_rets.len() as u64,
         nested: tree.nested() as u64,
+        reversed,
         repaired,
     };
     let params = serde_json::json!({
@@ -169,6 +175,7 @@ pub fn nesting(trace: &Trace, p: &Params) -> (AnalysisResult, Counts) {
         "root_below": p.root_below,
         "repaired_calls": repaired.calls,
         "repaired_returns": repaired.rets,
+        "reversed_pairs": reversed,
         "local_call_delays": both_ends,
     });
     // The pairs' times are the trace's: what the paths need of them is in a sixth of the

@@ -50,6 +50,9 @@ pub struct Pairing {
     pub lone_calls: Vec<u32>,
     /// Returns that answered no call.
     pub lone_rets: Vec<u32>,
+    /// Of the pairs, those whose return seemed to leave before their call arrived, beyond
+    /// the window: paired by their call id (the clocks that stamped them disagree).
+    pub reversed: u64,
 }
 
 /// The call pairs of `trace` (unordered: see [`sort`]) and the calls and returns that found
@@ -100,6 +103,7 @@ pub fn find_pairs(trace: &Trace, window: Time) -> Pairing {
     drop(order);
     // A return that seemed to leave before its call arrived (two clocks stamped them, more
     // than the window apart) answers that call if the call id says so.
+    let before = pairs.len();
     lone_rets.retain(|&i| {
         let m = &msgs[i as usize];
         if m.call_id == NO_CALL_ID {
@@ -113,6 +117,7 @@ pub fn find_pairs(trace: &Trace, window: Time) -> Pairing {
             None => true,
         }
     });
+    let reversed = (pairs.len() - before) as u64;
     let Open { calls: open, next } = open;
     let mut lone_calls = Vec::new();
     for &(mut c, tail) in open.values() {
@@ -126,6 +131,7 @@ pub fn find_pairs(trace: &Trace, window: Time) -> Pairing {
         pairs,
         lone_calls,
         lone_rets,
+        reversed,
     }
 }
 
@@ -209,10 +215,14 @@ mod tests {
             (p.pairs.len(), p.lone_calls.len(), p.lone_rets.len()),
             (1, 0, 0)
         );
+        assert_eq!(p.reversed, 1);
         let c = &p.pairs[0];
         assert_eq!((c.out_call, c.out_ret), (100, 40));
-        // In order it pairs as always.
-        assert_eq!(find_pairs(&trace(7, 140), 0).pairs.len(), 1);
+        // In order it pairs as always, and within the window too.
+        let p = find_pairs(&trace(7, 140), 0);
+        assert_eq!((p.pairs.len(), p.reversed), (1, 0));
+        let p = find_pairs(&trace(7, 40), 70);
+        assert_eq!((p.pairs.len(), p.reversed), (1, 0));
         // Without an id nothing says they belong together.
         let p = find_pairs(&trace(NO_CALL_ID, 40), 0);
         assert_eq!(
