@@ -256,7 +256,7 @@ pub fn assign(
         if let Some((_, p, raw)) = best
             && root_below > 0.0
             && ps.len() > 1
-            && raw < root_below * typical(pairs, sb, gaps, &t.last_kid, p, c, !rbs.is_empty())
+            && raw < root_below * typical(pairs, sb, gaps, &t.last_kid, p, c)
         {
             best = None;
         }
@@ -269,9 +269,8 @@ pub fn assign(
     t
 }
 
-/// What child `c` typically scores under a parent like `p` (before the penalties): the
-/// typical value ([`Scores::typical`]) of the row it reads, times the return shares' when
-/// the candidates have return gaps.
+/// What child `c` typically scores under a parent like `p` (before the penalties):
+/// [`Scores::typical_score`] of the row it reads.
 fn typical(
     pairs: &[CallPair],
     sb: &Scores,
@@ -279,16 +278,14 @@ fn typical(
     last_kid: &[u32],
     p: u32,
     c: &CallPair,
-    returns: bool,
 ) -> f64 {
-    fn of<K: std::hash::Hash + Eq + Copy>(s: &Scores<K>, row: &[f32], returns: bool) -> f64 {
-        s.typical(row) * if returns { s.typical_share(row) } else { 1.0 }
-    }
     match gaps {
-        None => sb.row(key(pairs, p, c)).map_or(0.0, |r| of(sb, r, returns)),
+        None => sb
+            .row(key(pairs, p, c))
+            .map_or(0.0, |r| sb.typical_score(r)),
         Some((g, _)) => g
             .row(local_gap(pairs, last_kid, p, c).1)
-            .map_or(0.0, |r| of(g, r, returns)),
+            .map_or(0.0, |r| g.typical_score(r)),
     }
 }
 

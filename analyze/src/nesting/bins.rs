@@ -303,6 +303,17 @@ impl<K: Hash + Eq + Copy> Scores<K> {
     pub fn typical_share(&self, row: &[f32]) -> f64 {
         row[2 * self.bins + 1] as f64
     }
+
+    /// What a candidate typically scores in `row`: [`Scores::typical`], times
+    /// [`Scores::typical_share`] when the scoreboard has return gaps.
+    pub fn typical_score(&self, row: &[f32]) -> f64 {
+        let share = if self.returns {
+            self.typical_share(row)
+        } else {
+            1.0
+        };
+        self.typical(row) * share
+    }
 }
 
 /// A Gaussian of `sigma` bins cut at 3 sigma, normalised to sum 1 (`2r + 1` weights).
