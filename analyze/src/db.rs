@@ -220,22 +220,44 @@ pub fn save_runs(
     save: (Option<&String>, Option<&String>),
     result: &AnalysisResult,
 ) -> Result<()> {
-    let mut targets = Vec::new();
-    if let (Some(url), Some(session)) = (&input_args.db, &input_args.session) {
-        targets.push((url, session, MessageIds::default(), "sql".to_owned()));
+    RunTargets::of(input_args, input, save).save(result)
+}
+
+/// Where [`save_runs`] stores a run, with the message ids each place needs: taken from the
+/// input before an analysis that consumes its trace ([`crate::linking::linking_owned`]).
+#[derive(Debug)]
+pub struct RunTargets(Vec<(String, String, MessageIds, String)>);
+
+impl RunTargets {
+    /// The places the command line names for `input`.
+    pub fn of(
+        input_args: &crate::input::InputArgs,
+        input: &crate::input::Input,
+        save: (Option<&String>, Option<&String>),
+    ) -> Self {
+        let mut targets = Vec::new();
+        if let (Some(url), Some(session)) = (&input_args.db, &input_args.session) {
+            let ids = MessageIds::default();
+            targets.push((url.clone(), session.clone(), ids, "sql".to_owned()));
+        }
+        if let (Some(url), Some(session)) = save {
+            let ids = if input_args.db.is_some() {
+                MessageIds::default()
+            } else {
+                MessageIds::of_import(&input.trace)
+            };
+            targets.push((url.clone(), session.clone(), ids, input.name.clone()));
+        }
+        RunTargets(targets)
     }
-    if let (Some(url), Some(session)) = save {
-        let ids = if input_args.db.is_some() {
-            MessageIds::default()
-        } else {
-            MessageIds::of_import(&input.trace)
-        };
-        targets.push((url, session, ids, input.name.clone()));
+
+    /// Stores `result` in each place; prints the run number of each.
+    pub fn save(self, result: &AnalysisResult) -> Result<()> {
+        for (url, session, ids, source) in self.0 {
+            let url = parse_url(&url)?;
+            let run = save_result(&url, &session, result, &source, &ids)?;
+            eprintln!("stored as analysis run {run} of session {session}");
+        }
+        Ok(())
     }
-    for (url, session, ids, source) in targets {
-        let url = parse_url(url)?;
-        let run = save_result(&url, session, result, &source, &ids)?;
-        eprintln!("stored as analysis run {run} of session {session}");
-    }
-    Ok(())
 }

@@ -369,6 +369,19 @@ fn text_round_trip(url: &str) {
         enter_their_receivers(&db, sid, run, &session).await;
         db.close().await;
     });
+    // `linking --trace … --save-db`: the trace is given up to the analysis (no copy), and the
+    // run still stores its messages under the ids the import gave them: the same run as from
+    // the session.
+    p5(&[
+        &["linking", "--trace", s(&trace), "--window", "500ms"][..],
+        &save[..],
+    ]
+    .concat())
+    .unwrap();
+    let from_text = p5_analyze::db::load_result(&url_p, "fig10", None).unwrap();
+    assert_eq!(from_text.algorithm, "linking");
+    assert_eq!(sig(&from_text), sig(&linked));
+    assert_eq!(from_text.instances, linked.instances);
 }
 
 /// Every message of a stored run names the pattern node it enters: a call its callee's, a

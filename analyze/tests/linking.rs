@@ -5,7 +5,7 @@
 //! by side; the figures are in ARCHITECTURE.md). A real loopback capture of a forwarding
 //! system is in `tests/pcap/loopback.rs`.
 
-use p5_analyze::linking::{Params, linking, links};
+use p5_analyze::linking::{Params, linking, linking_owned, links};
 use p5_analyze::maketrace::{self, Config, Generated, Options, Record};
 use p5_analyze::nesting::{self, nesting};
 use p5_analyze::pattern::{AnalysisResult, NodeKind};
@@ -608,6 +608,10 @@ fn fat_messages_on_a_connection_are_merged_first() {
         // The latency runs to the last piece's arrival: 5.2 + 1 ms.
         let l = r.patterns[0].nodes[1].latency.as_ref().unwrap();
         assert_eq!(l.max_ns, 6_200_000, "{mode}");
+        // A trace given up merges in place, to the same result; the borrowed one is intact.
+        let (owned, owned_counts) = linking_owned(t.clone(), &p, &mut |_| {});
+        assert_eq!((owned, owned_counts), (r, counts), "{mode}");
+        assert_eq!(t.messages.len(), 200);
     }
     let (r, _) = linking(
         &t,

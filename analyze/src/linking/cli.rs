@@ -1,7 +1,7 @@
 //! `p5 analyze linking` on the command line: read the input, run [`super::linking`], print
 //! the patterns ranked as asked, and store the run in the trace database.
 
-use super::{KernelKind, Params, linking};
+use super::{KernelKind, Params, linking_owned};
 use crate::cli::Progress;
 use crate::input::InputArgs;
 use crate::maketrace::config::parse_duration;
@@ -146,13 +146,17 @@ pub fn run(a: &LinkingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
     if !input.report.counts.is_empty() {
         eprintln!("{}: {}", input.name, input.report);
     }
-    let (result, counts) = linking(&input.trace, &params, progress);
+    // What storing the run needs of the trace, taken now: linking consumes it (no copy).
+    let save = (a.save_db.as_ref(), a.save_session.as_ref());
+    let targets = crate::db::RunTargets::of(&a.input, &input, save);
+    let name = input.name;
+    let (result, counts) = linking_owned(input.trace, &params, progress);
     let t = &counts.trees;
     eprintln!(
         "{}: {} messages ({} pieces merged), links: {} probably-true, {} try-both, {} \
          probably-false; {} roots, {} instances ({} roots used up their try-both links, {} \
          branches below --min-prob, {} that could cause no next step), {} patterns",
-        input.name,
+        name,
         counts.messages,
         counts.coalesced,
         counts.true_links,
@@ -183,8 +187,7 @@ pub fn run(a: &LinkingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
             );
         }
     }
-    let save = (a.save_db.as_ref(), a.save_session.as_ref());
-    crate::db::save_runs(&a.input, &input, save, &result)?;
+    targets.save(&result)?;
     crate::output::write(&result, a.format, a.top, std::io::stdout().lock())?;
     Ok(())
 }
