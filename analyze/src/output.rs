@@ -46,6 +46,12 @@ fn mean(s: &Option<Stats>) -> String {
     s.as_ref().map_or_else(|| "-".to_owned(), |s| ms(s.mean_ns))
 }
 
+/// [`mean`] with its unit (`-` alone where there is none).
+fn mean_ms(s: &Option<Stats>) -> String {
+    s.as_ref()
+        .map_or_else(|| "-".to_owned(), |s| format!("{} ms", ms(s.mean_ns)))
+}
+
 fn kept(result: &AnalysisResult, top: Option<usize>) -> &[Pattern] {
     let n = top.unwrap_or(usize::MAX).min(result.patterns.len());
     &result.patterns[..n]
@@ -58,11 +64,19 @@ pub fn write_table<W: Write>(
     mut w: W,
 ) -> io::Result<()> {
     let pats = kept(result, top);
+    // Every instance counts in its pattern; an analysis may list only some (linking: the
+    // most probable per root).
+    let counted: u64 = result.patterns.iter().map(|p| p.count).sum();
+    let listed = result.instances.len() as u64;
     writeln!(
         w,
-        "{} patterns, {} instances{}",
+        "{} patterns, {counted} instances{}{}",
         result.patterns.len(),
-        result.instances.len(),
+        if listed == counted || listed == 0 {
+            String::new()
+        } else {
+            format!(", {listed} of them listed")
+        },
         if result.algorithm.is_empty() {
             String::new()
         } else {
@@ -102,12 +116,12 @@ pub fn write_table<W: Write>(
             }
             writeln!(
                 w,
-                "{:>60}{}{}  latency {} ms, call delay {} ms",
+                "{:>60}{}{}  latency {}, call delay {}",
                 "",
                 "  ".repeat(depth),
                 n.node,
-                mean(&n.latency),
-                mean(&n.call_delay)
+                mean_ms(&n.latency),
+                mean_ms(&n.call_delay)
             )?;
         }
     }
@@ -222,6 +236,18 @@ mod tests {
             s.contains("    C  latency 1.000 ms, call delay 0.500 ms"),
             "{s}"
         );
+        // An analysis that lists only some of the instances it counted says so.
+        let mut some = result();
+        some.instances.pop();
+        let mut out = Vec::new();
+        write(&some, Format::Table, None, &mut out).unwrap();
+        let t = String::from_utf8(out).unwrap();
+        assert!(
+            t.contains("2 patterns, 3 instances, 2 of them listed (test)"),
+            "{t}"
+        );
+        // The root's callee has no call delay: a dash, without a unit.
+        assert!(s.contains("  B  latency 2.000 ms, call delay -\n"), "{s}");
     }
 
     #[test]

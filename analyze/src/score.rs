@@ -353,21 +353,29 @@ pub fn write_table<W: Write>(s: &Scores, mut w: W) -> io::Result<()> {
         "per-node delay error, mean relative latency error {}",
         pct(s.mean_latency_rel_error)
     )?;
+    // A delay's relative and absolute error and the median's relative error, or a dash
+    // where the node has no such delay (the root's callee has no call delay).
+    let err = |rel: Option<f64>, ns: Option<f64>, p50: Option<f64>| match ns {
+        Some(e) => format!("{} ({e:+.0} ns; median {})", pct(rel), pct(p50)),
+        None => "-".to_owned(),
+    };
     for d in &s.node_delays {
         writeln!(
             w,
-            "  {} #{} {}: latency {} ({} ns; median {}), call delay {} ({} ns; median {})",
+            "  {} #{} {}: latency {}, call delay {}",
             d.signature,
             d.index,
             d.node,
-            pct(d.latency_rel_error),
-            d.latency_error_ns
-                .map_or("-".into(), |e| format!("{e:+.0}")),
-            pct(d.latency_p50_rel_error),
-            pct(d.call_delay_rel_error),
-            d.call_delay_error_ns
-                .map_or("-".into(), |e| format!("{e:+.0}")),
-            pct(d.call_delay_p50_rel_error),
+            err(
+                d.latency_rel_error,
+                d.latency_error_ns,
+                d.latency_p50_rel_error
+            ),
+            err(
+                d.call_delay_rel_error,
+                d.call_delay_error_ns,
+                d.call_delay_p50_rel_error
+            ),
         )?;
     }
     Ok(())
@@ -431,6 +439,17 @@ mod tests {
         assert_eq!(d.latency_rel_error, Some(0.5));
         assert_eq!(d.latency_p50_rel_error, Some(0.01));
         assert_eq!(d.call_delay_p50_rel_error, Some(0.01));
+        // The report: both errors of each delay, and a dash for a delay the node lacks.
+        let mut lacking = with(150.0, 101);
+        lacking.patterns[0].nodes[1].call_delay = None;
+        let mut out = Vec::new();
+        let s = score(&with(100.0, 100), &lacking, &ScoreOptions::default());
+        write_table(&s, &mut out).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("  A>B #1 : latency 50.00% (+50 ns; median 1.00%), call delay -\n"),
+            "{text}"
+        );
     }
 
     #[test]
