@@ -36,9 +36,16 @@ fuzz_target!(|bytes: &[u8]| {
     // Convolution's cost follows the span in quanta (up to 2^24, refused beyond): fuzz it
     // where that is small, so that runs stay fast.
     let times = t.messages.iter().map(|m| m.time());
-    let span = times.clone().max().unwrap_or(0).saturating_sub(times.min().unwrap_or(0));
+    let span = times
+        .clone()
+        .max()
+        .unwrap_or(0)
+        .saturating_sub(times.min().unwrap_or(0));
     if let Ok(roots) = convolution::roots(&t, &[]) {
-        for q in [1_000_000, 1_000_000_000].into_iter().filter(|q| span / q < 1 << 16) {
+        for q in [1_000_000, 1_000_000_000]
+            .into_iter()
+            .filter(|q| span / q < 1 << 16)
+        {
             if let Ok(g) = convolution::convolution(&t, &roots, &convolution::Params::at(q)) {
                 written(&g.result);
             }
