@@ -223,10 +223,17 @@ pub fn save_runs(
     RunTargets::of(input_args, input, save).save(result)
 }
 
-/// Where [`save_runs`] stores a run, with the message ids each place needs: taken from the
-/// input before an analysis that consumes its trace ([`crate::linking::linking_owned`]).
+/// Where [`save_runs`] stores a run, with what each place needs to name its messages: taken
+/// from the input before an analysis that consumes its trace
+/// ([`crate::linking::linking_owned`]) — for a file's run stored into the session imported
+/// from it, the messages' `msg_ref`s in order (8 bytes a message; the ids are mapped when
+/// the run is stored).
 #[derive(Debug)]
-pub struct RunTargets(Vec<(String, String, MessageIds, String)>);
+pub struct RunTargets(Vec<Target>);
+
+/// One place a run goes: URL, session, the imported trace's `msg_ref`s (`None`: the
+/// message ids are the `msg_ref`s, the input was that session) and the source's name.
+type Target = (String, String, Option<Vec<u64>>, String);
 
 impl RunTargets {
     /// The places the command line names for `input`.
@@ -237,24 +244,23 @@ impl RunTargets {
     ) -> Self {
         let mut targets = Vec::new();
         if let (Some(url), Some(session)) = (&input_args.db, &input_args.session) {
-            let ids = MessageIds::default();
-            targets.push((url.clone(), session.clone(), ids, "sql".to_owned()));
+            targets.push((url.clone(), session.clone(), None, "sql".to_owned()));
         }
         if let (Some(url), Some(session)) = save {
-            let ids = if input_args.db.is_some() {
-                MessageIds::default()
-            } else {
-                MessageIds::of_import(&input.trace)
-            };
-            targets.push((url.clone(), session.clone(), ids, input.name.clone()));
+            let refs = input_args
+                .db
+                .is_none()
+                .then(|| input.trace.messages.iter().map(|m| m.msg_ref).collect());
+            targets.push((url.clone(), session.clone(), refs, input.name.clone()));
         }
         RunTargets(targets)
     }
 
     /// Stores `result` in each place; prints the run number of each.
     pub fn save(self, result: &AnalysisResult) -> Result<()> {
-        for (url, session, ids, source) in self.0 {
+        for (url, session, refs, source) in self.0 {
             let url = parse_url(&url)?;
+            let ids = refs.map_or_else(MessageIds::default, MessageIds::of_refs);
             let run = save_result(&url, &session, result, &source, &ids)?;
             eprintln!("stored as analysis run {run} of session {session}");
         }

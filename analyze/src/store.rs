@@ -36,12 +36,16 @@ pub struct MessageIds {
 impl MessageIds {
     /// The ids an import gives: message `i` of the trace (in its order) is id `i + 1`.
     pub fn of_import(trace: &Trace) -> MessageIds {
+        Self::of_refs(trace.messages.iter().map(|m| m.msg_ref))
+    }
+
+    /// [`MessageIds::of_import`] from the trace's `msg_ref`s in its order.
+    pub fn of_refs(refs: impl IntoIterator<Item = u64>) -> MessageIds {
         MessageIds {
-            ids: trace
-                .messages
-                .iter()
+            ids: refs
+                .into_iter()
                 .enumerate()
-                .map(|(i, m)| (m.msg_ref, i as i64 + 1))
+                .map(|(i, r)| (r, i as i64 + 1))
                 .collect(),
             positions: HashMap::new(),
         }
