@@ -5,25 +5,26 @@
 //! Reading the input is not timed (the trace is generated in memory); each case runs three
 //! times and prints the median, the heap the run added at its peak (a counting allocator),
 //! the heap the trace holds and the two together (the whole run's peak: the budget counts
-//! the trace), the process's peak resident set (`VmHWM`, reset after the trace is generated
-//! and the allocator has handed back what the generator freed) after the first run — the
-//! figure a single `p5 analyze nesting` would reach with the trace in memory — and over all
-//! three (the allocator keeps some of what a run freed), and the load average, since other
-//! builds share this machine.
+//! the trace), the process's peak resident set in each run (`VmHWM`, reset after the trace
+//! is generated and the allocator has handed back what the generator freed: the figure a
+//! `p5 analyze nesting` would reach with the trace in memory), and the load average, since
+//! other builds share this machine. Nesting consumes its trace, so each run generates its
+//! own.
 //! `P5_BENCH_SECONDS=N` sets the multi-tier length (default 4700 s).
 
 use p5_analyze::maketrace::{self, Config, Options};
-use p5_analyze::nesting::{Params, nesting};
+use p5_analyze::nesting::{Params, nesting_owned};
+use p5_analyze::trace::Trace;
 use std::path::Path;
 use std::time::Instant;
 
 #[path = "common/counting.rs"]
 mod counting;
 
-fn case(name: &str, cfg_text: &str, seconds: i64) {
-    let cfg = Config::parse(cfg_text, Path::new("fig10-multi-tier.toml")).expect("config");
-    let trace = maketrace::generate(
-        &cfg,
+/// The trace of `cfg` over `seconds`.
+fn generate(cfg: &Config, seconds: i64) -> Trace {
+    maketrace::generate(
+        cfg,
         &Options {
             seed: 1,
             duration: Some(seconds * 1_000_000_000),
@@ -31,34 +32,40 @@ fn case(name: &str, cfg_text: &str, seconds: i64) {
             ..Options::default()
         },
     )
-    .trace;
-    let n = trace.messages.len();
-    // The heap now is the trace's (the generator's other output is gone).
-    let held = counting::LIVE.load(std::sync::atomic::Ordering::Relaxed);
-    // Hands what the generator freed back to the system, so that the peak resident set
-    // below is the trace's and nesting's, then resets VmHWM to the current resident set
-    // (Linux ≥ 4.0).
-    // SAFETY: malloc_trim only releases free memory of the allocator; no pointer is involved.
-    unsafe { libc::malloc_trim(0) };
-    let _ = std::fs::write("/proc/self/clear_refs", "5");
+    .trace
+}
+
+fn case(name: &str, cfg_text: &str, seconds: i64) {
+    let cfg = Config::parse(cfg_text, Path::new("fig10-multi-tier.toml")).expect("config");
     let mut runs = Vec::new();
-    let mut peak = 0;
-    let mut patterns = 0;
-    let mut first_rss = None;
+    let (mut n, mut held, mut peak, mut patterns) = (0, 0, 0, 0);
+    let mut rss = Vec::new();
     for _ in 0..3 {
+        // Nesting consumes its trace: each run gets a new one (not timed).
+        let trace = generate(&cfg, seconds);
+        n = trace.messages.len();
+        // The heap now is the trace's (the generator's other output is gone).
+        held = counting::LIVE.load(std::sync::atomic::Ordering::Relaxed);
+        // Hands what the generator freed back to the system, so that the peak resident set
+        // below is the trace's and nesting's, then resets VmHWM to the current resident set
+        // (Linux ≥ 4.0).
+        // SAFETY: malloc_trim only releases free memory of the allocator; no pointer is
+        // involved.
+        unsafe { libc::malloc_trim(0) };
+        let _ = std::fs::write("/proc/self/clear_refs", "5");
         let before = counting::reset_peak();
         let t0 = Instant::now();
-        let (r, _) = nesting(&trace, &Params::default());
+        let (r, _) = nesting_owned(trace, &Params::default());
         runs.push(t0.elapsed().as_secs_f64());
         peak = peak.max(counting::peak_since(before));
         patterns = r.patterns.len();
         drop(r);
-        first_rss.get_or_insert_with(peak_rss);
+        rss.push(peak_rss());
     }
     runs.sort_by(f64::total_cmp);
     println!(
         "nesting {name}: {n} messages in {:.3} s median (runs {:.3} / {:.3} / {:.3}) = {:.2} M messages/s, \
-         peak {:.1} MB added, trace {:.1} MB held, {:.1} MB with the trace; peak RSS {} in the first run, {} over the three; {patterns} patterns",
+         peak {:.1} MB added, trace {:.1} MB held, {:.1} MB with the trace; peak RSS per run {}; {patterns} patterns",
         runs[1],
         runs[0],
         runs[1],
@@ -67,8 +74,7 @@ fn case(name: &str, cfg_text: &str, seconds: i64) {
         peak as f64 / 1e6,
         held as f64 / 1e6,
         (held + peak) as f64 / 1e6,
-        first_rss.unwrap_or_default(),
-        peak_rss(),
+        rss.join(" / "),
     );
 }
 

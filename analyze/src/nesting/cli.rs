@@ -1,7 +1,7 @@
 //! `p5 analyze nesting` on the command line: read the input, run [`super::nesting`], print
 //! the patterns, and store the run in the trace database.
 
-use super::{Params, assign::Penalties, nesting};
+use super::{Params, assign::Penalties, nesting_owned};
 use crate::cli::Progress;
 use crate::input::InputArgs;
 use crate::output::Format;
@@ -116,20 +116,24 @@ pub fn run(a: &NestingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
         repair: !a.no_repair,
         root_below: a.root_below,
     };
-    let (result, counts) = nesting(&input.trace, &params);
+    // What storing the run needs of the trace, taken now: nesting consumes it.
+    let save = (a.save_db.as_ref(), a.save_session.as_ref());
+    let targets = crate::db::RunTargets::of(&a.input, &input, save);
+    let name = input.name;
+    let (result, counts) = nesting_owned(input.trace, &params);
     progress(Progress::Done);
     if counts.reversed > 0 {
         eprintln!(
             "{}: {} returns seemed to leave before their call arrived (by more than the skew \
              window): paired by call id; the clocks that stamped them disagree (see \
              --skew-window)",
-            input.name, counts.reversed
+            name, counts.reversed
         );
     }
     eprintln!(
         "{}: {} call pairs ({} nested, {} roots), {} calls and {} returns unmatched ({} and {} \
          kept, their lost half estimated), {} patterns",
-        input.name,
+        name,
         counts.pairs,
         counts.nested,
         counts.pairs - counts.nested,
@@ -139,8 +143,7 @@ pub fn run(a: &NestingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
         counts.repaired.rets,
         result.patterns.len()
     );
-    let save = (a.save_db.as_ref(), a.save_session.as_ref());
-    crate::db::save_runs(&a.input, &input, save, &result)?;
+    targets.save(&result)?;
     crate::output::write(&result, a.format, a.top, std::io::stdout().lock())?;
     Ok(())
 }

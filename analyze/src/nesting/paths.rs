@@ -3,67 +3,118 @@
 //! every node's latency and call delay.
 
 use super::assign::{ROOT, Tree};
-use super::pairs::{CallPair, received, sent};
+use super::pairs::{CallPair, Kept};
 use super::repair::LOST;
 use crate::pattern::{Collector, Visit};
-use crate::trace::{Message, NO_TIME, NodeId, Trace};
+use crate::trace::{NO_TIME, NodeId, Nodes, Time};
 
-/// The call and return message of each pair (indexes into the trace, [`LOST`] for a half
-/// the trace lost): all [`collect`] needs of the pairs, a sixth of their size (the trace has
-/// the rest).
-pub fn ends(pairs: &[CallPair]) -> Vec<(u32, u32)> {
-    pairs.iter().map(|p| (p.call, p.ret)).collect()
+/// What [`collect`] needs of a pair: its nodes, the times its messages have ([`NO_TIME`]
+/// for a half the trace lost) and their refs. When its call's arrival was stamped, that
+/// time is in [`Paths::call_recv`].
+#[derive(Debug, Clone, Copy)]
+pub struct PathPair {
+    caller: NodeId,
+    callee: NodeId,
+    t_call: Time,
+    t_ret: Time,
+    call_ref: u64,
+    ret_ref: u64,
 }
 
-/// Aggregates the instances — each root's tree of nested pairs, given by their [`ends`] —
-/// into patterns.
-pub fn collect(trace: &Trace, ends: &[(u32, u32)], tree: &Tree, local_delays: bool) -> Collector {
-    let msgs = &trace.messages;
+const _: () = assert!(size_of::<PathPair>() <= size_of::<CallPair>());
+
+/// The pairs as [`collect`] needs them.
+#[derive(Debug)]
+pub struct Paths {
+    /// Each pair's nodes, times and refs.
+    pub pairs: Vec<PathPair>,
+    /// Each pair's call's arrival ([`NO_TIME`] if not stamped); empty when no message had
+    /// its receive time (traces with one time per message).
+    pub call_recv: Vec<Time>,
+}
+
+impl Paths {
+    /// `pairs` as [`collect`] needs them, with their messages' refs from `kept`, in the
+    /// pairs' memory: a [`PathPair`] is smaller than a [`CallPair`] (std collects a mapped
+    /// `Vec::into_iter` in place), and the refs by message index go.
+    pub fn of(pairs: Vec<CallPair>, kept: Kept) -> Paths {
+        let mut call_recv = Vec::new();
+        if kept.any_recv {
+            call_recv.reserve_exact(pairs.len());
+        }
+        let mut pairs: Vec<PathPair> = pairs
+            .into_iter()
+            .map(|p| {
+                let (call, ret) = (p.call != LOST, p.ret != LOST);
+                if kept.any_recv {
+                    let stamped = call && kept.recv_known(p.call);
+                    call_recv.push(if stamped { p.in_call } else { NO_TIME });
+                }
+                PathPair {
+                    caller: p.caller,
+                    callee: p.callee,
+                    t_call: if call { p.out_call } else { NO_TIME },
+                    t_ret: if ret { p.in_ret } else { NO_TIME },
+                    call_ref: if call { kept.msg_ref(p.call) } else { 0 },
+                    ret_ref: if ret { kept.msg_ref(p.ret) } else { 0 },
+                }
+            })
+            .collect();
+        pairs.shrink_to_fit();
+        Paths { pairs, call_recv }
+    }
+}
+
+/// Aggregates the instances — each root's tree of nested pairs — into patterns.
+pub fn collect(nodes: &Nodes, paths: &Paths, tree: Tree, local_delays: bool) -> Collector {
+    let pairs = &paths.pairs;
+    // The roots, and the parents go (their memory serves the instances).
+    let roots: Vec<u32> = (0..tree.parent.len() as u32)
+        .filter(|&i| tree.parent[i as usize] == ROOT)
+        .collect();
+    let Tree {
+        last_kid, prev_sib, ..
+    } = tree;
     // Children as lists from the last back (pushed last first, they pop in call order).
-    let (last_kid, prev_sib) = (&tree.last_kid, &tree.prev_sib);
     let mut col = if local_delays {
         Collector::with_local_call_delay()
     } else {
         Collector::default()
     }
     .every_call_returns();
-    col.reserve_instances(tree.parent.len() - tree.nested());
+    col.reserve_instances(roots.len());
     let (mut visits, mut stack): (Vec<Visit<'_>>, Vec<_>) = (Vec::new(), Vec::new());
     // Reused per instance; each instance gets an exact-size copy of its message refs.
     let mut refs: Vec<u64> = Vec::new();
     // The visit each message enters (1-based; 0 = the root caller): a call its callee's,
     // a return its caller's.
     let mut entered: Vec<u32> = Vec::new();
-    for (root, _) in tree.parent.iter().enumerate().filter(|(_, p)| **p == ROOT) {
+    for root in roots {
         visits.clear();
         refs.clear();
         entered.clear();
         // (pair, visit index of its parent; 0 = the root caller), depth first, in order.
         stack.clear();
-        stack.push((root as u32, 0u32, false));
+        stack.push((root, 0u32, false));
         while let Some((i, up, done)) = stack.pop() {
-            let (call, ret) = half(msgs, ends[i as usize]);
+            let p = &pairs[i as usize];
             if done {
-                if let Some(ret) = ret {
-                    refs.push(ret.msg_ref);
+                if p.t_ret != NO_TIME {
+                    refs.push(p.ret_ref);
                     entered.push(up);
                 }
                 continue;
             }
-            let Some((_, callee)) = nodes_of(call, ret) else {
-                continue;
-            };
-            if let Some(call) = call {
-                refs.push(call.msg_ref);
+            if p.t_call != NO_TIME {
+                refs.push(p.call_ref);
                 entered.push(visits.len() as u32 + 1);
             }
-            // The times [`CallPair`] has: out_call and in_ret; none from a lost half.
             visits.push(Visit {
                 parent: up,
-                node: trace.nodes.name(callee),
-                t_call: call.map_or(NO_TIME, sent),
-                t_ret: ret.map_or(NO_TIME, received),
-                t_call_recv: call.map_or(NO_TIME, |c| c.t_recv),
+                node: nodes.name(p.callee),
+                t_call: p.t_call,
+                t_ret: p.t_ret,
+                t_call_recv: paths.call_recv.get(i as usize).copied().unwrap_or(NO_TIME),
                 net_offset: 0,
             });
             let me = visits.len() as u32;
@@ -74,32 +125,12 @@ pub fn collect(trace: &Trace, ends: &[(u32, u32)], tree: &Tree, local_delays: bo
                 k = prev_sib[k as usize];
             }
         }
-        let (call, ret) = half(msgs, ends[root]);
-        let Some((caller, _)) = nodes_of(call, ret) else {
-            continue;
-        };
         col.add_entering(
-            trace.nodes.name(caller),
+            nodes.name(pairs[root as usize].caller),
             &visits,
             1.0,
             (refs.clone(), &entered),
         );
     }
     col
-}
-
-/// The call and the return message of a pair's [`ends`], `None` for a half the trace lost.
-fn half(msgs: &[Message], (call, ret): (u32, u32)) -> (Option<&Message>, Option<&Message>) {
-    let at = |i: u32| (i != LOST).then(|| &msgs[i as usize]);
-    (at(call), at(ret))
-}
-
-/// A pair's caller and callee, from whichever of its messages the trace has (a pair never
-/// loses both; `None` if it did).
-fn nodes_of(call: Option<&Message>, ret: Option<&Message>) -> Option<(NodeId, NodeId)> {
-    match (call, ret) {
-        (Some(c), _) => Some((c.src, c.dst)),
-        (None, Some(r)) => Some((r.dst, r.src)),
-        (None, None) => None,
-    }
 }

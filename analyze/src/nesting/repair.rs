@@ -16,7 +16,7 @@
 
 use super::pairs::{CallPair, received, sent};
 use crate::hash::FxHashMap;
-use crate::trace::{NO_TIME, NodeId, Time, Trace};
+use crate::trace::{Message, NodeId, Time};
 
 /// The message index of a half the trace lost.
 pub const LOST: u32 = u32::MAX;
@@ -134,35 +134,28 @@ pub struct Repaired {
 }
 
 /// Adds to `pairs` (complete pairs, in any order) a pair for every call of `lone_calls` and
-/// every return of `lone_rets` (message indexes) whose link has enough complete pairs and
-/// whose lost half falls inside the trace; returns how many and how loosely they hold
-/// children.
+/// every return of `lone_rets` (with their message indexes) whose link has enough complete
+/// pairs and whose lost half falls inside the trace's `span` (its earliest and latest time);
+/// returns how many and how loosely they hold children.
 pub fn repair(
-    trace: &Trace,
     pairs: &mut Vec<CallPair>,
-    lone_calls: &[u32],
-    lone_rets: &[u32],
+    lone_calls: &[(u32, Message)],
+    lone_rets: &[(u32, Message)],
+    (first, last): (Time, Time),
 ) -> (Repaired, Slack) {
-    let msgs = &trace.messages;
     let mut links: FxHashMap<(NodeId, NodeId), Link> = FxHashMap::default();
-    for &i in lone_calls {
-        links
-            .entry((msgs[i as usize].src, msgs[i as usize].dst))
-            .or_default();
+    for (_, m) in lone_calls {
+        links.entry((m.src, m.dst)).or_default();
     }
-    for &i in lone_rets {
-        links
-            .entry((msgs[i as usize].dst, msgs[i as usize].src))
-            .or_default();
+    for (_, m) in lone_rets {
+        links.entry((m.dst, m.src)).or_default();
     }
     if links.is_empty() {
         return Default::default();
     }
     let typical = typical_delays(pairs, links);
-    let (first, last) = span(trace);
     let mut done = Repaired::default();
-    for &i in lone_calls {
-        let m = &msgs[i as usize];
+    for &(i, ref m) in lone_calls {
         let Some(t) = typical.get(&(m.src, m.dst)) else {
             continue;
         };
@@ -183,8 +176,7 @@ pub fn repair(
         });
         done.calls += 1;
     }
-    for &i in lone_rets {
-        let m = &msgs[i as usize];
+    for &(i, ref m) in lone_rets {
         let Some(t) = typical.get(&(m.dst, m.src)) else {
             continue;
         };
@@ -271,19 +263,6 @@ fn typical_delays(
             )
         })
         .collect()
-}
-
-/// The earliest and the latest time the trace holds.
-fn span(trace: &Trace) -> (Time, Time) {
-    let mut span = (Time::MAX, Time::MIN);
-    for m in &trace.messages {
-        for t in [m.t_send, m.t_recv] {
-            if t != NO_TIME {
-                span = (span.0.min(t), span.1.max(t));
-            }
-        }
-    }
-    span
 }
 
 #[cfg(test)]

@@ -205,6 +205,10 @@ struct Reader<'a> {
     last_time: Option<Time>,
     keep_order: bool,
     precision: Option<u8>,
+    /// Whether the trace has `_SENT` lines and `_RCVD` lines at all: a line waits for its
+    /// other half only if lines of that side exist (else a trace with one time per message
+    /// would keep every message waiting: 140 MB for the 2 M-message multi-tier trace).
+    sides: (bool, bool),
 }
 
 const NONE: u32 = u32::MAX;
@@ -234,45 +238,69 @@ fn canonical_number(b: &[u8]) -> Option<CallId> {
 /// Reads a text trace from memory. Never fails: bad lines are skipped and counted in the
 /// returned report under `file`.
 pub fn read(bytes: &[u8], file: &str, opts: ReadOptions) -> TextTrace {
-    let mut r = Reader {
-        file,
-        out: TextTrace::default(),
-        names: FxHashMap::default(),
-        ids: FxHashMap::default(),
-        ids_collided: FxHashMap::default(),
-        numeric_ids: true,
-        pending: FxHashMap::default(),
-        next: Vec::new(),
-        last_time: None,
-        keep_order: opts.keep_order,
-        precision: None,
-    };
-    r.out.layout.final_newline = bytes.last() == Some(&b'\n');
-    // Most traces pair about half their lines: reserve for that, and grow if not.
-    let lines = bytes.iter().filter(|&&b| b == b'\n').count();
-    r.out.trace.messages.reserve(lines / 2 + 1);
-    r.next.reserve(lines / 2 + 1);
-    let body = if r.out.layout.final_newline {
-        &bytes[..bytes.len() - 1]
-    } else {
-        bytes
-    };
-    if !bytes.is_empty() {
+    let mut r = Reader::new(bytes, file, opts);
+    r.lines(bytes);
+    r.finish()
+}
+
+impl<'a> Reader<'a> {
+    /// A reader for `bytes`, its messages reserved.
+    fn new(bytes: &[u8], file: &'a str, opts: ReadOptions) -> Self {
+        let mut r = Reader {
+            file,
+            out: TextTrace::default(),
+            names: FxHashMap::default(),
+            ids: FxHashMap::default(),
+            ids_collided: FxHashMap::default(),
+            numeric_ids: true,
+            pending: FxHashMap::default(),
+            next: Vec::new(),
+            last_time: None,
+            keep_order: opts.keep_order,
+            precision: None,
+            sides: (
+                memchr::memmem::find(bytes, b"_SENT").is_some(),
+                memchr::memmem::find(bytes, b"_RCVD").is_some(),
+            ),
+        };
+        // A trace with both sides pairs about half its lines, one with one side none:
+        // reserve for that, and grow if not.
+        let lines = memchr::memchr_iter(b'\n', bytes).count();
+        let messages = if r.sides.0 && r.sides.1 {
+            lines / 2 + 1
+        } else {
+            lines + 1
+        };
+        r.out.trace.messages.reserve(messages);
+        r.next.reserve(messages);
+        r
+    }
+
+    /// Reads every line of `bytes`.
+    fn lines(&mut self, bytes: &[u8]) {
+        self.out.layout.final_newline = bytes.last() == Some(&b'\n');
+        let body = if self.out.layout.final_newline {
+            &bytes[..bytes.len() - 1]
+        } else {
+            bytes
+        };
+        if bytes.is_empty() {
+            return;
+        }
         for (i, line) in body.split(|&b| b == b'\n').enumerate() {
             let line_no = i as u64 + 1;
             let line = match line.split_last() {
                 Some((b'\r', rest)) => {
                     if line_no == 1 {
-                        r.out.layout.crlf = true;
+                        self.out.layout.crlf = true;
                     }
                     rest
                 }
                 _ => line,
             };
-            r.line(line_no, line);
+            self.line(line_no, line);
         }
     }
-    r.finish()
 }
 
 impl Reader<'_> {
@@ -358,7 +386,9 @@ impl Reader<'_> {
                 }
                 self.out.trace.messages.push(m);
                 self.next.push(NONE);
-                self.push((side | u8::from(recv), src, dst, id), idx);
+                if (recv && self.sides.0) || (!recv && self.sides.1) {
+                    self.push((side | u8::from(recv), src, dst, id), idx);
+                }
                 idx
             }
         };

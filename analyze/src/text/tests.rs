@@ -312,3 +312,23 @@ proptest! {
         prop_assert_eq!(parse_time(&s), Ok((t, p)));
     }
 }
+
+#[test]
+fn lines_wait_for_their_other_half_only_if_that_side_is_in_the_trace() {
+    let one_side = b"1.0\tCALL_SENT\tA\tB\t1\n2.0\tRET_SENT\tB\tA\t1\n3.0\tMSG_SENT\tA\tB\n";
+    let mut r = Reader::new(one_side, "t.p5t", ReadOptions::default());
+    r.lines(one_side);
+    assert!(r.pending.is_empty(), "nothing could answer them");
+    assert_eq!(r.finish().trace.messages.len(), 3);
+    // With the other side in the trace, a line waits for it, and pairs when it comes.
+    let both = b"1.0\tCALL_SENT\tA\tB\t1\n1.5\tRET_SENT\tB\tA\t1\n2.0\tCALL_RCVD\tA\tB\t1\n";
+    let mut r = Reader::new(both, "t.p5t", ReadOptions::default());
+    r.lines(both);
+    assert_eq!(r.pending.len(), 1, "the return's arrival may still come");
+    let t = r.finish().trace;
+    assert_eq!(t.messages.len(), 2);
+    assert_eq!(
+        (t.messages[0].t_send, t.messages[0].t_recv),
+        (1_000_000_000, 2_000_000_000)
+    );
+}
