@@ -172,10 +172,153 @@ pub fn parse_time(f: &[u8]) -> Result<(Time, u8), &'static str> {
     }
 }
 
-/// Reads a text trace file (see [`read`]); `file` in problems is the path as given.
+/// Reads a text trace file (see [`read`]); `file` in problems is the path as given. A
+/// regular file is read twice in pieces (first for what [`Reader::new`] needs to know of
+/// the whole), so that it is never in memory whole; anything else (a pipe) is read whole.
 pub fn read_file(path: &Path, opts: ReadOptions) -> Result<TextTrace> {
-    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    Ok(read(&bytes, &path.display().to_string(), opts))
+    let file = path.display().to_string();
+    let regular = std::fs::metadata(path)
+        .map_err(|e| Error::io(path, e))?
+        .is_file();
+    if !regular {
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        return Ok(read(&bytes, &file, opts));
+    }
+    let mut scan = Scan::default();
+    each_piece(path, |p| scan.piece(p))?;
+    let mut r = Reader::new(&scan, &file, opts);
+    let mut lines = Lines::default();
+    each_piece(path, |p| lines.piece(p, &mut r))?;
+    lines.end(&mut r);
+    Ok(r.finish())
+}
+
+/// Calls `f` with each piece of the file at `path`, in order.
+fn each_piece(path: &Path, mut f: impl FnMut(&[u8])) -> Result<()> {
+    use std::io::Read;
+    let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        match file.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => f(&buf[..n]),
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(Error::io(path, e)),
+        }
+    }
+}
+
+/// The longest line read (longer ones are reported, not parsed: memory stays bounded
+/// whatever a file holds).
+const MAX_LINE: usize = 1 << 16;
+
+/// What [`Reader::new`] needs to know of the whole trace: whether it has `_SENT` and
+/// `_RCVD` words at all, and its line count.
+#[derive(Debug, Default)]
+struct Scan {
+    sent: bool,
+    rcvd: bool,
+    lines: usize,
+    /// The last bytes seen (a word may span two pieces).
+    tail: Vec<u8>,
+}
+
+impl Scan {
+    /// The scan of a trace in memory.
+    fn of(bytes: &[u8]) -> Scan {
+        let mut s = Scan::default();
+        s.piece(bytes);
+        s
+    }
+
+    /// Takes in the next piece of the trace.
+    fn piece(&mut self, piece: &[u8]) {
+        self.lines += memchr::memchr_iter(b'\n', piece).count();
+        let mut edge = std::mem::take(&mut self.tail);
+        edge.extend_from_slice(&piece[..piece.len().min(4)]);
+        for hay in [&edge[..], piece] {
+            self.sent |= memchr::memmem::find(hay, b"_SENT").is_some();
+            self.rcvd |= memchr::memmem::find(hay, b"_RCVD").is_some();
+        }
+        self.tail = if piece.len() >= 4 {
+            piece[piece.len() - 4..].to_vec()
+        } else {
+            edge.extend_from_slice(&piece[piece.len().min(4)..]);
+            edge[edge.len().saturating_sub(4)..].to_vec()
+        };
+    }
+}
+
+/// Splits the pieces of a trace into numbered lines (a line may span pieces) for a
+/// [`Reader`]: every line that ends with `\n`, and at the end what follows the last one.
+#[derive(Debug, Default)]
+struct Lines {
+    /// The start of a line whose end is in a later piece (at most [`MAX_LINE`] + 1 bytes).
+    carry: Vec<u8>,
+    /// Lines so far.
+    line_no: u64,
+    /// The last byte of the trace so far.
+    last: Option<u8>,
+}
+
+impl Lines {
+    /// Reads the lines `piece` ends.
+    fn piece(&mut self, piece: &[u8], r: &mut Reader<'_>) {
+        if let Some(&b) = piece.last() {
+            self.last = Some(b);
+        }
+        let mut start = 0;
+        for nl in memchr::memchr_iter(b'\n', piece) {
+            if self.carry.is_empty() {
+                Self::line(&mut self.line_no, &piece[start..nl], r);
+            } else {
+                self.keep(&piece[start..nl]);
+                Self::line(&mut self.line_no, &self.carry, r);
+                self.carry.clear();
+            }
+            start = nl + 1;
+        }
+        self.keep(&piece[start..]);
+    }
+
+    /// Keeps the start of a line (up to one byte more than [`MAX_LINE`]).
+    fn keep(&mut self, bytes: &[u8]) {
+        let room = (MAX_LINE + 1).saturating_sub(self.carry.len());
+        self.carry
+            .extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
+
+    /// Reads what follows the last line ending, if anything; notes the final newline.
+    fn end(self, r: &mut Reader<'_>) {
+        let mut line_no = self.line_no;
+        if !self.carry.is_empty() {
+            Self::line(&mut line_no, &self.carry, r);
+        }
+        r.out.layout.final_newline = self.last == Some(b'\n');
+    }
+
+    /// Line `line_no + 1`, without its `\r` (the first line's says the file's endings).
+    fn line(line_no: &mut u64, line: &[u8], r: &mut Reader<'_>) {
+        *line_no += 1;
+        let line = match line.split_last() {
+            Some((b'\r', rest)) => {
+                if *line_no == 1 {
+                    r.out.layout.crlf = true;
+                }
+                rest
+            }
+            _ => line,
+        };
+        if line.len() > MAX_LINE {
+            r.out.report.records += 1;
+            let detail = String::from_utf8_lossy(&line[..80]).into_owned();
+            r.out
+                .report
+                .problem(r.file, *line_no, "line too long", detail);
+            return;
+        }
+        r.line(*line_no, line);
+    }
 }
 
 /// Open lines waiting for their other half: the first and last message index of a FIFO
@@ -238,14 +381,16 @@ fn canonical_number(b: &[u8]) -> Option<CallId> {
 /// Reads a text trace from memory. Never fails: bad lines are skipped and counted in the
 /// returned report under `file`.
 pub fn read(bytes: &[u8], file: &str, opts: ReadOptions) -> TextTrace {
-    let mut r = Reader::new(bytes, file, opts);
-    r.lines(bytes);
+    let mut r = Reader::new(&Scan::of(bytes), file, opts);
+    let mut lines = Lines::default();
+    lines.piece(bytes, &mut r);
+    lines.end(&mut r);
     r.finish()
 }
 
 impl<'a> Reader<'a> {
-    /// A reader for `bytes`, its messages reserved.
-    fn new(bytes: &[u8], file: &'a str, opts: ReadOptions) -> Self {
+    /// A reader for the trace `scan` describes, its messages reserved.
+    fn new(scan: &Scan, file: &'a str, opts: ReadOptions) -> Self {
         let mut r = Reader {
             file,
             out: TextTrace::default(),
@@ -258,48 +403,18 @@ impl<'a> Reader<'a> {
             last_time: None,
             keep_order: opts.keep_order,
             precision: None,
-            sides: (
-                memchr::memmem::find(bytes, b"_SENT").is_some(),
-                memchr::memmem::find(bytes, b"_RCVD").is_some(),
-            ),
+            sides: (scan.sent, scan.rcvd),
         };
         // A trace with both sides pairs about half its lines, one with one side none:
         // reserve for that, and grow if not.
-        let lines = memchr::memchr_iter(b'\n', bytes).count();
-        let messages = if r.sides.0 && r.sides.1 {
-            lines / 2 + 1
+        let messages = if scan.sent && scan.rcvd {
+            scan.lines / 2 + 1
         } else {
-            lines + 1
+            scan.lines + 1
         };
         r.out.trace.messages.reserve(messages);
         r.next.reserve(messages);
         r
-    }
-
-    /// Reads every line of `bytes`.
-    fn lines(&mut self, bytes: &[u8]) {
-        self.out.layout.final_newline = bytes.last() == Some(&b'\n');
-        let body = if self.out.layout.final_newline {
-            &bytes[..bytes.len() - 1]
-        } else {
-            bytes
-        };
-        if bytes.is_empty() {
-            return;
-        }
-        for (i, line) in body.split(|&b| b == b'\n').enumerate() {
-            let line_no = i as u64 + 1;
-            let line = match line.split_last() {
-                Some((b'\r', rest)) => {
-                    if line_no == 1 {
-                        self.out.layout.crlf = true;
-                    }
-                    rest
-                }
-                _ => line,
-            };
-            self.line(line_no, line);
-        }
     }
 }
 

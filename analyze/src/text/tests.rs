@@ -316,14 +316,14 @@ proptest! {
 #[test]
 fn lines_wait_for_their_other_half_only_if_that_side_is_in_the_trace() {
     let one_side = b"1.0\tCALL_SENT\tA\tB\t1\n2.0\tRET_SENT\tB\tA\t1\n3.0\tMSG_SENT\tA\tB\n";
-    let mut r = Reader::new(one_side, "t.p5t", ReadOptions::default());
-    r.lines(one_side);
+    let mut r = Reader::new(&Scan::of(one_side), "t.p5t", ReadOptions::default());
+    Lines::default().piece(one_side, &mut r);
     assert!(r.pending.is_empty(), "nothing could answer them");
     assert_eq!(r.finish().trace.messages.len(), 3);
     // With the other side in the trace, a line waits for it, and pairs when it comes.
     let both = b"1.0\tCALL_SENT\tA\tB\t1\n1.5\tRET_SENT\tB\tA\t1\n2.0\tCALL_RCVD\tA\tB\t1\n";
-    let mut r = Reader::new(both, "t.p5t", ReadOptions::default());
-    r.lines(both);
+    let mut r = Reader::new(&Scan::of(both), "t.p5t", ReadOptions::default());
+    Lines::default().piece(both, &mut r);
     assert_eq!(r.pending.len(), 1, "the return's arrival may still come");
     let t = r.finish().trace;
     assert_eq!(t.messages.len(), 2);
@@ -331,4 +331,53 @@ fn lines_wait_for_their_other_half_only_if_that_side_is_in_the_trace() {
         (t.messages[0].t_send, t.messages[0].t_recv),
         (1_000_000_000, 2_000_000_000)
     );
+}
+
+#[test]
+fn a_file_read_in_pieces_reads_as_in_memory() {
+    // Every piece size, so that lines, `\r\n` and the words `_SENT` / `_RCVD` span pieces;
+    // with and without a final newline, and a line too long to keep.
+    let long = format!("1.5\tCALL_SENT\t{}\tB\t9\n", "A".repeat(MAX_LINE));
+    for text in [
+        "timestamp\top\ts\tr\tid\r\n1.0\tCALL_SENT\tA\tB\t1\r\n2.0\tCALL_RCVD\tA\tB\t1\r\n"
+            .to_owned(),
+        "1.0\tCALL_SENT\tA\tB\t1\n\n3.0\tRET_SENT\tB\tA\t1".to_owned(),
+        format!("1.0\tCALL_SENT\tA\tB\t1\n{long}2.0\tRET_RCVD\tB\tA\t1\n"),
+        String::new(),
+        "\n".to_owned(),
+    ] {
+        let bytes = text.as_bytes();
+        let whole = read(bytes, "t.p5t", keep());
+        for size in [1, 2, 3, 5, 7, 64, 4096] {
+            let scan = {
+                let mut s = Scan::default();
+                bytes.chunks(size).for_each(|p| s.piece(p));
+                s
+            };
+            assert_eq!((scan.sent, scan.rcvd, scan.lines), {
+                let s = Scan::of(bytes);
+                (s.sent, s.rcvd, s.lines)
+            });
+            let mut r = Reader::new(&scan, "t.p5t", keep());
+            let mut lines = Lines::default();
+            bytes.chunks(size).for_each(|p| lines.piece(p, &mut r));
+            assert!(lines.carry.len() <= MAX_LINE + 1);
+            lines.end(&mut r);
+            let pieces = r.finish();
+            assert_eq!(pieces.trace, whole.trace, "{size}-byte pieces of {text:?}");
+            assert_eq!(pieces.layout, whole.layout);
+            assert_eq!(pieces.report, whole.report);
+        }
+    }
+    let t = read(long.as_bytes(), "t.p5t", keep());
+    assert_eq!(t.report.counts.get("line too long"), Some(&1));
+    // From a file too, and from something that is not a regular file.
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("t.p5t");
+    let text = "1.0\tCALL_SENT\tA\tB\t1\n2.0\tCALL_RCVD\tA\tB\t1\n";
+    std::fs::write(&path, text).unwrap();
+    let file = read_file(&path, keep()).unwrap();
+    assert_eq!(file.trace, read(text.as_bytes(), "t.p5t", keep()).trace);
+    assert_eq!(file.trace.messages.len(), 1);
+    assert!(read_file(dir.path(), keep()).is_err());
 }
