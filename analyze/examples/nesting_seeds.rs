@@ -6,7 +6,7 @@
 //!
 //! `cargo run --release -p p5-analyze --example nesting_seeds -- [--seeds 1,2,3,4,5,7,11]
 //! [--no-returns] [--gap-passes N] [--smooth SIGMA] [--capture-rate LINES_PER_S] [--no-repair]
-//! [--root-below SHARE]`
+//! [--root-below SHARE] [--no-rebalance]`
 //!
 //! `--capture-rate` puts the paper's sniffer in the way (§7.5.5, a 64-line queue): the run
 //! then also prints how many messages it dropped and how many calls and returns were left
@@ -43,6 +43,7 @@ fn main() {
         smooth: value(&args, "--smooth", d.smooth, "σ in bins"),
         repair: !flag("--no-repair"),
         root_below: value(&args, "--root-below", d.root_below, "a share"),
+        rebalance: !flag("--no-rebalance"),
         ..d
     };
     let lines_per_s = value(&args, "--capture-rate", f64::NAN, "lines a second");

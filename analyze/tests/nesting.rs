@@ -145,8 +145,9 @@ fn multi_tier_top_n_and_node_delays() {
 /// return gaps are what bring the frequent patterns' mean latencies within 5 %, and the gap
 /// passes (local and return gaps keyed by the sibling before) with smoothing what cut
 /// instance false negatives sevenfold and bring the two-DB patterns' node latencies within
-/// 5 %. Leaving the children whose best parent is too unlikely roots (`root_below` 0.005,
-/// off by default) lowers them further (6.3 → 6.0 % here).
+/// 5 %; rebalancing the children counts that are nearly always the same (on by default)
+/// nearly halves them again (6.3 → 3.6 % here). Leaving the children whose best parent is
+/// too unlikely roots (`root_below` 0.005, off by default) lowers them further (3.4 %).
 #[test]
 fn return_and_local_gaps_beat_call_delays_alone() {
     let g = generate(&fixture("fig10-multi-tier"), opts(500));
@@ -173,11 +174,13 @@ fn return_and_local_gaps_beat_call_delays_alone() {
         gap_passes: 0,
         smooth: 0.0,
         repair: false,
+        rebalance: false,
         ..Params::default()
     });
     let returns = measure(&Params {
         gap_passes: 0,
         smooth: 0.0,
+        rebalance: false,
         ..Params::default()
     });
     let ours = measure(&Params::default());
@@ -185,11 +188,16 @@ fn return_and_local_gaps_beat_call_delays_alone() {
         root_below: 0.005,
         ..Params::default()
     });
+    let greedy = measure(&Params {
+        rebalance: false,
+        ..Params::default()
+    });
     for (name, (common, two_db, fns)) in [
         ("paper", paper),
         ("returns", returns),
         ("ours", ours),
         ("ours, unlikely children roots", unlikely_roots),
+        ("ours, not rebalanced", greedy),
     ] {
         println!(
             "{name}: worst frequent-pattern latency error {:.1} %, two-DB patterns {:.1} %, \
@@ -203,6 +211,12 @@ fn return_and_local_gaps_beat_call_delays_alone() {
     assert!(returns.2 < paper.2 - 0.05 && ours.2 < returns.2 - 0.1);
     assert!(ours.1 < 0.05 && returns.1 > 0.1, "two-DB patterns");
     assert!(unlikely_roots.2 < ours.2 - 0.002, "root_below");
+    // Rebalancing the children counts that are nearly always the same (a request's one
+    // application call): 6.3 → 3.6 % here.
+    assert!(
+        ours.2 < greedy.2 - 0.015,
+        "rebalance: {greedy:?} → {ours:?}"
+    );
 }
 
 /// Where the two-DB patterns' latency error comes from: not from which instances nesting
@@ -378,11 +392,11 @@ fn few_dropped_messages_cost_little() {
 
 /// §7.5.5 at 1 % dropped, the issue's bound (500 s, seed 3, 440 lines/s: 1.03 % of the
 /// messages dropped in bursts, 0.70 % of the instances lost a whole pair). Measured: instance
-/// false negatives 5.63 → 6.88 % (+1.25 points; +1.92 when an unknown delay scores the
-/// typical value, +2.77 when a repaired pair also held children only within its estimated
-/// ends, about +7 without repair). Asserted: the rise is at most 1.5 points — **the issue's 1
-/// point is not met at 1 %**: the pairs lost whole and the children they orphan cost about
-/// that much on their own.
+/// false negatives 3.10 → 4.16 % (+1.06 points; 5.63 → 6.88 %, +1.25, without rebalancing;
+/// +1.92 when an unknown delay scores the typical value, +2.77 when a repaired pair also held
+/// children only within its estimated ends, about +7 without repair). Asserted: the rise is
+/// at most 1.25 points — **the issue's 1 point is not met at 1 %** (it is to about 0.9 %):
+/// the pairs lost whole and the children they orphan cost about that much on their own.
 #[test]
 fn one_percent_dropped_costs_little_more_than_a_point() {
     let cfg = fixture("fig10-multi-tier");
@@ -408,7 +422,7 @@ fn one_percent_dropped_costs_little_more_than_a_point() {
         100.0 * lossy
     );
     assert!((0.009..0.011).contains(&dropped), "drop rate {dropped}");
-    assert!(lossy - clean <= 0.015, "{clean} → {lossy}");
+    assert!(lossy - clean <= 0.0125, "{clean} → {lossy}");
 }
 
 /// §7.5.6: WS2's clock fast by 0–60 ms in a single-timestamp trace. The 30 ms window (used

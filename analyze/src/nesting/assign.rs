@@ -190,6 +190,44 @@ impl Tree {
     pub fn nested(&self) -> usize {
         self.parent.iter().filter(|&&p| p != ROOT).count()
     }
+
+    /// Takes child `c` out of its parent's list.
+    fn unlink(&mut self, c: u32) {
+        let p = self.parent[c as usize];
+        if p == ROOT {
+            return;
+        }
+        let next = self.prev_sib[c as usize];
+        if self.last_kid[p as usize] == c {
+            self.last_kid[p as usize] = next;
+        } else {
+            let mut k = self.last_kid[p as usize];
+            while k != u32::MAX && self.prev_sib[k as usize] != c {
+                k = self.prev_sib[k as usize];
+            }
+            if k != u32::MAX {
+                self.prev_sib[k as usize] = next;
+            }
+        }
+        self.parent[c as usize] = ROOT;
+        self.prev_sib[c as usize] = u32::MAX;
+    }
+
+    /// Makes `c` a child of `p`, in its place in call order (pairs are in call order).
+    fn link(&mut self, c: u32, p: u32) {
+        self.parent[c as usize] = p;
+        // The list runs from the newest back: find the first child older than `c`.
+        let (mut newer, mut k) = (u32::MAX, self.last_kid[p as usize]);
+        while k != u32::MAX && k > c {
+            (newer, k) = (k, self.prev_sib[k as usize]);
+        }
+        self.prev_sib[c as usize] = k;
+        if newer == u32::MAX {
+            self.last_kid[p as usize] = c;
+        } else {
+            self.prev_sib[newer as usize] = c;
+        }
+    }
 }
 
 /// One parent per child (or none: a root), in call order, scaling each candidate's score
@@ -382,4 +420,155 @@ pub fn gap_scoreboard(
         }
     }
     sb
+}
+
+/// A count of children to one callee is the rule for a kind of parent when at least this
+/// share of such parents have it ([`rebalance`]).
+const RULE_SHARE: f64 = 0.9;
+
+/// Children moved by [`rebalance`] (ours): where a parent kind's children to a callee
+/// nearly always number the same (at least [`RULE_SHARE`] of such parents: a request makes
+/// one application call), a parent with more than that gives a child to a candidate parent
+/// with fewer — the first such child in call order, to its best-scoring such candidate.
+/// This undoes what a lost message does to the greedy assignment: a call whose return the
+/// trace lost is held by its loose ends, a concurrent request of the same kind takes it,
+/// and its own request is left without that call. Returns how many children moved.
+pub fn rebalance(pairs: &[CallPair], cands: &Candidates, sb: &Scores, t: &mut Tree) -> u64 {
+    let rules = count_rules(pairs, t);
+    if rules.is_empty() {
+        return 0;
+    }
+    let count = |t: &Tree, p: u32, x: NodeId| {
+        let mut n = 0;
+        let mut k = t.last_kid[p as usize];
+        while k != u32::MAX {
+            n += u32::from(pairs[k as usize].callee == x);
+            k = t.prev_sib[k as usize];
+        }
+        n
+    };
+    let rule = |p: u32, x: NodeId| {
+        let pp = &pairs[p as usize];
+        rules.get(&(pp.caller, pp.callee, x)).copied()
+    };
+    let mut moved = 0;
+    for (ci, c) in pairs.iter().enumerate() {
+        let p = t.parent[ci];
+        let x = c.callee;
+        if p == ROOT || rule(p, x).is_none_or(|n| count(t, p, x) <= n) {
+            continue;
+        }
+        let (ps, bs) = cands.of(ci);
+        let rbs = cands.ret_of(ci);
+        let mut best: Option<(f64, u32)> = None;
+        for (i, (&q, &b)) in ps.iter().zip(bs).enumerate() {
+            if q == p || rule(q, x).is_none_or(|n| count(t, q, x) >= n) {
+                continue;
+            }
+            let s = sb.row(key(pairs, q, c)).map_or(0.0, |row| {
+                row_score(
+                    sb,
+                    row,
+                    (b != UNKNOWN).then_some(b as usize),
+                    rbs.get(i).copied(),
+                )
+            });
+            if s > 0.0 && best.is_none_or(|(bs, _)| s > bs) {
+                best = Some((s, q));
+            }
+        }
+        if let Some((_, q)) = best {
+            t.unlink(ci as u32);
+            t.link(ci as u32, q);
+            moved += 1;
+        }
+    }
+    moved
+}
+
+/// Per (parent's caller, parent, child's callee), the number of such children that at
+/// least [`RULE_SHARE`] of such parents have (zero counted), where there is one.
+fn count_rules(pairs: &[CallPair], t: &Tree) -> crate::hash::FxHashMap<CountKey, u32> {
+    use crate::hash::FxHashMap;
+    // The callees each kind of parent calls at all.
+    let mut callees: FxHashMap<(NodeId, NodeId), Vec<NodeId>> = FxHashMap::default();
+    for (ci, &p) in t.parent.iter().enumerate() {
+        if p != ROOT {
+            let pp = &pairs[p as usize];
+            let v = callees.entry((pp.caller, pp.callee)).or_default();
+            if !v.contains(&pairs[ci].callee) {
+                v.push(pairs[ci].callee);
+            }
+        }
+    }
+    // Per key, how many parents have 0, 1, 2 and 3 or more such children.
+    let mut hist: FxHashMap<CountKey, [u64; 4]> = FxHashMap::default();
+    let mut kids: Vec<NodeId> = Vec::new();
+    for (p, pp) in pairs.iter().enumerate() {
+        let Some(xs) = callees.get(&(pp.caller, pp.callee)) else {
+            continue;
+        };
+        kids.clear();
+        let mut k = t.last_kid[p];
+        while k != u32::MAX {
+            kids.push(pairs[k as usize].callee);
+            k = t.prev_sib[k as usize];
+        }
+        for &x in xs {
+            let n = kids.iter().filter(|&&k| k == x).count().min(3);
+            hist.entry((pp.caller, pp.callee, x)).or_default()[n] += 1;
+        }
+    }
+    hist.into_iter()
+        .filter_map(|(key, h)| {
+            let total: u64 = h.iter().sum();
+            let (n, &most) = h.iter().enumerate().max_by_key(|(_, c)| **c)?;
+            (n < 3 && most as f64 >= RULE_SHARE * total as f64).then_some((key, n as u32))
+        })
+        .collect()
+}
+
+/// A parent kind and a child's callee.
+type CountKey = (NodeId, NodeId, NodeId);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The children of `p`, in call order.
+    fn kids(t: &Tree, p: u32) -> Vec<u32> {
+        let mut v = Vec::new();
+        let mut k = t.last_kid[p as usize];
+        while k != u32::MAX {
+            v.push(k);
+            k = t.prev_sib[k as usize];
+        }
+        v.reverse();
+        v
+    }
+
+    #[test]
+    fn a_moved_child_keeps_call_order_in_both_lists() {
+        let mut t = Tree {
+            parent: vec![ROOT; 8],
+            last_kid: vec![u32::MAX; 8],
+            prev_sib: vec![u32::MAX; 8],
+        };
+        for c in [2, 4, 6] {
+            t.link(c, 0);
+        }
+        for c in [3, 7] {
+            t.link(c, 1);
+        }
+        t.link(5, 1);
+        assert_eq!((kids(&t, 0), kids(&t, 1)), (vec![2, 4, 6], vec![3, 5, 7]));
+        t.unlink(4);
+        t.link(4, 1);
+        assert_eq!((kids(&t, 0), kids(&t, 1)), (vec![2, 6], vec![3, 4, 5, 7]));
+        t.unlink(6);
+        t.unlink(2);
+        assert_eq!((t.parent[2], kids(&t, 0)), (ROOT, vec![]));
+        t.unlink(2);
+        assert_eq!(t.nested(), 4);
+    }
 }

@@ -53,6 +53,11 @@ pub struct NestingArgs {
     /// low too).
     #[arg(long, default_value_t = 0.0, value_name = "SHARE")]
     pub root_below: f64,
+    /// Keep the greedy assignment as it is, as the paper does (default: after the last pass,
+    /// a parent with more children to a callee than such parents nearly always have gives
+    /// one to a candidate parent with fewer, which undoes what a lost message does).
+    #[arg(long)]
+    pub no_rebalance: bool,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Format::Table)]
     pub format: Format,
@@ -115,6 +120,7 @@ pub fn run(a: &NestingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
         gap_passes: a.gap_passes,
         repair: !a.no_repair,
         root_below: a.root_below,
+        rebalance: !a.no_rebalance,
     };
     // What storing the run needs of the trace, taken now: nesting consumes it.
     let save = (a.save_db.as_ref(), a.save_session.as_ref());

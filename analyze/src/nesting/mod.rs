@@ -65,6 +65,10 @@ pub struct Params {
     /// genuinely slow request, the one a user looks for: the demo's black-box session lost
     /// one of its 200 requests that way.
     pub root_below: f64,
+    /// After the last pass, move a child from a parent with more children to its callee
+    /// than such parents nearly always have to a candidate with fewer ([`assign::rebalance`];
+    /// ours, on by default).
+    pub rebalance: bool,
 }
 
 impl Default for Params {
@@ -82,6 +86,7 @@ impl Default for Params {
             gap_passes: 3,
             repair: true,
             root_below: 0.0,
+            rebalance: true,
         }
     }
 }
@@ -162,6 +167,11 @@ pub fn nesting_owned(trace: Trace, p: &Params) -> (AnalysisResult, Counts) {
         let gaps = Some((&gaps, &bins));
         tree = assign::assign(&pairs, &cands, &sb, p.penalties, gaps, root_below(pass));
     }
+    let rebalanced = if p.rebalance {
+        assign::rebalance(&pairs, &cands, &sb, &mut tree)
+    } else {
+        0
+    };
     drop(cands);
     let both_ends = !pairs.is_empty() && kept.both_ends;
     let counts = Counts {
@@ -183,6 +193,8 @@ pub fn nesting_owned(trace: Trace, p: &Params) -> (AnalysisResult, Counts) {
         "gap_passes": p.gap_passes,
         "repair": p.repair,
         "root_below": p.root_below,
+        "rebalance": p.rebalance,
+        "rebalanced": rebalanced,
         "repaired_calls": repaired.calls,
         "repaired_returns": repaired.rets,
         "reversed_pairs": reversed,
