@@ -6,7 +6,9 @@
 //!
 //! `cargo run --release -p p5-analyze --example nesting_seeds -- [--seeds 1,2,3,4,5,7,11]
 //! [--no-returns] [--gap-passes N] [--smooth SIGMA] [--capture-rate LINES_PER_S] [--no-repair]
-//! [--root-below SHARE] [--no-rebalance]`
+//! [--root-below SHARE] [--no-rebalance] [--counts]`
+//!
+//! `--counts` lists the signatures whose true and inferred counts differ most.
 //!
 //! `--capture-rate` puts the paper's sniffer in the way (§7.5.5, a 64-line queue): the run
 //! then also prints how many messages it dropped and how many calls and returns were left
@@ -14,6 +16,7 @@
 
 use p5_analyze::maketrace::{self, Config, Options};
 use p5_analyze::nesting::{Params, nesting};
+use p5_analyze::pattern::AnalysisResult;
 use p5_analyze::score::{ScoreOptions, Scores, score};
 use p5_analyze::text;
 use std::path::Path;
@@ -92,6 +95,9 @@ fn main() {
             misses(0.02, &|n| 1.0 / n as f64),
             misses(0.06, &|_| 0.0),
         );
+        if flag("--counts") {
+            counts_by_signature(&g.truth.result, &r);
+        }
         for pat in g.truth.result.patterns.iter().take(8) {
             let (mut lat, mut call) = (0.0f64, 0.0f64);
             for d in s
@@ -109,6 +115,26 @@ fn main() {
                 100.0 * call
             );
         }
+    }
+}
+
+/// Per signature whose counts differ, the true and the inferred count (the instance false
+/// negatives and positives at the level the score counts), the largest differences first.
+fn counts_by_signature(truth: &AnalysisResult, inferred: &AnalysisResult) {
+    let mut by: std::collections::BTreeMap<&str, (u64, u64)> = Default::default();
+    for p in &truth.patterns {
+        by.entry(p.signature.as_str()).or_default().0 += p.count;
+    }
+    for p in &inferred.patterns {
+        by.entry(p.signature.as_str()).or_default().1 += p.count;
+    }
+    let mut diff: Vec<_> = by.into_iter().filter(|(_, (t, i))| t != i).collect();
+    diff.sort_by_key(|(_, (t, i))| std::cmp::Reverse(t.abs_diff(*i)));
+    for (sig, (t, i)) in diff.iter().take(40) {
+        println!(
+            "  {sig:<40} truth {t:>6}, inferred {i:>6} ({:+})",
+            *i as i64 - *t as i64
+        );
     }
 }
 

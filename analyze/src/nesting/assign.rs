@@ -422,108 +422,142 @@ pub fn gap_scoreboard(
     sb
 }
 
-/// A count of children to one callee is the rule for a kind of parent when at least this
+/// A number of children to one callee is common for a kind of parent when at least this
 /// share of such parents have it ([`rebalance`]).
-const RULE_SHARE: f64 = 0.9;
+const COMMON: f64 = 0.1;
 
-/// Children moved by [`rebalance`] (ours): where a parent kind's children to a callee
-/// nearly always number the same (at least [`RULE_SHARE`] of such parents: a request makes
-/// one application call), a parent with more than that gives a child to a candidate parent
-/// with fewer — the first such child in call order, to its best-scoring such candidate.
-/// This undoes what a lost message does to the greedy assignment: a call whose return the
-/// trace lost is held by its loose ends, a concurrent request of the same kind takes it,
-/// and its own request is left without that call. Returns how many children moved.
+/// Counts of children to one callee told apart by [`count_rules`] (more are one).
+const COUNTS: usize = 8;
+
+/// Children moved by [`rebalance`] (ours): a parent has a rare number of children to a
+/// callee, or of children in all, for its kind when under [`COMMON`] of such parents have
+/// that number. A request makes one call to an application server, API or AP2, and that
+/// call one or two DB calls, not none or three. The greedy assignment, one child at a time,
+/// lets a concurrent parent of the same kind take a child (most often one whose return the
+/// trace lost, held by its loose ends), and the child's own parent is left without it.
+/// Taken in call order, a child of a parent with a rare number finds the candidate parent
+/// where a move leaves the fewest rare numbers in the two, if fewer than before (the
+/// best-scoring of those); then of its parent's children to the same callee that
+/// candidate may hold, the one that keeps most of its score moves. Returns how many moved.
 pub fn rebalance(pairs: &[CallPair], cands: &Candidates, sb: &Scores, t: &mut Tree) -> u64 {
     let rules = count_rules(pairs, t);
     if rules.is_empty() {
         return 0;
     }
-    let count = |t: &Tree, p: u32, x: NodeId| {
-        let mut n = 0;
-        let mut k = t.last_kid[p as usize];
-        while k != u32::MAX {
-            n += u32::from(pairs[k as usize].callee == x);
-            k = t.prev_sib[k as usize];
-        }
-        n
-    };
-    let rule = |p: u32, x: NodeId| {
+    // 1 if parent `p`, with `by` more (fewer if negative) children to `x` (`ANY`: children
+    // of any callee), would have a rare number of them for its kind, else 0.
+    let rare = |t: &Tree, p: u32, x: NodeId, by: isize| {
         let pp = &pairs[p as usize];
-        rules.get(&(pp.caller, pp.callee, x)).copied()
+        let Some(common) = rules.get(&(pp.caller, pp.callee, x)) else {
+            return 0;
+        };
+        let n = kids(t, p)
+            .filter(|&k| x == ANY || pairs[k as usize].callee == x)
+            .count();
+        n.checked_add_signed(by)
+            .map_or(1, |n| u32::from(!common[n.min(COUNTS - 1)]))
+    };
+    // The rare numbers in `p` and `q` with `by` children to `c`'s callee moved from `p` to
+    // `q`.
+    let rare_after = |t: &Tree, p: u32, q: u32, c: &CallPair, by: isize| {
+        [c.callee, ANY]
+            .iter()
+            .map(|&x| rare(t, p, x, -by) + rare(t, q, x, by))
+            .sum::<u32>()
+    };
+    // Child `ci`'s score under candidate `q` (the first pass's, before the penalties).
+    let score = |ci: usize, q: u32| {
+        let (ps, bs) = cands.of(ci);
+        let i = ps.iter().position(|&p| p == q)?;
+        let row = sb.row(key(pairs, q, &pairs[ci]))?;
+        let (b, rb) = (bs[i], cands.ret_of(ci).get(i).copied());
+        Some(row_score(sb, row, (b != UNKNOWN).then_some(b as usize), rb))
     };
     let mut moved = 0;
     for (ci, c) in pairs.iter().enumerate() {
         let p = t.parent[ci];
-        let x = c.callee;
-        if p == ROOT || rule(p, x).is_none_or(|n| count(t, p, x) <= n) {
+        if p == ROOT || rare(t, p, c.callee, 0) + rare(t, p, ANY, 0) == 0 {
             continue;
         }
-        let (ps, bs) = cands.of(ci);
-        let rbs = cands.ret_of(ci);
-        let mut best: Option<(f64, u32)> = None;
-        for (i, (&q, &b)) in ps.iter().zip(bs).enumerate() {
-            if q == p || rule(q, x).is_none_or(|n| count(t, q, x) >= n) {
-                continue;
-            }
-            let s = sb.row(key(pairs, q, c)).map_or(0.0, |row| {
-                row_score(
-                    sb,
-                    row,
-                    (b != UNKNOWN).then_some(b as usize),
-                    rbs.get(i).copied(),
-                )
-            });
-            if s > 0.0 && best.is_none_or(|(bs, _)| s > bs) {
-                best = Some((s, q));
+        // (rare numbers after the move, score, candidate)
+        let mut best: Option<(u32, f64, u32)> = None;
+        for &q in cands.of(ci).0.iter().filter(|&&q| q != p) {
+            let (before, after) = (rare_after(t, p, q, c, 0), rare_after(t, p, q, c, 1));
+            let s = score(ci, q).unwrap_or(0.0);
+            if after < before && s > 0.0 && best.is_none_or(|(a, b, _)| (after, -s) < (a, -b)) {
+                best = Some((after, s, q));
             }
         }
-        if let Some((_, q)) = best {
-            t.unlink(ci as u32);
-            t.link(ci as u32, q);
-            moved += 1;
-        }
+        let Some((.., q)) = best else {
+            continue;
+        };
+        let kept = |k: u32| {
+            let here = score(k as usize, p).unwrap_or(0.0).max(f64::MIN_POSITIVE);
+            Some(score(k as usize, q)? / here)
+        };
+        let k = kids(t, p)
+            .filter(|&k| pairs[k as usize].callee == c.callee)
+            .filter_map(|k| Some((kept(k)?, k)))
+            .max_by(|a, b| a.0.total_cmp(&b.0))
+            .map_or(ci as u32, |(_, k)| k);
+        t.unlink(k);
+        t.link(k, q);
+        moved += 1;
     }
     moved
 }
 
-/// Per (parent's caller, parent, child's callee), the number of such children that at
-/// least [`RULE_SHARE`] of such parents have (zero counted), where there is one.
-fn count_rules(pairs: &[CallPair], t: &Tree) -> crate::hash::FxHashMap<CountKey, u32> {
+/// The children of `p` in `t`, the newest first.
+fn kids(t: &Tree, p: u32) -> impl Iterator<Item = u32> + '_ {
+    std::iter::successors(
+        Some(t.last_kid[p as usize]).filter(|&k| k != u32::MAX),
+        |&k| Some(t.prev_sib[k as usize]).filter(|&k| k != u32::MAX),
+    )
+}
+
+/// The callee of a [`count_rules`] key that counts every child.
+const ANY: NodeId = NodeId::MAX;
+
+/// Per (parent's caller, parent, child's callee — [`ANY`] for every child), which numbers
+/// of such children are common ([`COMMON`]; zero counted), where some number seen is not.
+fn count_rules(pairs: &[CallPair], t: &Tree) -> crate::hash::FxHashMap<CountKey, [bool; COUNTS]> {
     use crate::hash::FxHashMap;
     // The callees each kind of parent calls at all.
     let mut callees: FxHashMap<(NodeId, NodeId), Vec<NodeId>> = FxHashMap::default();
     for (ci, &p) in t.parent.iter().enumerate() {
         if p != ROOT {
             let pp = &pairs[p as usize];
-            let v = callees.entry((pp.caller, pp.callee)).or_default();
+            let v = callees
+                .entry((pp.caller, pp.callee))
+                .or_insert_with(|| vec![ANY]);
             if !v.contains(&pairs[ci].callee) {
                 v.push(pairs[ci].callee);
             }
         }
     }
-    // Per key, how many parents have 0, 1, 2 and 3 or more such children.
-    let mut hist: FxHashMap<CountKey, [u64; 4]> = FxHashMap::default();
-    let mut kids: Vec<NodeId> = Vec::new();
+    // Per key, how many parents have 0, 1, … such children.
+    let mut hist: FxHashMap<CountKey, [u64; COUNTS]> = FxHashMap::default();
+    let mut called: Vec<NodeId> = Vec::new();
     for (p, pp) in pairs.iter().enumerate() {
         let Some(xs) = callees.get(&(pp.caller, pp.callee)) else {
             continue;
         };
-        kids.clear();
-        let mut k = t.last_kid[p];
-        while k != u32::MAX {
-            kids.push(pairs[k as usize].callee);
-            k = t.prev_sib[k as usize];
-        }
+        called.clear();
+        called.extend(kids(t, p as u32).map(|k| pairs[k as usize].callee));
         for &x in xs {
-            let n = kids.iter().filter(|&&k| k == x).count().min(3);
+            let n = called.iter().filter(|&&k| x == ANY || k == x).count();
+            let n = n.min(COUNTS - 1);
             hist.entry((pp.caller, pp.callee, x)).or_default()[n] += 1;
         }
     }
     hist.into_iter()
         .filter_map(|(key, h)| {
-            let total: u64 = h.iter().sum();
-            let (n, &most) = h.iter().enumerate().max_by_key(|(_, c)| **c)?;
-            (n < 3 && most as f64 >= RULE_SHARE * total as f64).then_some((key, n as u32))
+            let total = h.iter().sum::<u64>() as f64;
+            let common = h.map(|n| n as f64 >= COMMON * total);
+            h.iter()
+                .zip(common)
+                .any(|(&n, c)| n > 0 && !c)
+                .then_some((key, common))
         })
         .collect()
 }

@@ -54,8 +54,9 @@ pub struct NestingArgs {
     #[arg(long, default_value_t = 0.0, value_name = "SHARE")]
     pub root_below: f64,
     /// Keep the greedy assignment as it is, as the paper does (default: after the last pass,
-    /// a parent with more children to a callee than such parents nearly always have gives
-    /// one to a candidate parent with fewer, which undoes what a lost message does).
+    /// children move where a parent has a number of children to a callee, or in all, that
+    /// few parents of its kind have — a request without its application call, an application
+    /// call with three DB calls — to a candidate parent the move leaves with fewer such).
     #[arg(long)]
     pub no_rebalance: bool,
     /// Output format.
