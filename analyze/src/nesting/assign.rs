@@ -366,11 +366,23 @@ pub const NO_SIBLING: NodeId = NodeId::MAX;
 /// with its [`GapKey`]. Times stamped by B alone when the trace has both ends of every
 /// message. No gap (`None`) when either end is a lost half's estimate.
 fn local_gap(pairs: &[CallPair], last_kid: &[u32], p: u32, c: &CallPair) -> (Option<Time>, GapKey) {
+    let k = last_kid[p as usize];
+    gap_after(pairs, p, (k != u32::MAX).then_some(k), c)
+}
+
+/// Child `c`'s local gap under parent `p` after sibling `prev` (`None`: its first child), as
+/// [`local_gap`] gives it.
+fn gap_after(
+    pairs: &[CallPair],
+    p: u32,
+    prev: Option<u32>,
+    c: &CallPair,
+) -> (Option<Time>, GapKey) {
     let pp = &pairs[p as usize];
     // Whether `since` came from a lost half's estimate (then the gap is not known).
-    let (since, prev, guessed) = match last_kid[p as usize] {
-        u32::MAX => (pp.in_call, NO_SIBLING, pp.call == LOST),
-        k => {
+    let (since, prev, guessed) = match prev {
+        None => (pp.in_call, NO_SIBLING, pp.call == LOST),
+        Some(k) => {
             let kp = &pairs[k as usize];
             if kp.in_ret <= c.out_call {
                 (kp.in_ret, kp.callee, kp.ret == LOST)
@@ -438,8 +450,16 @@ const COUNTS: usize = 8;
 /// Taken in call order, a child of a parent with a rare number finds the candidate parent
 /// where a move leaves the fewest rare numbers in the two, if fewer than before (the
 /// best-scoring of those); then of its parent's children to the same callee that
-/// candidate may hold, the one that keeps most of its score moves. Returns how many moved.
-pub fn rebalance(pairs: &[CallPair], cands: &Candidates, sb: &Scores, t: &mut Tree) -> u64 {
+/// candidate may hold, the one that keeps most of its score moves. Scores are the last gap
+/// pass's (`gaps`: the local gap after the sibling before in the tree as it stands, and the
+/// return gap), else the first pass's. Returns how many moved.
+pub fn rebalance(
+    pairs: &[CallPair],
+    cands: &Candidates,
+    sb: &Scores,
+    gaps: Option<(&Scores<GapKey>, &BinLut)>,
+    t: &mut Tree,
+) -> u64 {
     let rules = count_rules(pairs, t);
     if rules.is_empty() {
         return 0;
@@ -466,12 +486,23 @@ pub fn rebalance(pairs: &[CallPair], cands: &Candidates, sb: &Scores, t: &mut Tr
             .sum::<u32>()
     };
     // Child `ci`'s score under candidate `q` (the first pass's, before the penalties).
-    let score = |ci: usize, q: u32| {
+    let score = |t: &Tree, ci: usize, q: u32| {
         let (ps, bs) = cands.of(ci);
         let i = ps.iter().position(|&p| p == q)?;
-        let row = sb.row(key(pairs, q, &pairs[ci]))?;
         let (b, rb) = (bs[i], cands.ret_of(ci).get(i).copied());
-        Some(row_score(sb, row, (b != UNKNOWN).then_some(b as usize), rb))
+        let c = &pairs[ci];
+        match gaps {
+            None => {
+                let row = sb.row(key(pairs, q, c))?;
+                Some(row_score(sb, row, (b != UNKNOWN).then_some(b as usize), rb))
+            }
+            Some((g, bins)) => {
+                let prev = kids(t, q).find(|&k| (k as usize) < ci);
+                let (gap, k) = gap_after(pairs, q, prev, c);
+                let row = g.row(k)?;
+                Some(row_score(g, row, gap.map(|gap| bins.of(gap)), rb))
+            }
+        }
     };
     let mut moved = 0;
     for (ci, c) in pairs.iter().enumerate() {
@@ -483,7 +514,7 @@ pub fn rebalance(pairs: &[CallPair], cands: &Candidates, sb: &Scores, t: &mut Tr
         let mut best: Option<(u32, f64, u32)> = None;
         for &q in cands.of(ci).0.iter().filter(|&&q| q != p) {
             let (before, after) = (rare_after(t, p, q, c, 0), rare_after(t, p, q, c, 1));
-            let s = score(ci, q).unwrap_or(0.0);
+            let s = score(t, ci, q).unwrap_or(0.0);
             if after < before && s > 0.0 && best.is_none_or(|(a, b, _)| (after, -s) < (a, -b)) {
                 best = Some((after, s, q));
             }
@@ -492,8 +523,10 @@ pub fn rebalance(pairs: &[CallPair], cands: &Candidates, sb: &Scores, t: &mut Tr
             continue;
         };
         let kept = |k: u32| {
-            let here = score(k as usize, p).unwrap_or(0.0).max(f64::MIN_POSITIVE);
-            Some(score(k as usize, q)? / here)
+            let here = score(t, k as usize, p)
+                .unwrap_or(0.0)
+                .max(f64::MIN_POSITIVE);
+            Some(score(t, k as usize, q)? / here)
         };
         let k = kids(t, p)
             .filter(|&k| pairs[k as usize].callee == c.callee)

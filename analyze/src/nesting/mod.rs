@@ -69,7 +69,7 @@ pub struct Params {
     /// After the last pass, move children where a parent has a number of children to a
     /// callee, or in all, that is rare for its kind of parent, to a candidate parent the move
     /// leaves with fewer rare numbers ([`assign::rebalance`]; ours, on by default: on the
-    /// multi-tier trace 5.63–6.33 → 2.15–2.43 % instance false negatives over seven seeds,
+    /// multi-tier trace 5.63–6.33 → 2.10–2.46 % instance false negatives over seven seeds,
     /// and half of what dropped messages cost).
     pub rebalance: bool,
 }
@@ -164,14 +164,23 @@ pub fn nesting_owned(trace: Trace, p: &Params) -> (AnalysisResult, Counts) {
         }
     };
     let mut tree = assign::assign(&pairs, &cands, &sb, p.penalties, None, root_below(0));
+    let mut last_gaps = None;
     for pass in 1..=p.gap_passes {
         let gaps = assign::gap_scoreboard(&pairs, &tree, &bins, p.returns).scores(p.smooth);
         drop(tree);
-        let gaps = Some((&gaps, &bins));
-        tree = assign::assign(&pairs, &cands, &sb, p.penalties, gaps, root_below(pass));
+        tree = assign::assign(
+            &pairs,
+            &cands,
+            &sb,
+            p.penalties,
+            Some((&gaps, &bins)),
+            root_below(pass),
+        );
+        last_gaps = Some(gaps);
     }
     let rebalanced = if p.rebalance {
-        assign::rebalance(&pairs, &cands, &sb, &mut tree)
+        let gaps = last_gaps.as_ref().map(|g| (g, &bins));
+        assign::rebalance(&pairs, &cands, &sb, gaps, &mut tree)
     } else {
         0
     };
