@@ -2,8 +2,8 @@
 //!
 //! Calls and returns pair by `(caller, callee, call id)`. Without ids a return takes the
 //! earliest unmatched call between the same two nodes (the paper's rule, which mispairs
-//! out-of-order completions). Unmatched calls and returns are dropped, so extraneous and
-//! lost messages do not disturb the later steps.
+//! out-of-order completions). Unmatched calls and returns come back apart, for
+//! [`super::repair`] to keep as pairs or leave out.
 
 use crate::hash::FxHashMap;
 use crate::trace::{Kind, Message, NO_CALL_ID, NO_TIME, NodeId, Time};
