@@ -442,7 +442,7 @@ const COMMON: f64 = 0.1;
 const COUNTS: usize = 8;
 
 /// Children moved by [`rebalance`] (ours): a parent has a rare number of children to a
-/// callee, or of children in all, for its kind when under [`COMMON`] of such parents have
+/// callee, or of children in all, for its kind when under 10 % (`COMMON`) of such parents have
 /// that number. A request makes one call to an application server, API or AP2, and that
 /// call one or two DB calls, not none or three. The greedy assignment, one child at a time,
 /// lets a concurrent parent of the same kind take a child (most often one whose return the
