@@ -238,7 +238,11 @@ fn text_round_trip(url: &str) {
     let stored = p5_analyze::db::load_result(&url_p, "fig10", None).unwrap();
     assert_eq!(stored.algorithm, "nesting");
     let session = read_db(url, "fig10", None);
-    let (want, _) = p5_analyze::nesting::nesting(&session, &Default::default());
+    let (want, counts) = p5_analyze::nesting::nesting(&session, &Default::default());
+    // The counts rebalanced (a request left without its application call, another with
+    // two), stored with the run's parameters.
+    assert!(counts.rebalanced > 0);
+    assert_eq!(stored.params["rebalanced"], counts.rebalanced);
     let sig = |r: &AnalysisResult| {
         let mut v: Vec<(String, u64)> = r
             .patterns

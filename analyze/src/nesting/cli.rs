@@ -139,7 +139,8 @@ pub fn run(a: &NestingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
     }
     eprintln!(
         "{}: {} call pairs ({} nested, {} roots), {} calls and {} returns unmatched ({} and {} \
-         kept, their lost half estimated), {} patterns",
+         kept, their lost half estimated), {} children moved where their parent's number of \
+         children was rare, {} patterns",
         name,
         counts.pairs,
         counts.nested,
@@ -148,6 +149,7 @@ pub fn run(a: &NestingArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
         counts.unmatched_rets,
         counts.repaired.calls,
         counts.repaired.rets,
+        counts.rebalanced,
         result.patterns.len()
     );
     targets.save(&result)?;

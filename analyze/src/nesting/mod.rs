@@ -112,6 +112,9 @@ pub struct Counts {
     /// Of the unmatched calls and returns, those kept as pairs with the lost half
     /// estimated ([`Params::repair`]).
     pub repaired: repair::Repaired,
+    /// Children moved where their parents' numbers of children were rare
+    /// ([`Params::rebalance`]).
+    pub rebalanced: u64,
 }
 
 /// Infers the causal paths of `trace` (messages in time order) — on a copy: see
@@ -193,6 +196,7 @@ pub fn nesting_owned(trace: Trace, p: &Params) -> (AnalysisResult, Counts) {
         nested: tree.nested() as u64,
         reversed,
         repaired,
+        rebalanced,
     };
     let params = serde_json::json!({
         "overlap": p.penalties.overlap,
