@@ -485,7 +485,8 @@ pub fn rebalance(
             .map(|&x| rare(t, p, x, -by) + rare(t, q, x, by))
             .sum::<u32>()
     };
-    // Child `ci`'s score under candidate `q` (the first pass's, before the penalties).
+    // Child `ci`'s score under candidate `q` before the penalties: the last gap pass's in the
+    // tree as it stands when there was one, else the first pass's.
     let score = |t: &Tree, ci: usize, q: u32| {
         let (ps, bs) = cands.of(ci);
         let i = ps.iter().position(|&p| p == q)?;
