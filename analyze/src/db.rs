@@ -210,24 +210,13 @@ pub fn load_result(url: &DbUrl, name: &str, run: Option<i64>) -> Result<Analysis
     })
 }
 
-/// Stores an analysis run where the command line asks: with `--db` into the session it read
-/// (message ids as they are), and with `--save-db URL --save-session NAME` (also) there, its
-/// messages mapped to the ids an import of the same input gave them (unless the input was
-/// a session already). Prints the run number of each.
-pub fn save_runs(
-    input_args: &crate::input::InputArgs,
-    input: &crate::input::Input,
-    save: (Option<&String>, Option<&String>),
-    result: &AnalysisResult,
-) -> Result<()> {
-    RunTargets::of(input_args, input, save).save(result)
-}
-
-/// Where [`save_runs`] stores a run, with what each place needs to name its messages: taken
-/// from the input before an analysis that consumes its trace
-/// ([`crate::linking::linking_owned`]) — for a file's run stored into the session imported
-/// from it, the messages' `msg_ref`s in order (8 bytes a message; the ids are mapped when
-/// the run is stored).
+/// Where an analysis run is stored, as the command line asks: with `--db` into the session
+/// it read (message ids as they are), and with `--save-db URL --save-session NAME` (also)
+/// there, its messages mapped to the ids an import of the same input gave them (unless the
+/// input was a session already). Taken from the input before the analysis, which may
+/// consume its trace (`nesting_owned`, `linking_owned`): for a file's run stored into the
+/// session imported from it, the messages' `msg_ref`s in order (8 bytes a message; the ids
+/// are mapped when the run is stored).
 #[derive(Debug)]
 pub struct RunTargets(Vec<Target>);
 

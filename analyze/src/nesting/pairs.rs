@@ -67,8 +67,6 @@ pub struct Kept {
     recv: BitVec,
     /// Every message had both its send and its receive time.
     pub both_ends: bool,
-    /// Some message had its receive time.
-    pub any_recv: bool,
     /// The earliest and the latest time of any message (`(Time::MAX, Time::MIN)` if none).
     pub span: (Time, Time),
 }
@@ -90,7 +88,6 @@ impl Kept {
             refs: Refs::From(first),
             recv: BitVec::from_elem(msgs.len(), false),
             both_ends: true,
-            any_recv: false,
             span: (Time::MAX, Time::MIN),
         };
         let n = msgs.len();
@@ -108,7 +105,6 @@ impl Kept {
             m.msg_ref = i as u64;
             k.recv.set(i, m.t_recv != NO_TIME);
             k.both_ends &= m.t_send != NO_TIME && m.t_recv != NO_TIME;
-            k.any_recv |= m.t_recv != NO_TIME;
             for t in [m.t_send, m.t_recv] {
                 if t != NO_TIME {
                     k.span = (k.span.0.min(t), k.span.1.max(t));
@@ -124,6 +120,11 @@ impl Kept {
             Refs::From(first) => first.wrapping_add(u64::from(i)),
             Refs::Each(refs) => refs[i as usize],
         }
+    }
+
+    /// Whether some message had its receive time.
+    pub fn any_recv(&self) -> bool {
+        self.recv.any()
     }
 
     /// Whether message `i` had its receive time.

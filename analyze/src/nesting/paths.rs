@@ -38,15 +38,16 @@ impl Paths {
     /// pairs' memory: a [`PathPair`] is smaller than a [`CallPair`] (std collects a mapped
     /// `Vec::into_iter` in place), and the refs by message index go.
     pub fn of(pairs: Vec<CallPair>, kept: Kept) -> Paths {
+        let any_recv = kept.any_recv();
         let mut call_recv = Vec::new();
-        if kept.any_recv {
+        if any_recv {
             call_recv.reserve_exact(pairs.len());
         }
         let mut pairs: Vec<PathPair> = pairs
             .into_iter()
             .map(|p| {
                 let (call, ret) = (p.call != LOST, p.ret != LOST);
-                if kept.any_recv {
+                if any_recv {
                     let stamped = call && kept.recv_known(p.call);
                     call_recv.push(if stamped { p.in_call } else { NO_TIME });
                 }
