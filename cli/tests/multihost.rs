@@ -439,6 +439,8 @@ struct HostResult {
     /// estimate − truth at the hop's start and end, ns.
     err: [f64; 2],
     bound: Option<i64>,
+    /// Forward clock samples of its host (frames, pings on the connection and over UDP).
+    forward: u64,
 }
 
 /// What a run measured.
@@ -807,6 +809,7 @@ fn compare(
             method: c.fit.method.name(),
             err: [e0, e1],
             bound,
+            forward: c.fit.forward,
         });
     }
     out
@@ -861,6 +864,21 @@ fn three_hosts_with_skewed_drifting_clocks_merge_causally_within_bounds() {
 fn clocks_hold_their_bounds_through_a_jitter_relay_for_5_s() {
     let o = run(&relay_scenario("j5", 5_000));
     assert!(o.failures.is_empty(), "{:#?}", o.failures);
+    assert_dense_behind_the_relays(&o);
+}
+
+/// Behind the relays every answer takes over a millisecond, so the hops ping over UDP, one
+/// datagram a millisecond in their first 10 s: well over the 2,100–2,200 forward samples a
+/// host got in a 5 s run from pings on the connection alone (one per round trip) and frames.
+fn assert_dense_behind_the_relays(o: &Outcome) {
+    for h in o.hosts.iter().filter(|h| h.name != "a") {
+        assert!(
+            h.forward >= 3_500,
+            "hop-{}: {} forward clock samples: no dense pings over UDP?",
+            h.name,
+            h.forward
+        );
+    }
 }
 
 /// As above for 60 s of traffic (about a minute and a half in all): `cargo test -p p5-cli
@@ -870,6 +888,7 @@ fn clocks_hold_their_bounds_through_a_jitter_relay_for_5_s() {
 fn clocks_hold_their_bounds_through_a_jitter_relay_for_60_s() {
     let o = run(&relay_scenario("j60", 60_000));
     assert!(o.failures.is_empty(), "{:#?}", o.failures);
+    assert_dense_behind_the_relays(&o);
 }
 
 fn relay_scenario(label: &'static str, run_ms: u32) -> Scenario {

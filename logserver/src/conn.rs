@@ -23,6 +23,7 @@
 //! which can destroy the final `Ack` or `Error` frame before the client reads it.
 
 use crate::clock::RunClock;
+use crate::datagram::Pingers;
 use crate::receiver::{FrameError, FrameLimits, FrameReceiver, Received, ReceivedFrame};
 use crate::session;
 use crate::store::{AckSender, DataKey, Durable, Item, SessionSender, Store};
@@ -48,6 +49,8 @@ pub(crate) struct ConnContext {
     pub read_buffer: usize,
     pub budget: Arc<Semaphore>,
     pub shutdown: watch::Receiver<bool>,
+    /// Where processes that ping over UDP are registered (`None`: no UDP socket).
+    pub pingers: Option<Arc<Pingers>>,
 }
 
 /// Why a connection ended.
@@ -245,9 +248,19 @@ pub(crate) async fn serve<R, W>(
         let end = End::server(format!("store unavailable: {e}"));
         return refuse(&mut rx, &mut write, &peer, conn_id, end).await;
     }
+    let mut caps = hello.caps.intersect(Caps::ALL);
+    if ctx.pingers.is_none() {
+        caps = Caps(caps.0 & !Caps::DATAGRAM_PINGS.0);
+    }
+    // Until this connection ends, the process's pings over UDP are answered and recorded.
+    let _pinging = ctx
+        .pingers
+        .as_ref()
+        .filter(|_| caps.contains(Caps::DATAGRAM_PINGS))
+        .map(|p| p.register(uid, conn_id, sender.clone()));
     let ack = HelloAck {
         version: p5_wire::PROTOCOL_VERSION,
-        caps: hello.caps.intersect(Caps::ALL),
+        caps,
         server_run_id: ctx.clock.server_run_id,
         t_s: ctx.clock.now_ns(),
     };

@@ -22,6 +22,7 @@ pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod conn;
+pub mod datagram;
 pub mod dedup;
 pub mod error;
 pub mod import;

@@ -10,6 +10,7 @@
 use crate::clock::RunClock;
 use crate::config::ServerConfig;
 use crate::conn::{self, ConnContext};
+use crate::datagram::{self, Pingers};
 use crate::error::Error;
 use crate::receiver::FrameLimits;
 use crate::recover::RecoveryReport;
@@ -20,7 +21,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
-use tokio::net::TcpListener;
+use tokio::net::{TcpListener, UdpSocket};
 use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 
@@ -42,6 +43,8 @@ pub struct ServeSummary {
 #[derive(Debug)]
 pub struct Server {
     listener: TcpListener,
+    /// Clock pings over UDP on the listener's address, if that could be bound.
+    udp: Option<UdpSocket>,
     addr: SocketAddr,
     store: Arc<Store>,
     clock: Arc<RunClock>,
@@ -65,8 +68,16 @@ impl Server {
         let addr = listener
             .local_addr()
             .map_err(|e| Error::io("cannot read the bound address", e))?;
+        let udp = match UdpSocket::bind(addr).await {
+            Ok(s) => Some(s),
+            Err(e) => {
+                tracing::warn!(%addr, "no clock pings over UDP: cannot bind: {e}");
+                None
+            }
+        };
         Ok(Self {
             listener,
+            udp,
             addr,
             store: Arc::new(store),
             clock,
@@ -90,8 +101,17 @@ impl Server {
     }
 
     /// Serves until `shutdown` resolves, then drains and closes (see the module docs).
-    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<ServeSummary, Error> {
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<ServeSummary, Error> {
         let (stop_tx, stop_rx) = watch::channel(false);
+        let pingers = self.udp.is_some().then(|| Arc::new(Pingers::default()));
+        let pinging = self.udp.take().zip(pingers.clone()).map(|(socket, p)| {
+            tokio::spawn(datagram::serve(
+                socket,
+                p,
+                self.clock.clone(),
+                stop_rx.clone(),
+            ))
+        });
         let limits = &self.config.limits;
         let ctx = ConnContext {
             store: self.store.clone(),
@@ -105,6 +125,7 @@ impl Server {
             read_buffer: limits.read_buffer,
             budget: Arc::new(Semaphore::new(self.config.inflight_bytes)),
             shutdown: stop_rx,
+            pingers,
         };
         let slots = Arc::new(Semaphore::new(self.config.max_connections));
         // Refusals past the cap get a polite `Error` frame from a short task; past this many at
@@ -160,6 +181,9 @@ impl Server {
         let _ = stop_tx.send(true);
         while let Some(done) = tasks.join_next().await {
             report_task(done);
+        }
+        if let Some(task) = pinging {
+            let _ = task.await;
         }
         drop(ctx);
         let store = self.store;

@@ -198,6 +198,11 @@ impl SessionSender {
         self.tx.send(item).await.map_err(|_| self.closed())
     }
 
+    /// Queues an item if the queue has room now; false if it had none or the writer is gone.
+    pub fn try_send(&self, item: Item) -> bool {
+        self.tx.try_send(item).is_ok()
+    }
+
     /// Queues an item from a thread outside any async runtime.
     pub fn blocking_send(&self, item: Item) -> Result<(), Error> {
         self.tx.blocking_send(item).map_err(|_| self.closed())

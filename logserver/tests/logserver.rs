@@ -1476,3 +1476,56 @@ fn pings_are_answered_at_once_with_an_ack() {
     p.goodbye(n);
     server.stop();
 }
+
+/// Clock pings over UDP: a process whose hello asked for them gets the capability, and each
+/// of its datagram pings to the listener's address is answered with a pong at once and
+/// recorded as a ping sample, echo included. A datagram that does not decode, one from a
+/// process without a connection, and any after its connection ended get no answer and leave
+/// nothing in the store.
+#[test]
+fn pings_over_udp_are_answered_and_recorded_while_connected() {
+    use p5_wire::datagram::{DatagramPing, DatagramPong};
+    let dir = tempfile::tempdir().unwrap();
+    let server = InProc::start(config(dir.path()));
+    let (p, hello_ack) = Peer::hello(server.addr, 0xd6a1, "udp");
+    assert!(hello_ack.caps.contains(Caps::DATAGRAM_PINGS));
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    udp.connect(server.addr).unwrap();
+    udp.set_read_timeout(Some(Duration::from_millis(300)))
+        .unwrap();
+    let ping = |uid: u64, t_p: u64, echo: u64| DatagramPing {
+        process_uid: uid,
+        ping: Ping {
+            t_p,
+            echo_t_s: echo,
+            echo_t_p: echo + 1,
+        },
+    };
+    let mut buf = [0u8; 64];
+    let mut last = hello_ack.t_s;
+    for round in 1..=5u64 {
+        udp.send(&ping(0xd6a1, round, last).encode()).unwrap();
+        let n = udp.recv(&mut buf).expect("a pong");
+        let pong = DatagramPong::decode(&buf[..n]).unwrap();
+        assert_eq!(pong.process_uid, 0xd6a1);
+        assert!(pong.t_s >= last, "pong t_s {} before {last}", pong.t_s);
+        last = pong.t_s;
+    }
+    // Unanswered: garbage, a short ping, a process that never connected.
+    udp.send(b"not a ping at all, but long enough").unwrap();
+    udp.send(&ping(0xd6a1, 6, 0).encode()[..20]).unwrap();
+    udp.send(&ping(0x5afe, 7, 0).encode()).unwrap();
+    assert!(udp.recv(&mut buf).is_err(), "nothing answers those");
+    p.goodbye(0);
+    // The connection is gone, and with it the process's right to ping.
+    std::thread::sleep(Duration::from_millis(100));
+    udp.send(&ping(0xd6a1, 8, 0).encode()).unwrap();
+    assert!(
+        udp.recv(&mut buf).is_err(),
+        "no answer after the connection ended"
+    );
+    server.stop();
+    let s = stored(dir.path());
+    assert_eq!(s.samples[&0xd6a1], vec![SampleSource::Ping as u8; 5]);
+    assert!(!s.samples.contains_key(&0x5afe));
+}

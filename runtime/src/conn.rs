@@ -5,13 +5,14 @@
 //! accepts, polling it together with its doorbell. A frame is never interleaved with another:
 //! the caller ([`crate::outbox`]) keeps track of partially written frames.
 
+use crate::datagram_pings::DatagramPinger;
 use p5_wire::data::Ack;
 use p5_wire::frame::{self, FrameType, HEADER_LEN};
-use p5_wire::{Caps, HelloAck};
+use p5_wire::{Caps, Hello, HelloAck};
 use std::io::{self, Read, Write};
 use std::net::{TcpStream, ToSocketAddrs};
 use std::os::fd::{AsRawFd, RawFd};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Timeout of one TCP connect attempt.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_millis(250);
@@ -36,6 +37,8 @@ pub struct Conn {
     inbuf: Vec<u8>,
     /// Capabilities both sides accepted.
     pub caps: Caps,
+    /// Clock pings over UDP, if the server accepted them and a socket could be opened.
+    pub udp: Option<DatagramPinger>,
 }
 
 fn bad(msg: impl Into<String>) -> io::Error {
@@ -51,6 +54,12 @@ fn read_frame_blocking(sock: &mut TcpStream) -> io::Result<(u8, Vec<u8>)> {
     sock.read_exact(&mut payload)?;
     let f = frame::check(crc, &payload).map_err(|e| bad(format!("handshake reply: {e}")))?;
     Ok((f.ty, f.body.to_vec()))
+}
+
+/// The process uid a hello frame announces.
+fn process_uid(hello_frame: &[u8]) -> Option<u64> {
+    let (f, _) = frame::decode(hello_frame).ok()?;
+    Some(Hello::decode_body(f.body).ok()?.identity.process_uid)
 }
 
 impl Conn {
@@ -79,10 +88,19 @@ impl Conn {
                     HelloAck::decode_body(&body).map_err(|e| bad(format!("bad hello ack: {e}")))?;
                 sock.set_nonblocking(true)?;
                 p5_rxstamp::enable(sock.as_raw_fd());
+                let caps = ack.caps.intersect(Caps::ALL);
+                let udp = match (caps.contains(Caps::DATAGRAM_PINGS), process_uid(hello)) {
+                    (true, Some(uid)) => sock
+                        .peer_addr()
+                        .and_then(|a| DatagramPinger::open(a, uid, Instant::now()))
+                        .ok(),
+                    _ => None,
+                };
                 Ok(Conn {
                     sock,
                     inbuf: Vec::new(),
-                    caps: ack.caps.intersect(Caps::ALL),
+                    caps,
+                    udp,
                 })
             }
             Some(FrameType::Error) => {

@@ -34,6 +34,7 @@ pub mod clock;
 mod comm;
 pub mod config;
 mod conn;
+pub mod datagram_pings;
 pub mod describe;
 pub mod fdtable;
 pub mod ffi;

@@ -58,6 +58,8 @@ pub struct Fds {
     pub spool: AtomicI32,
     /// The announcement socket (see `process::announce`), or −1.
     pub announce: AtomicI32,
+    /// The connection's clock-ping datagram socket, or −1.
+    pub udp: AtomicI32,
 }
 
 impl Default for Fds {
@@ -66,6 +68,7 @@ impl Default for Fds {
             conn: AtomicI32::new(-1),
             spool: AtomicI32::new(-1),
             announce: AtomicI32::new(-1),
+            udp: AtomicI32::new(-1),
         }
     }
 }
@@ -192,9 +195,16 @@ impl Outbox {
         Some(self.next_connect)
     }
 
-    /// When the next ping is due (if connected).
+    /// When the next ping is due (if connected): on the connection or over UDP.
     pub fn next_ping(&self) -> Option<Instant> {
-        self.conn.as_ref().map(|_| self.pings.next_due())
+        let c = self.conn.as_ref()?;
+        let tcp = self.pings.next_due();
+        Some(
+            c.udp
+                .as_ref()
+                .and_then(|u| u.next_due())
+                .map_or(tcp, |u| u.min(tcp)),
+        )
     }
 
     /// The socket and poll events the flusher should wait for.
@@ -392,6 +402,8 @@ impl Outbox {
             Ok(c) => {
                 add(&self.counters.connects, 1);
                 self.fds.conn.store(c.raw_fd(), Ordering::Relaxed);
+                let udp = c.udp.as_ref().map_or(-1, |u| u.raw_fd());
+                self.fds.udp.store(udp, Ordering::Relaxed);
                 self.conn = Some(c);
                 self.conn_acked = 0;
                 self.written = 0;
@@ -415,6 +427,7 @@ impl Outbox {
     fn disconnect(&mut self, now: Instant, _why: &str) {
         if let Some(c) = self.conn.take() {
             self.fds.conn.store(-1, Ordering::Relaxed);
+            self.fds.udp.store(-1, Ordering::Relaxed);
             add(&self.counters.disconnects, 1);
             drop(c);
         }
@@ -438,6 +451,9 @@ impl Outbox {
         };
         let origin = self.origin;
         let (replies, read_at) = conn.read_replies(|| origin.elapsed_ns())?;
+        if let Some(u) = conn.udp.as_mut() {
+            u.read_pongs(|| origin.elapsed_ns());
+        }
         let mut acked = false;
         for r in replies {
             match r {
@@ -460,6 +476,12 @@ impl Outbox {
     fn ping(&mut self, now: Instant, acked: bool) {
         if self.pings.poll(now, acked, self.ctrl.is_empty()) {
             self.queue_ping();
+        }
+        let (origin, dense) = (self.origin, self.pings.slow_path());
+        if let Some(u) = self.conn.as_mut().and_then(|c| c.udp.as_mut()) {
+            u.poll(now, dense, || origin.elapsed_ns());
+            // Datagrams do the dense pinging a slow path needs, far better than bursts.
+            self.pings.set_dense_when_slow(!u.answered());
         }
     }
 

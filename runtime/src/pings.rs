@@ -23,6 +23,24 @@ pub const PING_BURST: u32 = 8;
 pub const EARLY_PING_BURST: u32 = 32;
 /// A burst whose answer is this late ends (an older server answers no ping).
 pub const BURST_TIMEOUT: Duration = Duration::from_millis(50);
+/// An answer this late marks a slow or jittery path: after a burst with one, a connection
+/// pings as densely as in its first [`EARLY`] in every later dense window (see
+/// [`in_dense_window`]). There the estimate's error goes as the delays' spread over the
+/// samples near each end of the run (issue 22), and answers that take a millisecond or more
+/// cap the cost: at most one ping per round trip.
+pub const SLOW_ANSWER: Duration = Duration::from_millis(1);
+/// After [`EARLY`], a slow path's pings are dense for the first [`DENSE_SPAN`] of every
+/// `DENSE_PERIOD`: a run that ends at any time has dense samples within this much of its end,
+/// at a tenth of the cost of pinging densely throughout (each sample is a record in the store).
+pub const DENSE_PERIOD: Duration = Duration::from_secs(10);
+/// See [`DENSE_PERIOD`].
+pub const DENSE_SPAN: Duration = Duration::from_secs(1);
+
+/// Whether a connection up for `since` is in a dense window: its first [`EARLY`], then the
+/// first [`DENSE_SPAN`] of every [`DENSE_PERIOD`].
+pub fn in_dense_window(since: Duration) -> bool {
+    since < EARLY || since.as_millis() % DENSE_PERIOD.as_millis() < DENSE_SPAN.as_millis()
+}
 
 /// The ping schedule of one connection.
 #[derive(Debug, Clone)]
@@ -35,6 +53,13 @@ pub struct PingSchedule {
     early: Duration,
     /// The burst under way: pings still to send, and when the last one was sent.
     burst: Option<(u32, Instant)>,
+    /// Whether an answer of the burst under way took [`SLOW_ANSWER`] or more.
+    burst_slow: bool,
+    /// Whether the last burst had such an answer (the next one is dense then, in a dense
+    /// window).
+    slow: bool,
+    /// Whether a slow path makes bursts dense (not when pings over UDP do that job).
+    dense_when_slow: bool,
 }
 
 impl PingSchedule {
@@ -45,17 +70,32 @@ impl PingSchedule {
             connected_at: now,
             early: EARLY,
             burst: None,
+            burst_slow: false,
+            slow: false,
+            dense_when_slow: true,
         }
     }
 
     /// The same without the dense early phase: bursts of [`PING_BURST`] every
-    /// [`PING_INTERVAL`] from the start, for a long-lived producer with a CPU budget (the
-    /// host agent: the early phase cost it 0.14 % of a core over its first 10 s).
+    /// [`PING_INTERVAL`] from the start, slow path or not, for a long-lived producer with a
+    /// CPU budget (the host agent: the early phase cost it 0.14 % of a core over its first
+    /// 10 s).
     pub fn steady(now: Instant) -> Self {
         Self {
             early: Duration::ZERO,
             ..Self::new(now)
         }
+    }
+
+    /// Whether the last complete burst had an answer of [`SLOW_ANSWER`] or more: a slow or
+    /// jittery path.
+    pub fn slow_path(&self) -> bool {
+        self.slow
+    }
+
+    /// Whether a slow path makes later bursts dense (true unless told otherwise).
+    pub fn set_dense_when_slow(&mut self, on: bool) {
+        self.dense_when_slow = on;
     }
 
     /// When the next burst is due (a caller that sleeps wakes by then).
@@ -70,15 +110,23 @@ impl PingSchedule {
     pub fn poll(&mut self, now: Instant, answered: bool, free: bool) -> bool {
         let mut send = false;
         if let Some((left, at)) = self.burst {
-            if left == 0 || now.duration_since(at) > BURST_TIMEOUT {
+            let waited = now.duration_since(at);
+            if answered && (SLOW_ANSWER..=BURST_TIMEOUT).contains(&waited) {
+                self.burst_slow = true;
+            }
+            if left == 0 || waited > BURST_TIMEOUT {
                 self.burst = None;
+                self.slow = self.burst_slow;
             } else if answered && free {
                 send = true;
                 self.burst = Some((left - 1, now));
             }
         }
         if now >= self.next {
-            let early = now.duration_since(self.connected_at) < self.early;
+            let since = now.duration_since(self.connected_at);
+            let early = !self.early.is_zero()
+                && (since < self.early
+                    || (self.slow && self.dense_when_slow && in_dense_window(since)));
             self.next = now
                 + if early {
                     EARLY_PING_INTERVAL
@@ -89,6 +137,7 @@ impl PingSchedule {
                 send = true;
                 let burst = if early { EARLY_PING_BURST } else { PING_BURST };
                 self.burst = Some((burst - 1, now));
+                self.burst_slow = false;
             }
         }
         send
@@ -141,6 +190,60 @@ mod tests {
             assert!(s.poll(t0 + Duration::from_millis(k as u64), true, true));
         }
         assert!(!s.poll(t0 + Duration::from_millis(20), true, true));
+    }
+
+    /// After the early phase, a burst with an answer of a millisecond or more keeps the next
+    /// one dense; a burst with none lets the schedule fall back; a steady schedule never
+    /// goes dense.
+    #[test]
+    fn a_slow_path_keeps_pinging_densely() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let us = Duration::from_micros;
+        let burst = |s: &mut PingSchedule, start: Instant, n: u32, answer: Duration| {
+            assert!(s.poll(start, false, true));
+            let mut t = start;
+            for k in 1..n {
+                t += answer;
+                assert!(s.poll(t, true, true), "answer {k}");
+            }
+            t += answer;
+            assert!(!s.poll(t, true, true), "the burst is complete");
+        };
+        let mut s = PingSchedule::new(t0);
+        // A burst after the early phase whose answers take 2 ms...
+        let late = t0 + EARLY + ms(1);
+        burst(&mut s, late, PING_BURST, ms(2));
+        assert_eq!(s.next_due(), late + PING_INTERVAL);
+        // ... makes the next one dense within the dense window: 32 pings, the next burst
+        // 100 ms later.
+        let dense = late + PING_INTERVAL;
+        burst(&mut s, dense, EARLY_PING_BURST, us(200));
+        assert_eq!(s.next_due(), dense + EARLY_PING_INTERVAL);
+        // Its answers were fast: the next burst is a plain one again.
+        let plain = dense + EARLY_PING_INTERVAL;
+        burst(&mut s, plain, PING_BURST, us(200));
+        assert_eq!(s.next_due(), plain + PING_INTERVAL);
+        // Slow again, outside the window (15 s): plain; in the next window (20.2 s): dense.
+        let outside = t0 + Duration::from_secs(15);
+        burst(&mut s, outside, PING_BURST, ms(2));
+        burst(&mut s, outside + PING_INTERVAL, PING_BURST, ms(2));
+        assert_eq!(s.next_due(), outside + 2 * PING_INTERVAL);
+        let window = t0 + Duration::from_millis(20_200);
+        burst(&mut s, window, EARLY_PING_BURST, ms(2));
+        assert_eq!(s.next_due(), window + EARLY_PING_INTERVAL);
+        // Told that pings over UDP are dense instead: plain.
+        s.set_dense_when_slow(false);
+        let udp = window + EARLY_PING_INTERVAL;
+        burst(&mut s, udp, PING_BURST, ms(2));
+        assert_eq!(s.next_due(), udp + PING_INTERVAL);
+        assert!(in_dense_window(ms(9_999)) && !in_dense_window(ms(12_000)));
+        assert!(in_dense_window(ms(30_500)) && !in_dense_window(ms(31_000)));
+        // A steady schedule stays steady on a slow path.
+        let mut s = PingSchedule::steady(t0);
+        burst(&mut s, t0, PING_BURST, ms(2));
+        burst(&mut s, t0 + PING_INTERVAL, PING_BURST, ms(2));
+        assert_eq!(s.next_due(), t0 + 2 * PING_INTERVAL);
     }
 
     /// A connection that cannot take a ping skips the due burst and does not spin: the

@@ -398,6 +398,7 @@ extern "C" fn at_fork_child() {
                 (&p.fds.conn, elsewhere),
                 (&p.fds.spool, elsewhere),
                 (&p.fds.announce, false),
+                (&p.fds.udp, elsewhere),
             ] {
                 let fd = fd.swap(-1, Ordering::Relaxed);
                 if fd >= 0 && !in_flusher_table {

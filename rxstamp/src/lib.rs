@@ -12,6 +12,7 @@
 //! Linux only, as the rest of p5.
 
 use std::io;
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV6};
 use std::os::fd::RawFd;
 
 /// Asks the kernel to stamp received packets; false where it cannot.
@@ -69,6 +70,47 @@ pub fn recv_packet(fd: RawFd, buf: &mut [u8]) -> io::Result<(usize, Option<u64>,
         )?
     };
     Ok((n, age, sll.sll_pkttype))
+}
+
+/// [`recv`] on a datagram socket, with the sender's address (`None` for a family other than
+/// IPv4 and IPv6).
+pub fn recv_from(
+    fd: RawFd,
+    buf: &mut [u8],
+) -> io::Result<(usize, Option<u64>, Option<SocketAddr>)> {
+    // SAFETY: an all-zero sockaddr_storage is valid, and the kernel writes at most its size.
+    let mut ss: libc::sockaddr_storage = unsafe { std::mem::zeroed() };
+    // SAFETY: `ss` outlives the call and is as long as the length given.
+    let (n, age) = unsafe {
+        recv_stamped(
+            fd,
+            buf,
+            (&mut ss as *mut libc::sockaddr_storage).cast(),
+            size_of::<libc::sockaddr_storage>() as libc::socklen_t,
+        )?
+    };
+    let addr = match ss.ss_family as libc::c_int {
+        libc::AF_INET => {
+            // SAFETY: the family says the storage holds a sockaddr_in.
+            let a: libc::sockaddr_in = unsafe { std::ptr::read(&ss as *const _ as *const _) };
+            Some(SocketAddr::from((
+                Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr)),
+                u16::from_be(a.sin_port),
+            )))
+        }
+        libc::AF_INET6 => {
+            // SAFETY: the family says the storage holds a sockaddr_in6.
+            let a: libc::sockaddr_in6 = unsafe { std::ptr::read(&ss as *const _ as *const _) };
+            Some(SocketAddr::V6(SocketAddrV6::new(
+                Ipv6Addr::from(a.sin6_addr.s6_addr),
+                u16::from_be(a.sin6_port),
+                a.sin6_flowinfo,
+                a.sin6_scope_id,
+            )))
+        }
+        _ => None,
+    };
+    Ok((n, age, addr))
 }
 
 /// `recvmsg` into `buf` (and the sender's address into `name`, `name_len` bytes, unless
@@ -150,6 +192,26 @@ mod tests {
             })
             .expect("a kernel receive stamp");
         // The packet waited 20 ms in the socket before the read.
+        assert!(age >= 19_000_000, "age {age} ns");
+    }
+
+    /// A datagram comes with its sender's address and, once stamping is on, its stamp.
+    #[test]
+    fn a_datagram_comes_with_its_sender_and_age() {
+        let rx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let tx = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        assert!(enable(rx.as_raw_fd()));
+        let mut buf = [0u8; 16];
+        let age = (0..100)
+            .find_map(|_| {
+                tx.send_to(b"ping", rx.local_addr().unwrap()).unwrap();
+                std::thread::sleep(std::time::Duration::from_millis(20));
+                let (n, age, from) = recv_from(rx.as_raw_fd(), &mut buf).unwrap();
+                assert_eq!(&buf[..n], b"ping");
+                assert_eq!(from, Some(tx.local_addr().unwrap()));
+                age
+            })
+            .expect("a kernel receive stamp");
         assert!(age >= 19_000_000, "age {age} ns");
     }
 }

@@ -47,8 +47,10 @@ impl Caps {
     pub const CALLS: Caps = Caps(1 << 7);
     /// `Sensors` frames (the instrumented files' sensor tables).
     pub const SENSORS: Caps = Caps(1 << 8);
+    /// Clock pings over UDP to the connection's address (`datagram`).
+    pub const DATAGRAM_PINGS: Caps = Caps(1 << 9);
     /// Everything this implementation understands.
-    pub const ALL: Caps = Caps(0b1_1111_1111);
+    pub const ALL: Caps = Caps(0b11_1111_1111);
 
     /// True if every flag of `other` is set.
     pub fn contains(self, other: Caps) -> bool {

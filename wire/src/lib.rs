@@ -12,6 +12,7 @@
 //! - [`hello`]: the handshake (magic, version, capability flags, process identity);
 //! - [`data`]: sequenced per-stream data frames (stream open/close, event batches) and the
 //!   control frames (ping, ack, goodbye, error);
+//! - [`datagram`]: clock pings over UDP beside the connection;
 //! - [`event`]: the compact event encoding inside an event batch (≈ 2–4 bytes per event);
 //! - [`store`]: segment header and record types of the log server's session store;
 //! - [`manifest`] and [`sensors`]: what the instrumenter says about its sensors, beside the
@@ -19,6 +20,7 @@
 
 pub mod codec;
 pub mod data;
+pub mod datagram;
 pub mod endpoint;
 pub mod error;
 pub mod event;

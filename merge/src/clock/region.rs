@@ -107,17 +107,21 @@ impl Region {
     /// the chosen line's largest distance to the region.
     pub(crate) fn estimate(&self, u0: f64, u1: f64, preferred: &[Pt]) -> (f64, f64, f64) {
         let (a, s, least) = self.centre(u0, u1);
-        let best = preferred
+        let consistent: Vec<(Pt, f64)> = preferred
             .iter()
             .filter(|&&p| self.contains(p))
             .map(|&p| (p, self.bound_of(p, u0, u1)))
-            .min_by(|x, y| x.1.total_cmp(&y.1));
-        match best {
-            // A preferred line whose bound is not more than twice the least possible.
-            Some(((pa, ps), b)) if b <= 2.0 * least || !self.contains((a, s)) => {
-                return (pa, ps, b);
-            }
-            _ => {}
+            .collect();
+        // The first preferred line whose bound is not more than twice the least possible, or
+        // the one with the smallest bound when the centre itself is not consistent.
+        let first = consistent.iter().find(|c| c.1 <= 2.0 * least);
+        let best = first.or_else(|| {
+            (!self.contains((a, s)))
+                .then(|| consistent.iter().min_by(|x, y| x.1.total_cmp(&y.1)))
+                .flatten()
+        });
+        if let Some(&((pa, ps), b)) = best {
+            return (pa, ps, b);
         }
         let line = if self.contains((a, s)) {
             (a, s)

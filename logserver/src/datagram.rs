@@ -1,0 +1,178 @@
+//! Clock pings over UDP ([`p5_wire::datagram`]): a socket bound to the listener's address,
+//! answering each ping of a process that has a connection open (and asked for it, capability
+//! [`p5_wire::Caps::DATAGRAM_PINGS`]) with a pong, and recording the ping in that
+//! connection's session as a `Ping` frame is recorded. The receipt time is the kernel's stamp
+//! of the datagram (see [`crate::rxstamp`]).
+//!
+//! Anything else — a datagram that does not decode, a ping from a process with no connection,
+//! more than [`MAX_PER_SECOND`] pings a second from one process — is dropped unanswered and
+//! counted; nothing a peer sends makes the server keep more than one entry per connection.
+
+use crate::clock::RunClock;
+use crate::store::{Item, SessionSender};
+use p5_wire::datagram::{DatagramPing, DatagramPong, PING_LEN};
+use p5_wire::store::{self as wstore, SampleSource};
+use std::collections::HashMap;
+use std::os::fd::AsRawFd;
+use std::sync::{Arc, Mutex, PoisonError};
+use tokio::io::Interest;
+use tokio::net::UdpSocket;
+use tokio::sync::watch;
+
+/// Most pings recorded per process and second (a runtime sends at most about 1,000).
+pub const MAX_PER_SECOND: u32 = 4_000;
+
+/// The connections whose processes may ping over UDP, by process uid.
+#[derive(Debug, Default)]
+pub(crate) struct Pingers {
+    by_uid: Mutex<HashMap<u64, Entry>>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    conn_id: u64,
+    sender: SessionSender,
+    /// The current one-second window (server time, s) and the pings recorded in it.
+    window: (u64, u32),
+}
+
+impl Pingers {
+    /// Lets process `uid`, connected as `conn_id`, ping; its pings go to `sender`. A later
+    /// connection of the same process takes over.
+    pub(crate) fn register(
+        self: &Arc<Self>,
+        uid: u64,
+        conn_id: u64,
+        sender: SessionSender,
+    ) -> Registration {
+        let entry = Entry {
+            conn_id,
+            sender,
+            window: (0, 0),
+        };
+        self.lock().insert(uid, entry);
+        Registration {
+            pingers: self.clone(),
+            uid,
+            conn_id,
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Entry>> {
+        self.by_uid.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Records `ping` received at `t_s` if its process may ping and is within its rate;
+    /// returns whether to answer.
+    fn record(&self, ping: &DatagramPing, t_s: u64) -> bool {
+        let mut map = self.lock();
+        let Some(e) = map.get_mut(&ping.process_uid) else {
+            return false;
+        };
+        let second = t_s / 1_000_000_000;
+        if e.window.0 != second {
+            e.window = (second, 0);
+        }
+        if e.window.1 >= MAX_PER_SECOND {
+            return false;
+        }
+        e.window.1 += 1;
+        let mut rec = Vec::with_capacity(64);
+        wstore::encode_sample(
+            &mut rec,
+            t_s,
+            ping.process_uid,
+            ping.ping,
+            SampleSource::Ping,
+        );
+        // A full store queue drops the sample rather than stall every other pinger.
+        e.sender.try_send(Item::record(rec))
+    }
+}
+
+/// Takes a process off [`Pingers`] when its connection ends (unless a newer one took over).
+#[derive(Debug)]
+pub(crate) struct Registration {
+    pingers: Arc<Pingers>,
+    uid: u64,
+    conn_id: u64,
+}
+
+impl Drop for Registration {
+    fn drop(&mut self) {
+        let mut map = self.pingers.lock();
+        if map
+            .get(&self.uid)
+            .is_some_and(|e| e.conn_id == self.conn_id)
+        {
+            map.remove(&self.uid);
+        }
+    }
+}
+
+/// What the datagram task saw, logged when it stops.
+#[derive(Debug, Default, Clone, Copy)]
+struct Counts {
+    answered: u64,
+    dropped: u64,
+}
+
+/// Answers pings on `socket` until `shutdown` turns true.
+pub(crate) async fn serve(
+    socket: UdpSocket,
+    pingers: Arc<Pingers>,
+    clock: Arc<RunClock>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    p5_rxstamp::enable(socket.as_raw_fd());
+    let mut counts = Counts::default();
+    let mut buf = [0u8; 2 * PING_LEN];
+    loop {
+        tokio::select! {
+            changed = shutdown.changed() => {
+                if changed.is_err() || *shutdown.borrow() {
+                    break;
+                }
+            }
+            ready = socket.readable() => {
+                if let Err(e) = ready {
+                    tracing::warn!("clock pings over UDP stop: {e}");
+                    break;
+                }
+                while let Some(answered) = one(&socket, &pingers, &clock, &mut buf) {
+                    if answered { counts.answered += 1 } else { counts.dropped += 1 }
+                }
+            }
+        }
+    }
+    tracing::info!(
+        answered = counts.answered,
+        dropped = counts.dropped,
+        "clock pings over UDP stopped"
+    );
+}
+
+/// Reads one datagram and answers it if it is a ping to answer: `Some(answered)`, or `None`
+/// when there is nothing more to read now.
+fn one(socket: &UdpSocket, pingers: &Pingers, clock: &RunClock, buf: &mut [u8]) -> Option<bool> {
+    let fd = socket.as_raw_fd();
+    let (n, age, from) = match socket.try_io(Interest::READABLE, || p5_rxstamp::recv_from(fd, buf))
+    {
+        Ok(r) => r,
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => return None,
+        // Errors of one datagram (ICMP-reported, truncated) do not stop the others.
+        Err(_) => return Some(false),
+    };
+    let t_s = clock.now_ns().saturating_sub(age.unwrap_or(0));
+    let (Ok(ping), Some(from)) = (DatagramPing::decode(&buf[..n]), from) else {
+        return Some(false);
+    };
+    if !pingers.record(&ping, t_s) {
+        return Some(false);
+    }
+    let pong = DatagramPong {
+        process_uid: ping.process_uid,
+        t_s: clock.now_ns(),
+    };
+    Some(socket.try_send_to(&pong.encode(), from).is_ok())
+}
