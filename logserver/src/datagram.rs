@@ -5,8 +5,11 @@
 //! of the datagram (see [`crate::rxstamp`]).
 //!
 //! Anything else — a datagram that does not decode, a ping from a process with no connection,
-//! more than [`MAX_PER_SECOND`] pings a second from one process — is dropped unanswered and
-//! counted; nothing a peer sends makes the server keep more than one entry per connection.
+//! more than [`MAX_PER_SECOND`] pings a second from one process or [`MAX_TOTAL_PER_SECOND`]
+//! from all — is dropped unanswered and counted; nothing a peer sends makes the server keep
+//! more than one entry per connection. An answered ping costs about 70 µs of CPU, client and
+//! server together, on the development VM (`cargo run --release -p p5-logserver --example
+//! datagram_cost`), so the total cap keeps datagram pings under about half a core.
 
 use crate::clock::RunClock;
 use crate::store::{Item, SessionSender};
@@ -21,11 +24,20 @@ use tokio::sync::watch;
 
 /// Most pings recorded per process and second (a runtime sends at most about 1,000).
 pub const MAX_PER_SECOND: u32 = 4_000;
+/// Most pings recorded per second from all processes together.
+pub const MAX_TOTAL_PER_SECOND: u32 = 8_000;
 
 /// The connections whose processes may ping over UDP, by process uid.
 #[derive(Debug, Default)]
 pub(crate) struct Pingers {
-    by_uid: Mutex<HashMap<u64, Entry>>,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    by_uid: HashMap<u64, Entry>,
+    /// The current one-second window (server time, s) and the pings recorded in it.
+    window: (u64, u32),
 }
 
 #[derive(Debug)]
@@ -50,7 +62,7 @@ impl Pingers {
             sender,
             window: (0, 0),
         };
-        self.lock().insert(uid, entry);
+        self.lock().by_uid.insert(uid, entry);
         Registration {
             pingers: self.clone(),
             uid,
@@ -58,18 +70,25 @@ impl Pingers {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Entry>> {
-        self.by_uid.lock().unwrap_or_else(PoisonError::into_inner)
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
     /// Records `ping` received at `t_s` if its process may ping and is within its rate;
     /// returns whether to answer.
     fn record(&self, ping: &DatagramPing, t_s: u64) -> bool {
-        let mut map = self.lock();
-        let Some(e) = map.get_mut(&ping.process_uid) else {
+        let mut guard = self.lock();
+        let inner = &mut *guard;
+        let second = t_s / 1_000_000_000;
+        if inner.window.0 != second {
+            inner.window = (second, 0);
+        }
+        if inner.window.1 >= MAX_TOTAL_PER_SECOND {
+            return false;
+        }
+        let Some(e) = inner.by_uid.get_mut(&ping.process_uid) else {
             return false;
         };
-        let second = t_s / 1_000_000_000;
         if e.window.0 != second {
             e.window = (second, 0);
         }
@@ -77,6 +96,7 @@ impl Pingers {
             return false;
         }
         e.window.1 += 1;
+        inner.window.1 += 1;
         let mut rec = Vec::with_capacity(64);
         wstore::encode_sample(
             &mut rec,
@@ -100,12 +120,13 @@ pub(crate) struct Registration {
 
 impl Drop for Registration {
     fn drop(&mut self) {
-        let mut map = self.pingers.lock();
-        if map
+        let mut inner = self.pingers.lock();
+        if inner
+            .by_uid
             .get(&self.uid)
             .is_some_and(|e| e.conn_id == self.conn_id)
         {
-            map.remove(&self.uid);
+            inner.by_uid.remove(&self.uid);
         }
     }
 }
@@ -175,4 +196,64 @@ fn one(socket: &UdpSocket, pingers: &Pingers, clock: &RunClock, buf: &mut [u8]) 
         t_s: clock.now_ns(),
     };
     Some(socket.try_send_to(&pong.encode(), from).is_ok())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Store;
+    use p5_wire::data::Ping;
+
+    /// One process gets at most [`MAX_PER_SECOND`] pings recorded a second, all of them
+    /// together [`MAX_TOTAL_PER_SECOND`]; a new second starts afresh; a process whose
+    /// connection ended gets none, a newer connection of the same process keeps its right.
+    #[test]
+    fn pings_are_recorded_within_their_rates_and_connections() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = Store::open(
+            dir.path(),
+            Arc::new(RunClock::start()),
+            crate::StoreConfig {
+                // Room for every record at once: the rates, not the queue, are under test.
+                queue_depth: 20_000,
+                ..crate::StoreConfig::default()
+            },
+        )
+        .unwrap();
+        let sender = store.session("rates").unwrap();
+        let pingers = Arc::new(Pingers::default());
+        let regs: Vec<Registration> = (1..=3)
+            .map(|uid| pingers.register(uid, uid, sender.clone()))
+            .collect();
+        let ping = |uid| DatagramPing {
+            process_uid: uid,
+            ping: Ping::default(),
+        };
+        let recorded = |uid, n, t_s| (0..n).filter(|_| pingers.record(&ping(uid), t_s)).count();
+        let second = 7_000_000_000;
+        assert_eq!(recorded(1, 5_000, second) as u32, MAX_PER_SECOND);
+        assert_eq!(recorded(2, 5_000, second + 1) as u32, MAX_PER_SECOND);
+        assert_eq!(
+            recorded(3, 5_000, second + 2),
+            0,
+            "all together at their cap"
+        );
+        assert_eq!(recorded(3, 10, second + 1_000_000_000), 10, "a new second");
+        assert_eq!(
+            recorded(9, 10, second + 1_000_000_000),
+            0,
+            "never connected"
+        );
+        // A newer connection of process 1 takes over; the old one's end leaves it be.
+        let newer = pingers.register(1, 99, sender.clone());
+        drop(regs);
+        assert_eq!(recorded(1, 5, second + 2_000_000_000), 5);
+        assert_eq!(
+            recorded(2, 5, second + 2_000_000_000),
+            0,
+            "its connection ended"
+        );
+        drop(newer);
+        assert_eq!(recorded(1, 5, second + 3_000_000_000), 0);
+    }
 }

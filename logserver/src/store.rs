@@ -9,7 +9,11 @@
 //! 1. wait for one item, then take whatever else is queued, up to `commit_max_bytes`;
 //! 2. for data frames, consult the deduplication map ([`crate::dedup`]): new frames are
 //!    appended, duplicates become a `StoreSample` (source `Duplicate`);
-//! 3. `write` the whole group to the current segment and `fdatasync` it once;
+//! 3. `write` the whole group to the current segment and `fdatasync` it once — if the group
+//!    has something to acknowledge: a group of clock samples alone (pings, datagram pings at
+//!    up to 1,000 a second a process) is written and left to the next sync, which covers the
+//!    whole file (a crash of the server loses nothing the kernel has; only a crash of the
+//!    machine can lose samples written since the last sync, and they were never acknowledged);
 //! 4. only then add each connection's share of the group to its durable count, which its ack
 //!    task sends as `Ack{count}`.
 //!
@@ -135,7 +139,8 @@ pub struct WriterStats {
     pub records: u64,
     /// Bytes appended (records and segment headers).
     pub bytes: u64,
-    /// Group commits (syncs).
+    /// Group commits that synced (a group of unacknowledged records alone is written and
+    /// synced with the next).
     pub commits: u64,
     /// Segments opened.
     pub segments: u64,
@@ -290,6 +295,7 @@ impl Store {
             next_index: state.next_index,
             segment: None,
             batch: Vec::new(),
+            unsynced: false,
             acks: Vec::new(),
             permits: Vec::new(),
             shared: shared.clone(),
@@ -361,6 +367,8 @@ struct Writer {
     next_index: u64,
     segment: Option<OpenSegment>,
     batch: Vec<u8>,
+    /// Whether the current segment holds bytes written since its last sync.
+    unsynced: bool,
     acks: Vec<(AckSender, u64)>,
     permits: Vec<OwnedSemaphorePermit>,
     shared: Arc<SessionShared>,
@@ -387,7 +395,7 @@ impl Writer {
             }
             self.commit();
         }
-        self.commit();
+        self.commit_synced(true);
         let s = self.shared.stats.snapshot();
         tracing::debug!(
             session = %self.session,
@@ -470,7 +478,7 @@ impl Writer {
         if pending > SEGMENT_HEADER_LEN as u64
             && pending + record.len() as u64 > self.config.segment_max_bytes
         {
-            self.commit();
+            self.commit_synced(true);
             self.segment = None;
             if self.failed() {
                 return;
@@ -480,18 +488,27 @@ impl Writer {
         self.shared.stats.records.fetch_add(1, Relaxed);
     }
 
-    /// Writes and syncs the group, then acknowledges it.
+    /// Writes the group, syncs it if it has something to acknowledge, then acknowledges it.
     fn commit(&mut self) {
+        self.commit_synced(!self.acks.is_empty());
+    }
+
+    /// Writes the group and, if `sync` (or some of it is to be acknowledged), syncs the
+    /// segment; then acknowledges.
+    fn commit_synced(&mut self, sync: bool) {
         if self.failed() {
             self.fail_pending();
             return;
         }
-        if !self.batch.is_empty() {
-            if let Err(e) = self.write_batch() {
+        let sync = sync || !self.acks.is_empty();
+        if !self.batch.is_empty() || (sync && self.unsynced) {
+            if let Err(e) = self.write_batch(sync) {
                 self.fail(e);
                 return;
             }
-            self.shared.stats.commits.fetch_add(1, Relaxed);
+            if sync {
+                self.shared.stats.commits.fetch_add(1, Relaxed);
+            }
             self.shared
                 .stats
                 .bytes
@@ -507,7 +524,9 @@ impl Writer {
         self.permits.clear();
     }
 
-    fn write_batch(&mut self) -> Result<(), Error> {
+    /// Appends the group to the current segment (opening one if needed) and, if `sync`,
+    /// syncs it (and its directory, the first time).
+    fn write_batch(&mut self, sync: bool) -> Result<(), Error> {
         if self.segment.is_none() {
             self.segment = Some(self.open_segment()?);
         }
@@ -517,10 +536,15 @@ impl Writer {
         seg.file
             .write_all(&self.batch)
             .map_err(io_at("cannot append to", &seg.path))?;
+        seg.len += self.batch.len() as u64;
+        self.unsynced = true;
+        if !sync {
+            return Ok(());
+        }
         seg.file
             .sync_data()
             .map_err(io_at("cannot sync", &seg.path))?;
-        seg.len += self.batch.len() as u64;
+        self.unsynced = false;
         if !seg.dir_synced {
             layout::sync_dir(&self.dir)?;
             seg.dir_synced = true;
