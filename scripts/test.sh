@@ -14,6 +14,11 @@ echo "== cargo fmt --check"
 cargo fmt --all --check
 echo "== cargo clippy (warnings denied)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo build (the preload and runtime libraries the tests load and link)"
+# Built before any test runs: a test that finds one older than its sources builds it with
+# `cargo build`, whose runtime build rewrites target/debug/deps/libp5_runtime.a while another
+# test may be linking against it (seen: "ld: cannot find …/libp5_runtime.a").
+cargo build --workspace --locked
 echo "== cargo test"
 cargo test --workspace --locked 2>&1 | tee target/test.log
 echo "== real code bases instrumented and still building (SQLite, Lua, libFuzzer, a crate, a PyPI package)"
