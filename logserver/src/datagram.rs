@@ -193,6 +193,7 @@ fn one(socket: &UdpSocket, pingers: &Pingers, clock: &RunClock, buf: &mut [u8]) 
     }
     let pong = DatagramPong {
         process_uid: ping.process_uid,
+        t_p: ping.ping.t_p,
         t_s: clock.now_ns(),
     };
     Some(socket.try_send_to(&pong.encode(), from).is_ok())

@@ -1507,7 +1507,7 @@ fn pings_over_udp_are_answered_and_recorded_while_connected() {
         udp.send(&ping(0xd6a1, round, last).encode()).unwrap();
         let n = udp.recv(&mut buf).expect("a pong");
         let pong = DatagramPong::decode(&buf[..n]).unwrap();
-        assert_eq!(pong.process_uid, 0xd6a1);
+        assert_eq!((pong.process_uid, pong.t_p), (0xd6a1, round));
         assert!(pong.t_s >= last, "pong t_s {} before {last}", pong.t_s);
         last = pong.t_s;
     }

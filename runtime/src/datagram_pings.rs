@@ -1,17 +1,20 @@
 //! Clock pings over UDP beside the log-server connection (`p5_wire::datagram`), when the
 //! server accepted them. A ping on the TCP connection that overtakes an earlier one behind a
 //! path whose delays vary waits for it, and shares its receive stamp with whatever it was read
-//! with; a datagram is stamped on its own arrival. So where the connection's pings find a slow
-//! or jittery path ([`crate::pings::PingSchedule::slow_path`]) datagrams go one every
+//! with; a datagram is stamped on its own arrival. So on a slow path — the fastest of the last
+//! [`RECENT`] round trips took [`SLOW_ANSWER`] or more (each pong carries its ping's send
+//! time; a busy host answers some pings late, but not the fastest) — datagrams go one every
 //! [`DENSE_INTERVAL`], without waiting for answers, and give the merge several clean two-way
-//! samples per round trip (issue 22) — in the connection's dense windows
-//! ([`crate::pings::in_dense_window`]: its first 10 s, then 1 s in every 10); elsewhere and
-//! otherwise one goes every [`PROBE_INTERVAL`].
+//! samples per round trip (issue 22), in the connection's dense windows
+//! ([`crate::pings::in_dense_window`]: its first 10 s, then 1 s in every 10). Elsewhere one
+//! goes every [`PROBE_INTERVAL`], after a first [`RECENT`] every [`FIRST_INTERVAL`] that
+//! judge the path.
 //!
 //! Each ping echoes the best pong since the previous ping (the one that arrived soonest after
 //! the server sent it, the tightest backward sample). A server that never answers (a relaying
 //! host agent, a firewall) gets [`PROBES`] pings and no more on this connection.
 
+use crate::pings::SLOW_ANSWER;
 use p5_wire::data::Ping;
 use p5_wire::datagram::{DatagramPing, DatagramPong};
 use std::io;
@@ -19,10 +22,14 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
-/// Interval between pings on a slow or jittery path: up to 1,000 a second.
+/// Interval between pings on a slow path: up to 1,000 a second.
 pub const DENSE_INTERVAL: Duration = Duration::from_millis(1);
 /// Interval between pings elsewhere.
 pub const PROBE_INTERVAL: Duration = Duration::from_millis(100);
+/// Interval between a connection's first [`RECENT`] pings.
+pub const FIRST_INTERVAL: Duration = Duration::from_millis(5);
+/// Round trips the path is judged by.
+pub const RECENT: usize = 16;
 /// Pings sent without any answer before giving up on this connection.
 pub const PROBES: u64 = 20;
 /// Most pongs read at once.
@@ -37,6 +44,9 @@ pub struct DatagramPinger {
     echo: Option<(u64, u64)>,
     /// Whether any pong came.
     answered: bool,
+    /// The last [`RECENT`] round trips, ns (a ring), and how many there were in all.
+    recent: [u64; RECENT],
+    pongs: u64,
     sent: u64,
     next: Instant,
     /// When the socket was opened (dense windows count from there).
@@ -59,6 +69,8 @@ impl DatagramPinger {
             process_uid,
             echo: None,
             answered: false,
+            recent: [0; RECENT],
+            pongs: 0,
             sent: 0,
             next: now,
             opened: now,
@@ -74,6 +86,15 @@ impl DatagramPinger {
     /// need not).
     pub fn answered(&self) -> bool {
         self.answered
+    }
+
+    /// Whether the path is slow: the fastest of the last [`RECENT`] round trips (at least
+    /// half of them seen) took [`SLOW_ANSWER`] or more.
+    pub fn slow_path(&self) -> bool {
+        let seen = (self.pongs as usize).min(RECENT);
+        seen >= RECENT / 2
+            && self.recent[..seen].iter().min().copied().unwrap_or(0)
+                >= SLOW_ANSWER.as_nanos() as u64
     }
 
     /// Whether pinging has stopped: [`PROBES`] pings and no answer.
@@ -110,6 +131,8 @@ impl DatagramPinger {
                 continue;
             }
             self.answered = true;
+            self.recent[(self.pongs % RECENT as u64) as usize] = at.saturating_sub(pong.t_p);
+            self.pongs += 1;
             let gap = |(t_s, at): (u64, u64)| t_s as i128 - at as i128;
             if self.echo.is_none_or(|e| gap((pong.t_s, at)) > gap(e)) {
                 self.echo = Some((pong.t_s, at));
@@ -117,11 +140,10 @@ impl DatagramPinger {
         }
     }
 
-    /// Sends a ping if one is due: every [`DENSE_INTERVAL`] when `dense` (a slow path), the
-    /// server has answered and the connection is in a dense window, else every
-    /// [`PROBE_INTERVAL`]. `t_p` reads the process clock just before
-    /// the send.
-    pub fn poll(&mut self, now: Instant, dense: bool, t_p: impl FnOnce() -> u64) {
+    /// Sends a ping if one is due: every [`DENSE_INTERVAL`] on a slow path in a dense window,
+    /// every [`FIRST_INTERVAL`] for the first [`RECENT`], else every [`PROBE_INTERVAL`]. `t_p`
+    /// reads the process clock just before the send.
+    pub fn poll(&mut self, now: Instant, t_p: impl FnOnce() -> u64) {
         if self.gave_up() || now < self.next {
             return;
         }
@@ -141,8 +163,10 @@ impl DatagramPinger {
         self.sent += 1;
         let window = crate::pings::in_dense_window(now.duration_since(self.opened));
         self.next = now
-            + if dense && self.answered && window {
+            + if self.slow_path() && window {
                 DENSE_INTERVAL
+            } else if self.sent < RECENT as u64 {
+                FIRST_INTERVAL
             } else {
                 PROBE_INTERVAL
             };
@@ -153,10 +177,12 @@ impl DatagramPinger {
 mod tests {
     use super::*;
 
-    /// Against a UDP peer answering like the log server: probes until the first pong, then
-    /// dense pings on a slow path, each echoing the best pong since the one before.
+    /// Against a UDP peer answering like the log server: the first pings go every 5 ms; once
+    /// half of the recent round trips all took over a millisecond the path is slow and pings
+    /// go every millisecond; one fast round trip among them ends that. Each ping echoes the
+    /// best pong since the one before; a stranger's pong counts for nothing.
     #[test]
-    fn pings_probe_then_go_dense_and_echo_the_best_pong() {
+    fn pings_judge_the_path_and_echo_the_best_pong() {
         let server = UdpSocket::bind("127.0.0.1:0").unwrap();
         server
             .set_read_timeout(Some(Duration::from_secs(5)))
@@ -164,38 +190,52 @@ mod tests {
         let t0 = Instant::now();
         let mut p = DatagramPinger::open(server.local_addr().unwrap(), 42, t0).unwrap();
         let mut buf = [0u8; 64];
-        p.poll(t0, true, || 1_000);
+        p.poll(t0, || 1_000);
         let (n, from) = server.recv_from(&mut buf).unwrap();
         let ping = DatagramPing::decode(&buf[..n]).unwrap();
         assert_eq!(
             (ping.process_uid, ping.ping.t_p, ping.ping.echo_t_s),
             (42, 1_000, 0)
         );
-        // Unanswered so far: the next goes a probe interval later, dense or not.
-        assert_eq!(p.next_due(), Some(t0 + PROBE_INTERVAL));
-        // Two pongs, the second sent later but received as soon after its send: the one
-        // whose receipt came sooner after its send is echoed. A stranger's pong is ignored.
-        for (uid, t_s) in [(42u64, 10_000u64), (42, 10_000_000), (7, 1)] {
+        assert_eq!(p.next_due(), Some(t0 + FIRST_INTERVAL));
+        // The process clock reads NOW; each pong's ping left 10 ms before that (less the
+        // kernel stamp's age: a round trip of several ms).
+        const NOW: u64 = 1_000_000_000_000;
+        let send = |uid: u64, t_p: u64, t_s: u64| {
             let pong = DatagramPong {
                 process_uid: uid,
+                t_p,
                 t_s,
             };
             server.send_to(&pong.encode(), from).unwrap();
+        };
+        let settle = || std::thread::sleep(Duration::from_millis(2));
+        for k in 0..RECENT / 2 {
+            let t_s = if k == 3 { 10_000_000 } else { 10_000 };
+            send(42, NOW - 10_000_000, t_s);
         }
-        std::thread::sleep(Duration::from_millis(50));
-        let mut clock = [1_000_000_000_000u64, 1_000_000_050_000, 1_000_000_060_000].into_iter();
-        p.read_pongs(|| clock.next().unwrap_or(1_000_000_060_000));
-        assert!(p.stats().1, "answered");
-        let t1 = t0 + PROBE_INTERVAL;
-        p.poll(t1, true, || 2_000);
+        send(7, NOW, 1);
+        settle();
+        p.read_pongs(|| NOW);
+        assert!(p.answered() && p.slow_path());
+        let t1 = t0 + FIRST_INTERVAL;
+        p.poll(t1, || 2_000);
         let (n, _) = server.recv_from(&mut buf).unwrap();
         let ping = DatagramPing::decode(&buf[..n]).unwrap().ping;
-        assert_eq!(ping.echo_t_s, 10_000_000, "the pong with the smaller gap");
-        assert!(ping.echo_t_p <= 1_000_000_050_000);
+        assert_eq!(
+            ping.echo_t_s, 10_000_000,
+            "the pong received soonest after its send"
+        );
+        assert!(ping.echo_t_p <= NOW);
         assert_eq!(p.next_due(), Some(t1 + DENSE_INTERVAL));
-        // Not dense: a probe interval.
-        p.poll(t1 + DENSE_INTERVAL, false, || 3_000);
-        assert_eq!(p.next_due(), Some(t1 + DENSE_INTERVAL + PROBE_INTERVAL));
+        // A fast round trip: not a slow path any more.
+        send(42, NOW, 5);
+        settle();
+        p.read_pongs(|| NOW);
+        assert!(!p.slow_path());
+        let t2 = t1 + DENSE_INTERVAL;
+        p.poll(t2, || 3_000);
+        assert_eq!(p.next_due(), Some(t2 + FIRST_INTERVAL));
     }
 
     /// A server that never answers gets a few probes, then nothing.
@@ -206,7 +246,7 @@ mod tests {
         let mut p = DatagramPinger::open(silent.local_addr().unwrap(), 1, t0).unwrap();
         let mut t = t0;
         for _ in 0..PROBES * 2 {
-            p.poll(t, true, || 0);
+            p.poll(t, || 0);
             p.read_pongs(|| 0);
             t += PROBE_INTERVAL;
         }

@@ -458,6 +458,10 @@ impl Outbox {
         for r in replies {
             match r {
                 Reply::Ack(a) => {
+                    // One that acknowledges nothing new can only be a ping's answer.
+                    if a.count <= self.conn_acked {
+                        self.pings.timed_answer(now);
+                    }
                     self.on_ack(a.count, a.t_s, read_at);
                     acked = true;
                 }
@@ -477,9 +481,9 @@ impl Outbox {
         if self.pings.poll(now, acked, self.ctrl.is_empty()) {
             self.queue_ping();
         }
-        let (origin, dense) = (self.origin, self.pings.slow_path());
+        let origin = self.origin;
         if let Some(u) = self.conn.as_mut().and_then(|c| c.udp.as_mut()) {
-            u.poll(now, dense, || origin.elapsed_ns());
+            u.poll(now, || origin.elapsed_ns());
             // Datagrams do the dense pinging a slow path needs, far better than bursts.
             self.pings.set_dense_when_slow(!u.answered());
         }

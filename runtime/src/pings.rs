@@ -23,11 +23,11 @@ pub const PING_BURST: u32 = 8;
 pub const EARLY_PING_BURST: u32 = 32;
 /// A burst whose answer is this late ends (an older server answers no ping).
 pub const BURST_TIMEOUT: Duration = Duration::from_millis(50);
-/// An answer this late marks a slow or jittery path: after a burst with one, a connection
-/// pings as densely as in its first [`EARLY`] in every later dense window (see
-/// [`in_dense_window`]). There the estimate's error goes as the delays' spread over the
-/// samples near each end of the run (issue 22), and answers that take a millisecond or more
-/// cap the cost: at most one ping per round trip.
+/// A burst whose fastest answer took this long marks a slow path (a busy host answers some
+/// pings late, but not its fastest): after one, a connection pings as densely as in its first
+/// [`EARLY`] in every later dense window (see [`in_dense_window`]), over UDP where the server
+/// answers datagrams. There the estimate's error goes as the delays' spread over the samples
+/// near each end of the run (issue 22).
 pub const SLOW_ANSWER: Duration = Duration::from_millis(1);
 /// After [`EARLY`], a slow path's pings are dense for the first [`DENSE_SPAN`] of every
 /// `DENSE_PERIOD`: a run that ends at any time has dense samples within this much of its end,
@@ -53,8 +53,8 @@ pub struct PingSchedule {
     early: Duration,
     /// The burst under way: pings still to send, and when the last one was sent.
     burst: Option<(u32, Instant)>,
-    /// Whether an answer of the burst under way took [`SLOW_ANSWER`] or more.
-    burst_slow: bool,
+    /// The fastest answer of the burst under way.
+    burst_fastest: Option<Duration>,
     /// Whether the last burst had such an answer (the next one is dense then, in a dense
     /// window).
     slow: bool,
@@ -70,7 +70,7 @@ impl PingSchedule {
             connected_at: now,
             early: EARLY,
             burst: None,
-            burst_slow: false,
+            burst_fastest: None,
             slow: false,
             dense_when_slow: true,
         }
@@ -87,10 +87,22 @@ impl PingSchedule {
         }
     }
 
-    /// Whether the last complete burst had an answer of [`SLOW_ANSWER`] or more: a slow or
+    /// Whether the last complete burst's fastest answer took [`SLOW_ANSWER`] or more: a slow
     /// jittery path.
     pub fn slow_path(&self) -> bool {
         self.slow
+    }
+
+    /// Notes an answer that can only be a ping's (an ack that acknowledged nothing new; one
+    /// for data frames says nothing about the path): the burst's fastest answer decides
+    /// whether the path is slow.
+    pub fn timed_answer(&mut self, now: Instant) {
+        if let Some((_, at)) = self.burst {
+            let waited = now.duration_since(at);
+            if waited <= BURST_TIMEOUT {
+                self.burst_fastest = Some(self.burst_fastest.map_or(waited, |f| f.min(waited)));
+            }
+        }
     }
 
     /// Whether a slow path makes later bursts dense (true unless told otherwise).
@@ -111,12 +123,9 @@ impl PingSchedule {
         let mut send = false;
         if let Some((left, at)) = self.burst {
             let waited = now.duration_since(at);
-            if answered && (SLOW_ANSWER..=BURST_TIMEOUT).contains(&waited) {
-                self.burst_slow = true;
-            }
             if left == 0 || waited > BURST_TIMEOUT {
                 self.burst = None;
-                self.slow = self.burst_slow;
+                self.slow = self.burst_fastest.is_some_and(|f| f >= SLOW_ANSWER);
             } else if answered && free {
                 send = true;
                 self.burst = Some((left - 1, now));
@@ -137,7 +146,7 @@ impl PingSchedule {
                 send = true;
                 let burst = if early { EARLY_PING_BURST } else { PING_BURST };
                 self.burst = Some((burst - 1, now));
-                self.burst_slow = false;
+                self.burst_fastest = None;
             }
         }
         send
@@ -205,9 +214,11 @@ mod tests {
             let mut t = start;
             for k in 1..n {
                 t += answer;
+                s.timed_answer(t);
                 assert!(s.poll(t, true, true), "answer {k}");
             }
             t += answer;
+            s.timed_answer(t);
             assert!(!s.poll(t, true, true), "the burst is complete");
         };
         let mut s = PingSchedule::new(t0);
@@ -224,6 +235,45 @@ mod tests {
         let plain = dense + EARLY_PING_INTERVAL;
         burst(&mut s, plain, PING_BURST, us(200));
         assert_eq!(s.next_due(), plain + PING_INTERVAL);
+        // A busy host: slow answers but a fast one among them. Not a slow path.
+        let busy = plain + PING_INTERVAL;
+        assert!(s.poll(busy, false, true));
+        let mut t = busy;
+        for k in 1..PING_BURST {
+            t += if k == 3 { us(150) } else { ms(3) };
+            s.timed_answer(t);
+            assert!(s.poll(t, true, true));
+        }
+        assert!(!s.poll(t + ms(3), true, true));
+        assert!(!s.slow_path());
+        // A slow path whose bursts also see acks for data frames soon after a ping: those
+        // pace the burst but say nothing about the path.
+        let acks = busy + PING_INTERVAL;
+        assert!(s.poll(acks, false, true));
+        let (mut t, mut left) = (acks, PING_BURST - 1);
+        while left > 0 {
+            t += us(100);
+            assert!(
+                s.poll(t, true, true),
+                "an ack for data frames paces the burst"
+            );
+            left -= 1;
+            if left > 0 {
+                t += ms(3);
+                s.timed_answer(t);
+                assert!(s.poll(t, true, true), "a ping's answer");
+                left -= 1;
+            }
+        }
+        t += ms(3);
+        s.timed_answer(t);
+        assert!(!s.poll(t, true, true));
+        assert!(s.slow_path());
+        // Outside a dense window the next burst is plain anyway; its fast answers end the
+        // slow path.
+        let calm = acks + PING_INTERVAL;
+        burst(&mut s, calm, PING_BURST, us(200));
+        assert!(!s.slow_path());
         // Slow again, outside the window (15 s): plain; in the next window (20.2 s): dense.
         let outside = t0 + Duration::from_secs(15);
         burst(&mut s, outside, PING_BURST, ms(2));

@@ -5,13 +5,14 @@
 //!
 //! ```text
 //! DatagramPing: "P5pi" | u64 process_uid | Ping body (u64 t_p | u64 echo_t_s | u64 echo_t_p)
-//! DatagramPong: "P5po" | u64 process_uid | u64 t_s
+//! DatagramPong: "P5po" | u64 process_uid | u64 t_p (the ping's) | u64 t_s
 //! ```
 //!
 //! A client sends them to the address of its log-server connection when the server accepted
 //! [`crate::Caps::DATAGRAM_PINGS`]; the server answers each ping of a process it has a
 //! connection from with a pong (its time at send), and records the ping as it records a `Ping`
-//! frame. The echo of a datagram ping names a pong. Decoders ignore appended bytes.
+//! frame. A pong carries its ping's `t_p`, so the client knows each round trip exactly. The
+//! echo of a datagram ping names a pong. Decoders ignore appended bytes.
 
 use crate::codec::Reader;
 use crate::data::Ping;
@@ -24,7 +25,7 @@ pub const PONG_MAGIC: &[u8; 4] = b"P5po";
 /// Size of an encoded [`DatagramPing`].
 pub const PING_LEN: usize = 36;
 /// Size of an encoded [`DatagramPong`].
-pub const PONG_LEN: usize = 20;
+pub const PONG_LEN: usize = 28;
 
 /// A ping in a datagram.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,6 +41,8 @@ pub struct DatagramPing {
 pub struct DatagramPong {
     /// The process the ping came from.
     pub process_uid: u64,
+    /// The ping's send time (the client's clock).
+    pub t_p: u64,
     /// Server-relative time at send.
     pub t_s: u64,
 }
@@ -80,7 +83,8 @@ impl DatagramPong {
         let mut b = [0u8; PONG_LEN];
         b[..4].copy_from_slice(PONG_MAGIC);
         b[4..12].copy_from_slice(&self.process_uid.to_le_bytes());
-        b[12..].copy_from_slice(&self.t_s.to_le_bytes());
+        b[12..20].copy_from_slice(&self.t_p.to_le_bytes());
+        b[20..].copy_from_slice(&self.t_s.to_le_bytes());
         b
     }
 
@@ -90,6 +94,7 @@ impl DatagramPong {
         magic(&mut r, PONG_MAGIC)?;
         Ok(DatagramPong {
             process_uid: r.u64()?,
+            t_p: r.u64()?,
             t_s: r.u64()?,
         })
     }
@@ -120,6 +125,7 @@ mod tests {
         }
         let pong = DatagramPong {
             process_uid: 7,
+            t_p: 8,
             t_s: 9,
         };
         assert_eq!(DatagramPong::decode(&pong.encode()), Ok(pong));
