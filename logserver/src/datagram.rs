@@ -7,7 +7,7 @@
 //! Anything else — a datagram that does not decode, a ping from a process with no connection,
 //! more than [`MAX_PER_SECOND`] pings a second from one process or [`MAX_TOTAL_PER_SECOND`]
 //! from all — is dropped unanswered and counted; nothing a peer sends makes the server keep
-//! more than one entry per connection. An answered ping costs about 70 µs of CPU, client and
+//! more than one entry per connection. An answered ping costs about 65 µs of CPU, client and
 //! server together, on the development VM (`cargo run --release -p p5-logserver --example
 //! datagram_cost`), so the total cap keeps datagram pings under about half a core.
 
