@@ -257,7 +257,10 @@ pub(crate) async fn serve<R, W>(
         .pingers
         .as_ref()
         .filter(|_| caps.contains(Caps::DATAGRAM_PINGS))
-        .map(|p| p.register(uid, conn_id, sender.clone()));
+        .map(|p| {
+            let from = peer.parse::<std::net::SocketAddr>().ok().map(|a| a.ip());
+            p.register(uid, conn_id, from, sender.clone())
+        });
     let ack = HelloAck {
         version: p5_wire::PROTOCOL_VERSION,
         caps,

@@ -4,7 +4,8 @@
 //! connection's session as a `Ping` frame is recorded. The receipt time is the kernel's stamp
 //! of the datagram (see [`crate::rxstamp`]).
 //!
-//! Anything else — a datagram that does not decode, a ping from a process with no connection,
+//! Anything else — a datagram that does not decode, a ping from a process with no connection
+//! or from another address than its connection's,
 //! more than [`MAX_PER_SECOND`] pings a second from one process or [`MAX_TOTAL_PER_SECOND`]
 //! from all — is dropped unanswered and counted; nothing a peer sends makes the server keep
 //! more than one entry per connection. An answered ping costs about 65 µs of CPU, client and
@@ -16,6 +17,7 @@ use crate::store::{Item, SessionSender};
 use p5_wire::datagram::{DatagramPing, DatagramPong, PING_LEN};
 use p5_wire::store::{self as wstore, SampleSource};
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::os::fd::AsRawFd;
 use std::sync::{Arc, Mutex, PoisonError};
 use tokio::io::Interest;
@@ -43,22 +45,27 @@ struct Inner {
 #[derive(Debug)]
 struct Entry {
     conn_id: u64,
+    /// The connection's peer address.
+    peer: Option<IpAddr>,
     sender: SessionSender,
     /// The current one-second window (server time, s) and the pings recorded in it.
     window: (u64, u32),
 }
 
 impl Pingers {
-    /// Lets process `uid`, connected as `conn_id`, ping; its pings go to `sender`. A later
-    /// connection of the same process takes over.
+    /// Lets process `uid`, connected as `conn_id` from `peer` (its pings must come from that
+    /// address; any if `None`), ping; its pings go to `sender`. A later connection of the
+    /// same process takes over.
     pub(crate) fn register(
         self: &Arc<Self>,
         uid: u64,
         conn_id: u64,
+        peer: Option<IpAddr>,
         sender: SessionSender,
     ) -> Registration {
         let entry = Entry {
             conn_id,
+            peer,
             sender,
             window: (0, 0),
         };
@@ -74,9 +81,9 @@ impl Pingers {
         self.inner.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    /// Records `ping` received at `t_s` if its process may ping and is within its rate;
-    /// returns whether to answer.
-    fn record(&self, ping: &DatagramPing, t_s: u64) -> bool {
+    /// Records `ping` received from `from` at `t_s` if its process may ping from there and
+    /// is within its rate; returns whether to answer.
+    fn record(&self, ping: &DatagramPing, from: IpAddr, t_s: u64) -> bool {
         let mut guard = self.lock();
         let inner = &mut *guard;
         let second = t_s / 1_000_000_000;
@@ -86,7 +93,11 @@ impl Pingers {
         if inner.window.1 >= MAX_TOTAL_PER_SECOND {
             return false;
         }
-        let Some(e) = inner.by_uid.get_mut(&ping.process_uid) else {
+        let Some(e) = inner
+            .by_uid
+            .get_mut(&ping.process_uid)
+            .filter(|e| e.peer.is_none_or(|p| p == from))
+        else {
             return false;
         };
         if e.window.0 != second {
@@ -188,7 +199,7 @@ fn one(socket: &UdpSocket, pingers: &Pingers, clock: &RunClock, buf: &mut [u8]) 
     let (Ok(ping), Some(from)) = (DatagramPing::decode(&buf[..n]), from) else {
         return Some(false);
     };
-    if !pingers.record(&ping, t_s) {
+    if !pingers.record(&ping, from.ip(), t_s) {
         return Some(false);
     }
     let pong = DatagramPong {
@@ -204,10 +215,14 @@ mod tests {
     use super::*;
     use crate::store::Store;
     use p5_wire::data::Ping;
+    use std::net::Ipv4Addr;
+
+    const HOME: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 
     /// One process gets at most [`MAX_PER_SECOND`] pings recorded a second, all of them
-    /// together [`MAX_TOTAL_PER_SECOND`]; a new second starts afresh; a process whose
-    /// connection ended gets none, a newer connection of the same process keeps its right.
+    /// together [`MAX_TOTAL_PER_SECOND`]; a new second starts afresh; pings from another
+    /// address than the connection's, or of a process whose connection ended, are not
+    /// recorded; a newer connection of the same process keeps its right.
     #[test]
     fn pings_are_recorded_within_their_rates_and_connections() {
         let dir = tempfile::tempdir().unwrap();
@@ -224,13 +239,18 @@ mod tests {
         let sender = store.session("rates").unwrap();
         let pingers = Arc::new(Pingers::default());
         let regs: Vec<Registration> = (1..=3)
-            .map(|uid| pingers.register(uid, uid, sender.clone()))
+            .map(|uid| pingers.register(uid, uid, Some(HOME), sender.clone()))
             .collect();
         let ping = |uid| DatagramPing {
             process_uid: uid,
             ping: Ping::default(),
         };
-        let recorded = |uid, n, t_s| (0..n).filter(|_| pingers.record(&ping(uid), t_s)).count();
+        let from = |uid, ip, n, t_s| {
+            (0..n)
+                .filter(|_| pingers.record(&ping(uid), ip, t_s))
+                .count()
+        };
+        let recorded = |uid, n, t_s| from(uid, HOME, n, t_s);
         let second = 7_000_000_000;
         assert_eq!(recorded(1, 5_000, second) as u32, MAX_PER_SECOND);
         assert_eq!(recorded(2, 5_000, second + 1) as u32, MAX_PER_SECOND);
@@ -245,8 +265,14 @@ mod tests {
             0,
             "never connected"
         );
+        let elsewhere = IpAddr::V4(Ipv4Addr::new(10, 9, 8, 7));
+        assert_eq!(
+            from(3, elsewhere, 10, second + 1_000_000_000),
+            0,
+            "another address"
+        );
         // A newer connection of process 1 takes over; the old one's end leaves it be.
-        let newer = pingers.register(1, 99, sender.clone());
+        let newer = pingers.register(1, 99, None, sender.clone());
         drop(regs);
         assert_eq!(recorded(1, 5, second + 2_000_000_000), 5);
         assert_eq!(
