@@ -31,6 +31,7 @@ use p5_wire::data::{Ack, DataHeader, Ping, validate_client_frame};
 use p5_wire::frame::{self, FrameType};
 use p5_wire::hello::{Caps, Hello, HelloAck};
 use p5_wire::store::{self as wstore, SampleSource};
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
@@ -129,7 +130,7 @@ const LINGER_BYTES: usize = 1 << 20;
 async fn refuse<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     rx: &mut FrameReceiver<R>,
     w: &mut W,
-    peer: &str,
+    peer: SocketAddr,
     conn_id: u64,
     end: End,
 ) {
@@ -208,7 +209,7 @@ async fn accept_hello<R: AsyncRead + Unpin>(
 pub(crate) async fn serve<R, W>(
     read: R,
     mut write: W,
-    peer: String,
+    peer: SocketAddr,
     conn_id: u64,
     ctx: ConnContext,
     receipt: Option<Arc<std::sync::atomic::AtomicU64>>,
@@ -237,7 +238,7 @@ pub(crate) async fn serve<R, W>(
                 tracing::debug!(conn = conn_id, %peer, "closed before hello");
                 return;
             }
-            Err(end) => return refuse(&mut rx, &mut write, &peer, conn_id, end).await,
+            Err(end) => return refuse(&mut rx, &mut write, peer, conn_id, end).await,
         };
     rx.lift_hello_cap();
     let uid = hello.identity.process_uid;
@@ -246,7 +247,7 @@ pub(crate) async fn serve<R, W>(
     drop(hello_body);
     if let Err(e) = sender.send(Item::record(record)).await {
         let end = End::server(format!("store unavailable: {e}"));
-        return refuse(&mut rx, &mut write, &peer, conn_id, end).await;
+        return refuse(&mut rx, &mut write, peer, conn_id, end).await;
     }
     let mut caps = hello.caps.intersect(Caps::ALL);
     if ctx.pingers.is_none() {
@@ -257,10 +258,7 @@ pub(crate) async fn serve<R, W>(
         .pingers
         .as_ref()
         .filter(|_| caps.contains(Caps::DATAGRAM_PINGS))
-        .map(|p| {
-            let from = peer.parse::<std::net::SocketAddr>().ok().map(|a| a.ip());
-            p.register(uid, conn_id, from, sender.clone())
-        });
+        .map(|p| p.register(uid, conn_id, peer.ip(), sender.clone()));
     let ack = HelloAck {
         version: p5_wire::PROTOCOL_VERSION,
         caps,

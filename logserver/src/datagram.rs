@@ -46,7 +46,7 @@ struct Inner {
 struct Entry {
     conn_id: u64,
     /// The connection's peer address.
-    peer: Option<IpAddr>,
+    peer: IpAddr,
     sender: SessionSender,
     /// The current one-second window (server time, s) and the pings recorded in it.
     window: (u64, u32),
@@ -54,13 +54,13 @@ struct Entry {
 
 impl Pingers {
     /// Lets process `uid`, connected as `conn_id` from `peer` (its pings must come from that
-    /// address; any if `None`), ping; its pings go to `sender`. A later connection of the
+    /// address), ping; its pings go to `sender`. A later connection of the
     /// same process takes over.
     pub(crate) fn register(
         self: &Arc<Self>,
         uid: u64,
         conn_id: u64,
-        peer: Option<IpAddr>,
+        peer: IpAddr,
         sender: SessionSender,
     ) -> Registration {
         let entry = Entry {
@@ -96,7 +96,7 @@ impl Pingers {
         let Some(e) = inner
             .by_uid
             .get_mut(&ping.process_uid)
-            .filter(|e| e.peer.is_none_or(|p| p == from))
+            .filter(|e| e.peer == from)
         else {
             return false;
         };
@@ -239,7 +239,7 @@ mod tests {
         let sender = store.session("rates").unwrap();
         let pingers = Arc::new(Pingers::default());
         let regs: Vec<Registration> = (1..=3)
-            .map(|uid| pingers.register(uid, uid, Some(HOME), sender.clone()))
+            .map(|uid| pingers.register(uid, uid, HOME, sender.clone()))
             .collect();
         let ping = |uid| DatagramPing {
             process_uid: uid,
@@ -272,7 +272,7 @@ mod tests {
             "another address"
         );
         // A newer connection of process 1 takes over; the old one's end leaves it be.
-        let newer = pingers.register(1, 99, None, sender.clone());
+        let newer = pingers.register(1, 99, HOME, sender.clone());
         drop(regs);
         assert_eq!(recorded(1, 5, second + 2_000_000_000), 5);
         assert_eq!(

@@ -161,7 +161,6 @@ impl Server {
                         let receipt = Arc::new(AtomicU64::new(0));
                         let rd = StampedRead::new(rd, ctx.clock.clone(), receipt.clone());
                         tasks.spawn(async move {
-                            let peer = peer.to_string();
                             conn::serve(rd, wr, peer, conn_id, ctx, Some(receipt)).await;
                             drop(slot);
                         });

@@ -388,7 +388,8 @@ fn fit_relative_with(s: &Samples, retries: u8) -> Fit {
     }
     let cosmos = s.forward.iter().map(|p| p.1).min();
     let lower = hull(&s.forward, false);
-    let (mut a, mut b) = edge_line(&lower, Centroid::of(&s.forward).x);
+    let fw = Centroid::of(&s.forward);
+    let (mut a, mut b) = edge_line(&lower, fw.x);
     let mut method = Method::Hull;
     if lower.len() < 2 || b.abs() > MAX_DRIFT || !a.is_finite() {
         (a, b) = (cosmos.unwrap_or(0) as f64, 0.0);
@@ -409,13 +410,9 @@ fn fit_relative_with(s: &Samples, retries: u8) -> Fit {
     }
     let upper = hull(&s.backward, true);
     // Inconsistent samples (no line fits between them) give no bound: one-way fit.
-    // The preferred lines follow the floor of each direction's delays; the one consistent with
-    // every sample and with the smallest bound is taken.
-    let mid = preferred_lines(
-        &lower,
-        &upper,
-        (Centroid::of(&s.forward), Centroid::of(&s.backward)),
-    );
+    // The preferred lines follow the floor of each direction's delays; the first consistent
+    // with every sample whose bound is within twice the least possible is taken.
+    let mid = preferred_lines(&lower, &upper, (fw, Centroid::of(&s.backward)));
     match two_way(&lower, &upper, s.span, &mid) {
         Some((offset, drift, bound)) => Fit {
             offset,

@@ -102,11 +102,6 @@ impl DatagramPinger {
         !self.answered && self.sent >= PROBES
     }
 
-    /// Pings sent and whether any was answered.
-    pub fn stats(&self) -> (u64, bool) {
-        (self.sent, self.answered)
-    }
-
     /// When the next ping is due, unless pinging stopped.
     pub fn next_due(&self) -> Option<Instant> {
         (!self.gave_up()).then_some(self.next)
@@ -250,7 +245,7 @@ mod tests {
             p.read_pongs(|| 0);
             t += PROBE_INTERVAL;
         }
-        assert_eq!(p.stats(), (PROBES, false));
+        assert_eq!((p.sent, p.answered), (PROBES, false));
         assert!(p.gave_up());
         assert_eq!(p.next_due(), None);
     }

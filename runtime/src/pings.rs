@@ -55,8 +55,8 @@ pub struct PingSchedule {
     burst: Option<(u32, Instant)>,
     /// The fastest answer of the burst under way.
     burst_fastest: Option<Duration>,
-    /// Whether the last burst had such an answer (the next one is dense then, in a dense
-    /// window).
+    /// Whether the last complete burst's fastest answer took [`SLOW_ANSWER`] or more (the
+    /// next one is dense then, in a dense window).
     slow: bool,
     /// Whether a slow path makes bursts dense (not when pings over UDP do that job).
     dense_when_slow: bool,
@@ -88,7 +88,7 @@ impl PingSchedule {
     }
 
     /// Whether the last complete burst's fastest answer took [`SLOW_ANSWER`] or more: a slow
-    /// jittery path.
+    /// path.
     pub fn slow_path(&self) -> bool {
         self.slow
     }

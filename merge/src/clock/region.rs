@@ -101,9 +101,10 @@ impl Region {
 
     /// The estimate over `[u0, u1]`: `(a, s, bound)`. Of the `preferred` lines consistent with
     /// the samples (consistent lines cannot put a message sampled here before its send), the
-    /// one with the smallest bound, unless that is more than twice the least bound any line
-    /// can have — the line through the middle of the value ranges at both ends, taken then if
-    /// consistent; else the mean of the region's vertices (inside, by convexity). The bound is
+    /// first whose bound is not more than twice the least bound any line can have; else the
+    /// line through the middle of the value ranges at both ends, if consistent; else the
+    /// consistent preferred line with the smallest bound; else the mean of the region's
+    /// vertices (inside, by convexity). The bound is
     /// the chosen line's largest distance to the region.
     pub(crate) fn estimate(&self, u0: f64, u1: f64, preferred: &[Pt]) -> (f64, f64, f64) {
         let (a, s, least) = self.centre(u0, u1);
