@@ -11,7 +11,7 @@
 //!    appended, duplicates become a `StoreSample` (source `Duplicate`);
 //! 3. `write` the whole group to the current segment and `fdatasync` it once — if the group
 //!    has something to acknowledge: a group of clock samples alone (pings, datagram pings at
-//!    up to 1,000 a second a process) is written and left to the next sync, which covers the
+//!    up to 2,000 a second a process) is written and left to the next sync, which covers the
 //!    whole file (a crash of the server loses nothing the kernel has; only a crash of the
 //!    machine can lose samples written since the last sync, and they were never acknowledged);
 //! 4. only then add each connection's share of the group to its durable count, which its ack

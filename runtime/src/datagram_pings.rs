@@ -22,8 +22,8 @@ use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, UdpSocket};
 use std::os::fd::{AsRawFd, RawFd};
 use std::time::{Duration, Instant};
 
-/// Interval between pings on a slow path: up to 1,000 a second.
-pub const DENSE_INTERVAL: Duration = Duration::from_millis(1);
+/// Interval between pings on a slow path: up to 2,000 a second.
+pub const DENSE_INTERVAL: Duration = Duration::from_micros(500);
 /// Interval between pings elsewhere.
 pub const PROBE_INTERVAL: Duration = Duration::from_millis(100);
 /// Interval between a connection's first [`RECENT`] pings.
@@ -174,7 +174,7 @@ mod tests {
 
     /// Against a UDP peer answering like the log server: the first pings go every 5 ms; once
     /// half of the recent round trips all took over a millisecond the path is slow and pings
-    /// go every millisecond; one fast round trip among them ends that. Each ping echoes the
+    /// go every 500 µs; one fast round trip among them ends that. Each ping echoes the
     /// best pong since the one before; a stranger's pong counts for nothing.
     #[test]
     fn pings_judge_the_path_and_echo_the_best_pong() {

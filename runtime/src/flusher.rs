@@ -188,11 +188,14 @@ impl Flusher {
     /// Sleeps until `deadline`, the doorbell or socket activity; returns whether the
     /// doorbell rang.
     fn wait(&mut self, deadline: Instant) -> bool {
-        let ms = deadline
+        // To the microsecond (`ppoll`): datagram pings on a slow path go every 500 µs.
+        let left = deadline
             .saturating_duration_since(Instant::now())
-            .as_micros()
-            .div_ceil(1000)
-            .min(1000) as i32;
+            .min(Duration::from_secs(1));
+        let timeout = libc::timespec {
+            tv_sec: left.as_secs() as libc::time_t,
+            tv_nsec: left.subsec_nanos() as libc::c_long,
+        };
         let mut fds = [
             libc::pollfd {
                 fd: self.p.waker.fd().unwrap_or(-1),
@@ -209,8 +212,9 @@ impl Flusher {
             fds[1].fd = fd;
             fds[1].events = ev;
         }
-        // SAFETY: two valid pollfd entries (negative fds are ignored by poll).
-        unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
+        // SAFETY: two valid pollfd entries (negative fds are ignored by ppoll), a valid
+        // timeout, no signal mask (as poll).
+        unsafe { libc::ppoll(fds.as_mut_ptr(), 2, &timeout, std::ptr::null()) };
         if fds[1].revents & libc::POLLIN != 0 {
             // An ack first, before any drain: its receipt time is a clock sample, and the
             // answer to a ping burst goes straight on to the next ping.
