@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # p5's one test command (README, .ci/run): installs what the tests need on a fresh machine,
-# then checks formatting, lints with warnings denied, and runs every test of the workspace.
+# then checks formatting, lints and docs with warnings denied, and runs every test of the
+# workspace.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -14,6 +15,8 @@ echo "== cargo fmt --check"
 cargo fmt --all --check
 echo "== cargo clippy (warnings denied)"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo doc (warnings denied: no broken or private links in the docs)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked
 echo "== cargo build (the preload and runtime libraries the tests load and link)"
 # Built before any test runs: a test that finds one older than its sources builds it with
 # `cargo build`, whose runtime build rewrites target/debug/deps/libp5_runtime.a while another

@@ -17,7 +17,7 @@
 //! (§4.2: a stream of small messages with Nagle's algorithm, with `TCP_NODELAY`, and with
 //! `TCP_NODELAY` plus a small `TCP_MAXSEG`), `cracker-sync`, `cracker-async`, `cracker-salt`
 //! (§4.3: the master `cpw` and four workers `cow`, one of them on a "slower host"), and the
-//! black-box case study `blackbox`, `blackbox-delayed` ([`blackbox`]: an unmodified
+//! black-box case study `blackbox`, `blackbox-delayed` (`blackbox`: an unmodified
 //! multi-tier service recorded with `--preload`, analysed, and compared with itself slowed
 //! down in one backend).
 

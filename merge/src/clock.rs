@@ -15,7 +15,7 @@
 //! - with backward samples (ping echoes; matched messages against other hosts, see
 //!   [`crate::domain`]) offset and drift are estimated jointly from both hulls: the lines
 //!   consistent with every sample form a convex polygon in the (offset, drift) plane
-//!   ([`region`]: Duda's and Clément & Dagenais's method), the truth among them. The estimate
+//!   (`region`: Duda's and Clément & Dagenais's method), the truth among them. The estimate
 //!   is a line that follows both directions' delay floors (the midline of the two
 //!   linear-programming lines, or their slopes weighted by hull-edge length) when it is
 //!   consistent and its bound is within twice the least possible, else the polygon's centre;

@@ -27,7 +27,7 @@
 //! `process` (life cycle: init, exit, fork), `flusher` (draining and framing), `outbox` and [`pings`] (when to ping),
 //! `conn` and `spool` (delivery and durability), [`fdtable`] (the runtime threads' own
 //! descriptor table), `comm` and [`net`] (communication events),
-//! [`describe`] (the instrumented files' sensor tables), [`ffi`] (the C ABI), [`interpose`] (for `libp5_preload.so`), [`config`], [`identity`], [`mod@stats`].
+//! [`mod@describe`] (the instrumented files' sensor tables), [`ffi`] (the C ABI), [`interpose`] (for `libp5_preload.so`), [`config`], [`identity`], [`mod@stats`].
 //! Environment variables are listed in [`config`].
 
 pub mod clock;

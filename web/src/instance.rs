@@ -35,7 +35,7 @@ pub struct Split {
     pub unknown: i64,
     /// Time per state name.
     pub states: BTreeMap<&'static str, i64>,
-    /// (sensor index, self time), largest first, at most [`TOP`].
+    /// (sensor index, self time), largest first, at most `TOP`.
     pub top: Vec<(u32, i64)>,
 }
 
@@ -85,7 +85,7 @@ pub fn split(tl: &ThreadLanes, t0: i64, t1: i64) -> Split {
 }
 
 /// Self time per sensor within `[t0, t1)`: each level's clipped spans minus the next level's
-/// time inside them; the [`TOP`] largest.
+/// time inside them; the `TOP` largest.
 pub fn top_functions(tl: &ThreadLanes, t0: i64, t1: i64) -> Vec<(u32, i64)> {
     let mut by: HashMap<u32, i64> = HashMap::new();
     for (d, lane) in tl.levels.iter().enumerate() {

@@ -1,5 +1,6 @@
 //! Primitive codecs: little-endian fixed-width integers, LEB128 varints, zigzag, and
-//! length-prefixed strings, over a bounds-checked [`Reader`] and an appending [`Writer`].
+//! length-prefixed strings, read by a bounds-checked [`Reader`] and appended to a `Vec<u8>` by
+//! the `put_*` functions.
 
 use crate::error::{DecodeError, Result};
 

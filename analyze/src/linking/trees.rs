@@ -11,7 +11,7 @@
 //! probabilities sum to at most 1, so at most `1 / min_prob` instances per root are kept.
 //!
 //! Call/return rules (ours): a message into a node that only starts paths (a client,
-//! [`super::links::Roles::origin`]) joins only the path that node started — a reply ends
+//! `Roles::origin`) joins only the path that node started — a reply ends
 //! its own client's path, never another's. With `exclusive`, a call or a return into any
 //! other node causes exactly one next step (its callee calls on or answers; its caller goes
 //! on): its possible children are alternatives without a "none" option, renormalised over
@@ -23,7 +23,7 @@
 //! each root is listed (`AnalysisResult::instances`, what a viewer highlights): a root with
 //! k try-both links has 2^k instances, mostly improbable.
 //!
-//! Roots are walked in batches on all cores, each part by its own [`Walker`]; what the
+//! Roots are walked in batches on all cores, each part by its own `Walker`; what the
 //! walkers find (`super::found`) is counted in root order while the next batch is
 //! walked, so the result is the one a single walker gives.
 //!

@@ -398,7 +398,7 @@ fn gap_after(
 }
 
 /// The scoreboard of a gap pass (ours): per [`GapKey`], histograms of each child's local gap
-/// ([`local_gap`]) in `tree`, the pass before's assignment, and with `returns` of the gap
+/// (`local_gap`) in `tree`, the pass before's assignment, and with `returns` of the gap
 /// from its return to its parent's. Call delays from the parent's arrival mix a first
 /// child's delay with a second's, which spans the first call, and the return gaps mix a last
 /// child's with the others'; keyed by the sibling before, each is one peak (a second DB call

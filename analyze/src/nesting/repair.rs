@@ -4,7 +4,7 @@
 //! to keeps its shape instead of losing a node and the subtree under it.
 //!
 //! The estimate is the link's (caller → callee) median call delay, service time and return
-//! delay, from up to [`SAMPLES`] of its complete pairs spread over the trace. A half is only
+//! delay, from up to `SAMPLES` of its complete pairs spread over the trace. A half is only
 //! taken as lost when the trace would have held it: a call is not repaired when even the
 //! link's longest round trip would end after the trace does (the call was in flight when
 //! the recording stopped), nor a return when its call would have left before the trace

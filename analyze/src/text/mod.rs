@@ -173,7 +173,7 @@ pub fn parse_time(f: &[u8]) -> Result<(Time, u8), &'static str> {
 }
 
 /// Reads a text trace file (see [`read`]); `file` in problems is the path as given. A
-/// regular file is read twice in pieces (first for what [`Reader::new`] needs to know of
+/// regular file is read twice in pieces (first for what `Reader::new` needs to know of
 /// the whole), so that it is never in memory whole; anything else (a pipe) is read whole.
 pub fn read_file(path: &Path, opts: ReadOptions) -> Result<TextTrace> {
     let file = path.display().to_string();
