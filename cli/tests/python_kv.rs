@@ -2,8 +2,12 @@
 //! `p5 record`: every request and every reply is a matched message (issue 14 item 1). The
 //! server's connection is accepted inside `socketserver`, which the runtime never sees, and
 //! the client's comes from `socket.create_connection`: the runtime describes each socket the
-//! first time a recorded call uses it.
+//! first time a recorded call uses it. Both processes ping the log server and echo its answers:
+//! two-way clock samples, consistent with one another.
 
+mod two_way;
+
+use p5_wire::hello::RuntimeKind;
 use std::path::Path;
 use std::process::Command;
 
@@ -64,4 +68,5 @@ fn a_recorded_python_key_value_pair_matches_every_request_and_reply() {
         "{stdout}"
     );
     assert!(stdout.contains("connections: 1\n"), "{stdout}");
+    two_way::assert_two_way_samples(&store, "kv", RuntimeKind::Python, 2);
 }

@@ -2,10 +2,14 @@
 //! p5-instrument and recorded with `p5 record`, wait on idle sockets with timeouts — a
 //! selector's select and `select.select` in Python, asyncio's event loop sleeping (its
 //! selector, which no instrumented call site reaches), a JDK `Selector` in Java — and each
-//! wait becomes a `waiting` state in the merged session, as long as its timeout.
+//! wait becomes a `waiting` state in the merged session, as long as its timeout. The Java
+//! client's clock pings reach the store as two-way samples (the Python one's: `python_kv`).
+
+mod two_way;
 
 use p5_tracedb::domain::ThreadState;
 use p5_tracedb::read;
+use p5_wire::hello::RuntimeKind;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
@@ -149,4 +153,5 @@ fn java_selector_selects_are_waiting() {
         .count();
     assert_eq!(long, 2, "waiting spans (ns): {waits:?}");
     assert_eq!(waits.len(), 3, "waiting spans (ns): {waits:?}");
+    two_way::assert_two_way_samples(&dir.path().join("store"), "waits", RuntimeKind::Java, 1);
 }

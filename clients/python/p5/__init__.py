@@ -4,8 +4,11 @@ Recording never blocks the program: a sensor appends a tuple to its thread's deq
 daemon thread drains the deques every 20 ms, encodes p5 wire frames (p5.wire) and ships them
 to the log server, or appends them to a spool file in local-file mode (P5_DIR without
 P5_LOGSERVER) or while the server cannot be reached. Times are nanoseconds since this module
-was imported (CLOCK_MONOTONIC). Environment: P5_LOGSERVER (host:port), P5_DIR, P5_SESSION,
-P5_DISABLE=1, P5_FLUSH_MS.
+was imported (CLOCK_MONOTONIC). Connected, the same thread pings the log server in bursts, each
+ping after the answer to the one before (16 every 100 ms in the connection's first 10 s, then 8
+every 500 ms), and echoes each answer's server time with its receipt (the kernel's receive
+stamp where there is one): two-way clock samples, as the Rust/C runtime sends. Environment:
+P5_LOGSERVER (host:port), P5_DIR, P5_SESSION, P5_DISABLE=1, P5_FLUSH_MS.
 """
 
 import atexit
@@ -17,6 +20,7 @@ import random
 import select as _select
 import selectors
 import socket
+import struct
 import sys
 import threading
 import types
@@ -558,6 +562,30 @@ def _instrumented(f):
     return any(c is enter for c in consts) or any(c is _Resumed for c in consts)
 
 
+# Ping bursts: 16 every 100 ms in a connection's first 10 s, then 8 every 500 ms; an answer
+# waited for at most 50 ms, a burst at most 20 ms.
+_PING_EARLY_S, _PING_EARLY_EVERY_S, _PING_EARLY_BURST = 10.0, 0.1, 16
+_PING_EVERY_S, _PING_BURST = 0.5, 8
+_PING_ANSWER_S, _PING_BURST_S = 0.05, 0.02
+# SO_TIMESTAMPNS (SCM_TIMESTAMPNS) on Linux, where Python names it not.
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+
+
+def _receipt(anc):
+    """When the packet a read brought arrived, on our clock: now less the age of the
+    kernel's receive stamp in the ancillary data (CLOCK_REALTIME, read first, so a pause
+    between the two reads makes the receipt late, never early); now where there is none."""
+    real = time.time_ns()
+    now = _now()
+    for level, kind, data in anc:
+        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(data) >= 16:
+            sec, nsec = struct.unpack_from("<qq", data)
+            age = real - (sec * 1_000_000_000 + nsec)
+            if 0 <= age < 1_000_000_000:
+                return max(0, now - age)
+    return now
+
+
 def _read(path, default=""):
     try:
         with open(path) as fh:
@@ -584,6 +612,13 @@ class _Shipper:
     tables_seq = 1
 
     announcement = None
+
+    # Pings: bytes read past the last whole frame, the last ack's (server time, receipt on
+    # our clock) to echo, when the next burst is due and when the connection was made.
+    rbuf = b""
+    echo = (0, 0)
+    next_ping = 0.0
+    connected_at = 0.0
 
     @classmethod
     def announce(cls):
@@ -626,7 +661,7 @@ class _Shipper:
                 program=os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python",
                 session=os.environ.get("P5_SESSION", ""),
                 argv=list(sys.argv),
-                caps=wire.CAP_EVENTS | wire.CAP_COMM | wire.CAP_SENSORS,
+                caps=wire.CAP_EVENTS | wire.CAP_COMM | wire.CAP_PING_ECHO | wire.CAP_SENSORS,
             )
         return cls.hello
 
@@ -663,12 +698,19 @@ class _Shipper:
                 if not chunk:
                     raise OSError("log server closed the connection")
                 buf += chunk
-            ty, body, _ = got
+            ty, body, used = got
             if ty != wire.HELLO_ACK:
                 raise OSError("log server refused the handshake")
             cls.caps = wire.hello_ack(body)["caps"]
+            try:
+                s.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+            except OSError:
+                pass
             s.setblocking(False)
             cls.sock = s
+            cls.rbuf = buf[used:]
+            cls.echo = (0, 0)
+            cls.connected_at = cls.next_ping = time.monotonic()
             return True
         except (OSError, ValueError):
             return False
@@ -684,16 +726,73 @@ class _Shipper:
                 cls.sock.settimeout(1.0)
                 cls.sock.sendall(data)
                 cls.sock.setblocking(False)
-                try:
-                    cls.sock.recv(65536)  # acknowledgements: read and forget
-                except (BlockingIOError, InterruptedError):
-                    pass
+                cls.read_acks()
                 return
             except OSError:
                 cls.sock = None
         cls.open_spool()
         cls.spool.write(data)
         cls.spool.flush()
+
+    @classmethod
+    def read_acks(cls):
+        """Reads what the log server sent (the socket's timeout applies to the first read):
+        each Ack's server time and its receipt on our clock become the echo of the next ping.
+        Returns how many acks came; a closed or broken connection drops the socket."""
+        acks = 0
+        while cls.sock is not None:
+            try:
+                data, anc, _, _ = cls.sock.recvmsg(65536, socket.CMSG_SPACE(16))
+            except (BlockingIOError, InterruptedError, socket.timeout):
+                return acks
+            except OSError:
+                cls.sock = None
+                return acks
+            if not data:
+                cls.sock = None
+                return acks
+            receipt = _receipt(anc)
+            cls.rbuf += data
+            while True:
+                try:
+                    got = wire.decode_frame(cls.rbuf)
+                except ValueError:
+                    cls.sock = None
+                    return acks
+                if not got:
+                    break
+                ty, body, used = got
+                cls.rbuf = cls.rbuf[used:]
+                if ty == wire.ACK and len(body) >= 16:
+                    cls.echo = (wire.ack(body)["t_s"], receipt)
+                    acks += 1
+            cls.sock.setblocking(False)
+        return acks
+
+    @classmethod
+    def ping_burst(cls):
+        """If a burst is due, pings the log server, each ping after the answer to the one
+        before (an answer 50 ms late, or 20 ms of pinging, ends the burst)."""
+        now = time.monotonic()
+        if cls.sock is None or not cls.caps & wire.CAP_PING_ECHO or now < cls.next_ping:
+            return
+        early = now - cls.connected_at < _PING_EARLY_S
+        cls.next_ping = now + (_PING_EARLY_EVERY_S if early else _PING_EVERY_S)
+        end = now + _PING_BURST_S
+        for _ in range(_PING_EARLY_BURST if early else _PING_BURST):
+            try:
+                cls.sock.settimeout(1.0)
+                cls.sock.sendall(wire.ping(_now(), *cls.echo))
+                cls.sock.settimeout(_PING_ANSWER_S)
+            except OSError:
+                cls.sock = None
+                return
+            answered = cls.read_acks()
+            if cls.sock is None:
+                return
+            cls.sock.setblocking(False)
+            if not answered or time.monotonic() > end:
+                return
 
     @classmethod
     def table_frames(cls):
@@ -765,6 +864,7 @@ class _Shipper:
             cls.wake.clear()
             try:
                 cls.emit(cls.drain())
+                cls.ping_burst()
             except Exception:
                 pass
             with cls.flushed:

@@ -17,8 +17,9 @@ SENSORS = 0x15
 PING, GOODBYE = 0x20, 0x21
 # The stream Sensors frames travel on (their own sequence from 1), apart from the threads'.
 SENSORS_STREAM = 0xFFFFFFFE
-# Capability flags this client asks for: events, communication events, Sensors frames.
-CAP_EVENTS, CAP_COMM, CAP_SENSORS = 1 << 0, 1 << 1, 1 << 8
+# Capability flags this client asks for: events, communication events, pings that echo the
+# last ack (two-way clock samples), Sensors frames.
+CAP_EVENTS, CAP_COMM, CAP_PING_ECHO, CAP_SENSORS = 1 << 0, 1 << 1, 1 << 2, 1 << 8
 
 KIND = {"enter": 0, "exit": 1, "mark": 2, "counter": 3, "comm": 4, "socket": 5}
 OPS = {

@@ -31,6 +31,11 @@ import java.util.WeakHashMap;
  * 127.0.0.1:28725), or appends them to {@code $P5_DIR/<session>-<pid>-<uid>.p5spool} in
  * local-file mode ({@code P5_DIR} without {@code P5_LOGSERVER}) or while the server cannot be
  * reached. Times are nanoseconds since this class was loaded. A shutdown hook flushes.
+ *
+ * <p>Connected, the same thread pings the log server in bursts, each ping after the answer to
+ * the one before (16 every 100 ms in the connection's first 10 s, then 8 every 500 ms; an
+ * answer 50 ms late or 20 ms of pinging ends a burst), and echoes each answer's server time
+ * with the time it was read (Java has no kernel receive stamps): two-way clock samples.
  */
 public final class P5 {
     private P5() {}
@@ -51,6 +56,12 @@ public final class P5 {
     private static byte[] hello;
     /** Capability flags the log server accepted (0 until connected). */
     private static volatile long caps;
+    /** Bytes read past the last whole frame from the log server. */
+    private static byte[] pending = new byte[0];
+    /** The last ack's server time and when it was read (our clock), echoed by the next ping. */
+    private static long echoTs, echoTp;
+    /** When the next ping burst is due and when the connection was made (System.nanoTime). */
+    private static long nextPing, connectedAt;
     /** Sensor tables registered by the instrumented classes, in order, each once. */
     private static final List<String> TABLES = new ArrayList<>();
     private static final java.util.Set<String> TABLE_SET = new java.util.HashSet<>();
@@ -320,7 +331,7 @@ public final class P5 {
             List<String> argv = new ArrayList<>(Arrays.asList(command.split(" ")));
             String program = argv.isEmpty() ? "java" : argv.get(0);
             String session = System.getenv().getOrDefault("P5_SESSION", "");
-            hello = Wire.hello(1, Wire.CAP_EVENTS | Wire.CAP_COMM | Wire.CAP_SENSORS, UID, me.pid(), me.parent().map(ProcessHandle::pid).orElse(0L),
+            hello = Wire.hello(1, Wire.CAP_EVENTS | Wire.CAP_COMM | Wire.CAP_PING_ECHO | Wire.CAP_SENSORS, UID, me.pid(), me.parent().map(ProcessHandle::pid).orElse(0L),
                     START_WALL, START, Wire.CLOCK_MONOTONIC, Wire.RUNTIME_JAVA,
                     read("/etc/machine-id", boot), boot, read("/proc/sys/kernel/hostname", ""),
                     program, session, argv);
@@ -367,6 +378,9 @@ public final class P5 {
             long accepted = 0;
             for (int i = 0; i < 8 && 8 + i < body.length; i++) accepted |= (body[8 + i] & 0xffL) << (8 * i);
             caps = accepted;
+            pending = new byte[0];
+            echoTs = echoTp = 0;
+            connectedAt = nextPing = System.nanoTime();
             sock = s;
         } catch (IOException | RuntimeException e) {
             sock = null;
@@ -380,8 +394,7 @@ public final class P5 {
                 OutputStream o = sock.getOutputStream();
                 for (byte[] f : frames) o.write(f);
                 o.flush();
-                InputStream in = sock.getInputStream();
-                if (in.available() > 0) in.skip(in.available()); // acknowledgements: read and forget
+                readAcks(0);
                 return;
             } catch (IOException e) {
                 try { sock.close(); } catch (IOException ignored) { }
@@ -391,6 +404,68 @@ public final class P5 {
         openSpool();
         for (byte[] f : frames) spool.write(f);
         spool.flush();
+    }
+
+    /**
+     * Reads what the log server sent — waiting up to {@code waitMs} for the first bytes, or
+     * only what is there when 0 — and takes each Ack's server time, with the time it was read,
+     * as the echo of the next ping. Returns how many acks came.
+     */
+    private static int readAcks(int waitMs) throws IOException {
+        InputStream in = sock.getInputStream();
+        int acks = 0;
+        byte[] chunk = new byte[4096];
+        boolean first = waitMs > 0;
+        while (first || in.available() > 0) {
+            int n;
+            try {
+                sock.setSoTimeout(first ? waitMs : 1000);
+                n = in.read(chunk);
+            } catch (java.net.SocketTimeoutException e) {
+                return acks;
+            }
+            long at = now();
+            first = false;
+            if (n < 0) throw new IOException("log server closed the connection");
+            byte[] all = Arrays.copyOf(pending, pending.length + n);
+            System.arraycopy(chunk, 0, all, pending.length, n);
+            int off = 0;
+            while (all.length - off >= 9) {
+                long len = (all[off] & 0xffL) | (all[off + 1] & 0xffL) << 8 | (all[off + 2] & 0xffL) << 16
+                        | (all[off + 3] & 0xffL) << 24;
+                if (len < 1 || len > 8 << 20) throw new IOException("bad frame from the log server");
+                if (all.length - off < 8 + len) break;
+                if ((all[off + 8] & 0xff) == Wire.ACK && len >= 17) {
+                    long ts = 0;
+                    for (int i = 0; i < 8; i++) ts |= (all[off + 17 + i] & 0xffL) << (8 * i);
+                    echoTs = ts;
+                    echoTp = at;
+                    acks++;
+                }
+                off += (int) (8 + len);
+            }
+            pending = Arrays.copyOfRange(all, off, all.length);
+        }
+        return acks;
+    }
+
+    /** Pings the log server if a burst is due, each ping after the answer to the one before. */
+    private static void pingBurst() {
+        long t = System.nanoTime();
+        if (sock == null || (caps & Wire.CAP_PING_ECHO) == 0 || t < nextPing) return;
+        boolean early = t - connectedAt < 10_000_000_000L;
+        nextPing = t + (early ? 100_000_000L : 500_000_000L);
+        try {
+            OutputStream o = sock.getOutputStream();
+            for (int i = 0; i < (early ? 16 : 8); i++) {
+                o.write(Wire.ping(now(), echoTs, echoTp));
+                o.flush();
+                if (readAcks(50) == 0 || System.nanoTime() - t > 20_000_000L) return;
+            }
+        } catch (IOException e) {
+            try { sock.close(); } catch (IOException ignored) { }
+            sock = null;
+        }
     }
 
     private static List<byte[]> drain(boolean closing) {
@@ -451,6 +526,7 @@ public final class P5 {
             synchronized (EMIT) {
                 try {
                     emit(drain(false));
+                    pingBurst();
                 } catch (IOException | RuntimeException ignored) {
                     // never let the runtime take the program down
                 }

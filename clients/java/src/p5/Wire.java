@@ -18,8 +18,11 @@ public final class Wire {
     public static final int PING = 0x20, GOODBYE = 0x21;
     /** The stream Sensors frames travel on (u32 0xFFFFFFFE), apart from the threads'. */
     public static final int SENSORS_STREAM = 0xFFFFFFFE;
-    /** Capability flags this client asks for: events, communication events, Sensors frames. */
-    public static final long CAP_EVENTS = 1L, CAP_COMM = 1L << 1, CAP_SENSORS = 1L << 8;
+    /**
+     * Capability flags this client asks for: events, communication events, pings that echo the
+     * last ack (two-way clock samples), Sensors frames.
+     */
+    public static final long CAP_EVENTS = 1L, CAP_COMM = 1L << 1, CAP_PING_ECHO = 1L << 2, CAP_SENSORS = 1L << 8;
     public static final int RUNTIME_JAVA = 4, CLOCK_MONOTONIC = 2;
     static final int SLOT_ESCAPE = 15;
 

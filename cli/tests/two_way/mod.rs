@@ -1,0 +1,57 @@
+//! Shared by the tests of the Python and Java clients: their clock pings reach the store as
+//! two-way samples.
+
+use p5_logserver::reader::StoreDir;
+use p5_wire::hello::RuntimeKind;
+use p5_wire::store::{SampleSource, StoreRecord};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// Each of the `processes` processes of `runtime` in `session` sent pings that echo the log
+/// server's answers (at least a burst's worth), and its samples leave room for a clock line:
+/// the smallest `t_s − t_p` of its pings stays above the largest of its echoes (a receipt
+/// taken too early would cross them).
+pub fn assert_two_way_samples(store: &Path, session: &str, runtime: RuntimeKind, processes: usize) {
+    let session = StoreDir::open(store).unwrap().session(session).unwrap();
+    let mut records = session.records().unwrap();
+    let mut found = Vec::new();
+    // Per process: echoed pings, least forward t_s − t_p, greatest backward one.
+    let mut seen: BTreeMap<u64, (u32, i128, i128)> = BTreeMap::new();
+    while records.advance().unwrap() {
+        let Some(r) = records.record() else { continue };
+        match r.record {
+            StoreRecord::Process { hello, .. }
+                if RuntimeKind::from_u8(hello.identity.runtime) == runtime =>
+            {
+                found.push((hello.identity.process_uid, hello.identity.program));
+            }
+            StoreRecord::Sample {
+                t_s,
+                process_uid,
+                t_p,
+                echo_t_s,
+                echo_t_p,
+                source,
+            } if source == SampleSource::Ping as u8 && echo_t_s != 0 => {
+                let e = seen.entry(process_uid).or_insert((0, i128::MAX, i128::MIN));
+                e.0 += 1;
+                e.1 = e.1.min(t_s as i128 - t_p as i128);
+                e.2 = e.2.max(echo_t_s as i128 - echo_t_p as i128);
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(found.len(), processes, "{found:?}");
+    for (uid, program) in found {
+        let (n, forward, backward) = seen.get(&uid).copied().unwrap_or((0, 0, 0));
+        assert!(n >= 8, "{program}: {n} pings echoing an answer");
+        assert!(
+            forward > backward,
+            "{program}: forward floor {forward} ns not above the echoes' {backward} ns"
+        );
+        println!(
+            "{program}: {n} echoed pings, least round trip {:.1} µs",
+            (forward - backward) as f64 / 1e3
+        );
+    }
+}

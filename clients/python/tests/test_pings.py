@@ -1,0 +1,54 @@
+"""Clock pings: a read's receipt time comes from the kernel's receive stamp of its packet,
+taken off our clock by the stamp's age, and never from a stamp that cannot be right."""
+
+import pathlib
+import socket
+import struct
+import sys
+import time
+import unittest
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+import p5  # noqa: E402  (only its helpers are used: nothing is recorded)
+
+
+def stamp(ns_ago):
+    t = time.time_ns() - ns_ago
+    return [(socket.SOL_SOCKET, p5._SO_TIMESTAMPNS, struct.pack("<qq", t // 10**9, t % 10**9))]
+
+
+class Receipt(unittest.TestCase):
+    def test_a_stamp_moves_the_receipt_back_by_its_age(self):
+        before = p5._now()
+        got = p5._receipt(stamp(5_000_000))
+        after = p5._now()
+        self.assertLessEqual(before - 5_000_000 - 1_000_000, got)
+        self.assertLessEqual(got, after - 5_000_000 + 1_000_000)
+
+    def test_no_stamp_a_future_one_or_an_old_one_give_now(self):
+        for anc in ([], stamp(-10_000_000), stamp(2 * 10**9), [(socket.SOL_SOCKET, 99, b"")]):
+            before = p5._now()
+            got = p5._receipt(anc)
+            self.assertLessEqual(before, got)
+            self.assertLessEqual(got, p5._now())
+
+    def test_a_real_socket_read_carries_a_stamp(self):
+        server = socket.create_server(("127.0.0.1", 0))
+        c = socket.create_connection(server.getsockname())
+        s, _ = server.accept()
+        c.setsockopt(socket.SOL_SOCKET, p5._SO_TIMESTAMPNS, 1)
+        s.sendall(b"x")
+        time.sleep(0.02)
+        data, anc, _, _ = c.recvmsg(16, socket.CMSG_SPACE(16))
+        read = p5._now()
+        self.assertEqual(data, b"x")
+        got = p5._receipt(anc)
+        # The packet arrived about 20 ms before the read: the receipt says so.
+        self.assertLess(got, read - 10_000_000)
+        for x in (server, c, s):
+            x.close()
+
+
+if __name__ == "__main__":
+    unittest.main()
