@@ -55,3 +55,21 @@ pub fn assert_two_way_samples(store: &Path, session: &str, runtime: RuntimeKind,
         );
     }
 }
+
+/// The server run's start and each process's start (uid → start), CLOCK_MONOTONIC ns: where
+/// every process shares the server's real clock, the truth of its clock map.
+#[allow(dead_code)] // used by some of the tests that include this module
+pub fn starts(store: &Path, session: &str) -> (u64, BTreeMap<u64, u64>) {
+    let session = StoreDir::open(store).unwrap().session(session).unwrap();
+    let mut records = session.records().unwrap();
+    let mut server = None;
+    let mut starts = BTreeMap::new();
+    while records.advance().unwrap() {
+        let Some(r) = records.record() else { continue };
+        server.get_or_insert(r.segment.server_start_mono_ns);
+        if let StoreRecord::Process { hello, .. } = r.record {
+            starts.insert(hello.identity.process_uid, hello.identity.start_mono_ns);
+        }
+    }
+    (server.expect("an empty store"), starts)
+}
