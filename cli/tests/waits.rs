@@ -118,28 +118,9 @@ fn python_selects_and_asyncio_idle_are_waiting() {
 
 #[test]
 fn java_selector_selects_are_waiting() {
-    let have = |p: &str| Command::new(p).arg("-version").output().is_ok();
-    assert!(
-        have("javac") && have("java"),
-        "a JDK is needed (scripts/test.sh installs it)"
-    );
     let dir = tempfile::tempdir().unwrap();
     let out = instrument(dir.path(), "Waits.java");
-    let classes = dir.path().join("classes");
-    let client: Vec<PathBuf> =
-        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../clients/java/src/p5"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|x| x == "java"))
-            .collect();
-    let st = Command::new("javac")
-        .arg("-d")
-        .arg(&classes)
-        .args(&client)
-        .arg(out.join("Waits.java"))
-        .status()
-        .unwrap();
-    assert!(st.success(), "javac failed");
+    let classes = two_way::compile_java(dir.path(), &[&out.join("Waits.java")]);
     let cp = classes.to_str().unwrap();
     let stdout = record(dir.path(), &["java", "-cp", cp, "Waits"], &[]);
     assert!(stdout.contains("ready 0"), "{stdout}");

@@ -1,5 +1,7 @@
 //! Shared by the tests of the Python and Java clients: their clock pings reach the store as
-//! two-way samples.
+//! two-way samples; the Java client compiled with a program.
+// Each test crate that includes this module uses some of it.
+#![allow(dead_code)]
 
 use p5_logserver::reader::StoreDir;
 use p5_wire::hello::RuntimeKind;
@@ -58,7 +60,6 @@ pub fn assert_two_way_samples(store: &Path, session: &str, runtime: RuntimeKind,
 
 /// The server run's start and each process's start (uid → start), CLOCK_MONOTONIC ns: where
 /// every process shares the server's real clock, the truth of its clock map.
-#[allow(dead_code)] // used by some of the tests that include this module
 pub fn starts(store: &Path, session: &str) -> (u64, BTreeMap<u64, u64>) {
     let session = StoreDir::open(store).unwrap().session(session).unwrap();
     let mut records = session.records().unwrap();
@@ -72,4 +73,34 @@ pub fn starts(store: &Path, session: &str) -> (u64, BTreeMap<u64, u64>) {
         }
     }
     (server.expect("an empty store"), starts)
+}
+
+/// Compiles the Java client with `programs` into `dir/classes`; returns that directory.
+pub fn compile_java(dir: &Path, programs: &[&Path]) -> std::path::PathBuf {
+    let have = |p: &str| {
+        std::process::Command::new(p)
+            .arg("-version")
+            .output()
+            .is_ok()
+    };
+    assert!(
+        have("javac") && have("java"),
+        "a JDK is needed (scripts/test.sh installs it)"
+    );
+    let classes = dir.join("classes");
+    let client: Vec<std::path::PathBuf> =
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("../clients/java/src/p5"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|x| x == "java"))
+            .collect();
+    let st = std::process::Command::new("javac")
+        .arg("-d")
+        .arg(&classes)
+        .args(&client)
+        .args(programs)
+        .status()
+        .unwrap();
+    assert!(st.success(), "javac failed");
+    classes
 }
