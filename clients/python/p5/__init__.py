@@ -567,6 +567,8 @@ def _instrumented(f):
 _PING_EARLY_S, _PING_EARLY_EVERY_S, _PING_EARLY_BURST = 10.0, 0.1, 16
 _PING_EVERY_S, _PING_BURST = 0.5, 8
 _PING_ANSWER_S, _PING_BURST_S = 0.05, 0.02
+# Most bytes kept of an unfinished frame from the log server (it sends acks and errors).
+_MAX_FROM_SERVER = 1 << 16
 # SO_TIMESTAMPNS (SCM_TIMESTAMPNS) on Linux, where Python names it not.
 _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
 
@@ -753,6 +755,9 @@ class _Shipper:
                 return acks
             receipt = _receipt(anc)
             cls.rbuf += data
+            if len(cls.rbuf) > _MAX_FROM_SERVER:  # acks and errors are small: a broken peer
+                cls.sock = None
+                return acks
             while True:
                 try:
                     got = wire.decode_frame(cls.rbuf)

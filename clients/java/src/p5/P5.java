@@ -56,6 +56,8 @@ public final class P5 {
     private static byte[] hello;
     /** Capability flags the log server accepted (0 until connected). */
     private static volatile long caps;
+    /** Longest frame the log server sends a client (acks, errors); longer ends the connection. */
+    private static final long MAX_FROM_SERVER = 1 << 16;
     /** Bytes read past the last whole frame from the log server. */
     private static byte[] pending = new byte[0];
     /** The last ack's server time and when it was read (our clock), echoed by the next ping. */
@@ -390,16 +392,18 @@ public final class P5 {
     private static void emit(List<byte[]> frames) throws IOException {
         if (frames.isEmpty()) return;
         if (sock != null) {
+            boolean sent = false;
             try {
                 OutputStream o = sock.getOutputStream();
                 for (byte[] f : frames) o.write(f);
                 o.flush();
+                sent = true;
                 readAcks(0);
-                return;
             } catch (IOException e) {
                 try { sock.close(); } catch (IOException ignored) { }
                 sock = null;
             }
+            if (sent) return; // a connection that breaks while acks are read spools only what comes next
         }
         openSpool();
         for (byte[] f : frames) spool.write(f);
@@ -433,7 +437,7 @@ public final class P5 {
             while (all.length - off >= 9) {
                 long len = (all[off] & 0xffL) | (all[off + 1] & 0xffL) << 8 | (all[off + 2] & 0xffL) << 16
                         | (all[off + 3] & 0xffL) << 24;
-                if (len < 1 || len > 8 << 20) throw new IOException("bad frame from the log server");
+                if (len < 1 || len > MAX_FROM_SERVER) throw new IOException("bad frame from the log server");
                 if (all.length - off < 8 + len) break;
                 if ((all[off + 8] & 0xff) == Wire.ACK && len >= 17) {
                     long ts = 0;
