@@ -107,6 +107,29 @@ fn free_port() -> u16 {
         .port()
 }
 
+/// An address nothing answers on for as long as the returned socket lives: bound, never
+/// listening, so a connection is refused, and no other test's listener can take the port (a
+/// port that was merely free once could be, and then an "outage" reaches a log server).
+fn refusing_addr() -> (std::os::fd::OwnedFd, String) {
+    use std::os::fd::FromRawFd;
+    // SAFETY: socket calls on a descriptor owned here; both addresses are initialised
+    // sockaddr_in values of the length given.
+    unsafe {
+        let fd = libc::socket(libc::AF_INET, libc::SOCK_STREAM, 0);
+        assert!(fd >= 0, "socket: {}", std::io::Error::last_os_error());
+        let owned = std::os::fd::OwnedFd::from_raw_fd(fd);
+        let mut a: libc::sockaddr_in = std::mem::zeroed();
+        a.sin_family = libc::AF_INET as libc::sa_family_t;
+        a.sin_addr.s_addr = u32::from(std::net::Ipv4Addr::LOCALHOST).to_be();
+        let mut len = size_of::<libc::sockaddr_in>() as libc::socklen_t;
+        let rc = libc::bind(fd, (&raw const a).cast(), len);
+        assert_eq!(rc, 0, "bind: {}", std::io::Error::last_os_error());
+        let rc = libc::getsockname(fd, (&raw mut a).cast(), &mut len);
+        assert_eq!(rc, 0, "getsockname: {}", std::io::Error::last_os_error());
+        (owned, format!("127.0.0.1:{}", u16::from_be(a.sin_port)))
+    }
+}
+
 impl Agent {
     fn spawn(dir: &Path, name: &str, args: &[&str]) -> Self {
         Self::spawn_with(dir, name, None, args)
@@ -617,10 +640,8 @@ fn control_propagates_down_and_reaches_late_joiners() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("bad metric pattern"), "{e}");
-    let port = free_port();
-    let e = ctl_words(&format!("127.0.0.1:{port}"), "status")
-        .unwrap_err()
-        .to_string();
+    let (_reserved, nowhere) = refusing_addr();
+    let e = ctl_words(&nowhere, "status").unwrap_err().to_string();
     assert!(e.contains("cannot reach the agent"), "{e}");
     let out = Command::new(env!("CARGO_BIN_EXE_hostagent"))
         .args(["ctl", "--agent", top.addr(), "frobnicate"])
@@ -1678,7 +1699,7 @@ fn os_monitor_in_the_agent_follows_the_monitored_process() {
 fn agent_stopped_during_an_outage_leaves_a_spool_that_imports_exactly() {
     let _slot = shared_slot();
     let dir = tempfile::tempdir().unwrap();
-    let nowhere = format!("127.0.0.1:{}", free_port());
+    let (_reserved, nowhere) = refusing_addr();
     let agent = Agent::spawn(
         dir.path(),
         "alone",

@@ -4,7 +4,8 @@
 //! with; a datagram is stamped on its own arrival. So on a slow path — the fastest of the last
 //! [`RECENT`] round trips took [`SLOW_ANSWER`] or more (each pong carries its ping's send
 //! time; a busy host answers some pings late, but not the fastest) — datagrams go one every
-//! [`DENSE_INTERVAL`], without waiting for answers, and give the merge several clean two-way
+//! [`DENSE_INTERVAL`] (not to a log server on loopback: that one shares this host's clock),
+//! without waiting for answers, and give the merge several clean two-way
 //! samples per round trip (issue 22), in the connection's dense windows
 //! ([`crate::pings::in_dense_window`]: its first 10 s, then 1 s in every 10). Elsewhere one
 //! goes every [`PROBE_INTERVAL`], after a first [`RECENT`] every [`FIRST_INTERVAL`] that
@@ -51,6 +52,10 @@ pub struct DatagramPinger {
     next: Instant,
     /// When the socket was opened (dense windows count from there).
     opened: Instant,
+    /// Whether a slow path may make pings dense: not to a log server on loopback, which shares
+    /// this host's clock (merge maps it exactly) and answers slowly only when the host is busy,
+    /// which dense pings would make busier.
+    dense_allowed: bool,
 }
 
 impl DatagramPinger {
@@ -74,6 +79,7 @@ impl DatagramPinger {
             sent: 0,
             next: now,
             opened: now,
+            dense_allowed: !server.ip().is_loopback(),
         })
     }
 
@@ -158,7 +164,7 @@ impl DatagramPinger {
         self.sent += 1;
         let window = crate::pings::in_dense_window(now.duration_since(self.opened));
         self.next = now
-            + if self.slow_path() && window {
+            + if self.dense_allowed && self.slow_path() && window {
                 DENSE_INTERVAL
             } else if self.sent < RECENT as u64 {
                 FIRST_INTERVAL
@@ -174,8 +180,9 @@ mod tests {
 
     /// Against a UDP peer answering like the log server: the first pings go every 5 ms; once
     /// half of the recent round trips all took over a millisecond the path is slow and pings
-    /// go every 500 µs; one fast round trip among them ends that. Each ping echoes the
-    /// best pong since the one before; a stranger's pong counts for nothing.
+    /// go every 500 µs — unless the server is on loopback — ; one fast round trip among them
+    /// ends that. Each ping echoes the best pong since the one before; a stranger's pong
+    /// counts for nothing.
     #[test]
     fn pings_judge_the_path_and_echo_the_best_pong() {
         let server = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -222,15 +229,22 @@ mod tests {
             "the pong received soonest after its send"
         );
         assert!(ping.echo_t_p <= NOW);
-        assert_eq!(p.next_due(), Some(t1 + DENSE_INTERVAL));
+        // The server is on loopback: this host's clock, busy rather than far. No dense pings.
+        assert_eq!(p.next_due(), Some(t1 + FIRST_INTERVAL));
+        // On another host's, they go dense.
+        p.dense_allowed = true;
+        let t2 = t1 + FIRST_INTERVAL;
+        p.poll(t2, || 3_000);
+        server.recv_from(&mut buf).unwrap();
+        assert_eq!(p.next_due(), Some(t2 + DENSE_INTERVAL));
         // A fast round trip: not a slow path any more.
         send(42, NOW, 5);
         settle();
         p.read_pongs(|| NOW);
         assert!(!p.slow_path());
-        let t2 = t1 + DENSE_INTERVAL;
-        p.poll(t2, || 3_000);
-        assert_eq!(p.next_due(), Some(t2 + FIRST_INTERVAL));
+        let t3 = t2 + DENSE_INTERVAL;
+        p.poll(t3, || 4_000);
+        assert_eq!(p.next_due(), Some(t3 + FIRST_INTERVAL));
     }
 
     /// A server that never answers gets a few probes, then nothing.
