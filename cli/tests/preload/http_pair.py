@@ -6,6 +6,9 @@ import signal
 import subprocess
 import sys
 
+# SIGINT stops the server: it must not inherit it ignored (as a background job's children do),
+# and a handler here (not SIG_IGN) becomes the default in the child after exec.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 n = int(sys.argv[1])
 server = subprocess.Popen(
     [sys.executable, "-u", "-m", "http.server", "0", "--bind", "127.0.0.1"],
@@ -24,5 +27,9 @@ for i in range(n):
         ok += 1
     conn.close()
 server.send_signal(signal.SIGINT)
-server.communicate(timeout=10)
+try:
+    server.communicate(timeout=10)
+except subprocess.TimeoutExpired:
+    server.kill()  # never leave it running: the recording waits for every descendant
+    raise
 print(f"http_pair: {n} requests, {ok} ok", flush=True)

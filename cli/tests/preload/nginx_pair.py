@@ -12,6 +12,9 @@ import subprocess
 import sys
 import time
 
+# SIGINT stops the server: it must not inherit it ignored (as a background job's children do),
+# and a handler here (not SIG_IGN) becomes the default in the child after exec.
+signal.signal(signal.SIGINT, signal.default_int_handler)
 n = int(sys.argv[1])
 here = os.getcwd()
 nginx = shutil.which("nginx") or "/usr/sbin/nginx"
@@ -67,7 +70,16 @@ for i in range(n):
         ok += 1
     conn.close()
 proxy.send_signal(signal.SIGQUIT)
-proxy.wait(timeout=20)
+try:
+    proxy.wait(timeout=20)
+except subprocess.TimeoutExpired:
+    proxy.kill()
+    backend.kill()
+    raise
 backend.send_signal(signal.SIGINT)
-backend.communicate(timeout=10)
+try:
+    backend.communicate(timeout=10)
+except subprocess.TimeoutExpired:
+    backend.kill()  # never leave it running: the recording waits for every descendant
+    raise
 print(f"nginx_pair: {n} requests, {ok} ok", flush=True)
