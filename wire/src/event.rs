@@ -138,9 +138,29 @@ impl CommOp {
 /// Sensors a runtime records under on its own, for calls no instrumented call site made: the
 /// id is the FNV-1a (64-bit) hash of the name, the name what merge stores for it.
 /// `p5:python:selectors.select`: a Python selector's `select` (asyncio's event loop,
-/// `socketserver`), recorded as a wait by the Python client (`p5.SELECTOR_SENSOR`).
-pub const RUNTIME_SENSORS: &[(SensorId, &str)] =
-    &[(0x745f_a9f5_20e4_6458, "p5:python:selectors.select")];
+/// `socketserver`), recorded as a wait by the Python client (`p5.SELECTOR_SENSOR`);
+/// `p5:python:socket.<method>`: a `socket.socket` method no instrumented site routed
+/// (`makefile` readers and writers, `http.client`, asyncio's transports), recorded by the
+/// Python client's wrapped socket layer.
+pub const RUNTIME_SENSORS: &[(SensorId, &str)] = &[
+    (0x745f_a9f5_20e4_6458, "p5:python:selectors.select"),
+    (0xc201_ce4c_9e9d_1e3d, "p5:python:socket.accept"),
+    (0x50f1_df6f_b554_9e37, "p5:python:socket.close"),
+    (0x514c_8203_2993_014d, "p5:python:socket.connect"),
+    (0x7c3c_2706_e08b_8363, "p5:python:socket.connect_ex"),
+    (0xe73a_cce2_3e0a_5501, "p5:python:socket.recv"),
+    (0x0b1c_dd4b_bd01_6404, "p5:python:socket.recv_into"),
+    (0xafb2_7ac3_329e_8a99, "p5:python:socket.recvfrom"),
+    (0x626e_6fc6_d9fd_cdac, "p5:python:socket.recvfrom_into"),
+    (0xf18b_4c56_7768_73d6, "p5:python:socket.recvmsg"),
+    (0x61b9_43aa_967e_f031, "p5:python:socket.recvmsg_into"),
+    (0x69dd_0edc_3ff5_2e9b, "p5:python:socket.send"),
+    (0x852b_798d_4879_325e, "p5:python:socket.sendall"),
+    (0x1c1c_832a_4bb3_99b5, "p5:python:socket.sendfile"),
+    (0x6494_cc8d_3699_95ec, "p5:python:socket.sendmsg"),
+    (0x53cd_bce7_04c1_01b6, "p5:python:socket.sendto"),
+    (0x04e5_e467_b3d3_1a8f, "p5:python:socket.shutdown"),
+];
 
 /// Socket protocols.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

@@ -7,8 +7,9 @@ P5_LOGSERVER) or while the server cannot be reached. Times are nanoseconds since
 was imported (CLOCK_MONOTONIC). Connected, the same thread pings the log server in bursts, each
 ping after the answer to the one before (16 every 100 ms in the connection's first 10 s, then 8
 every 500 ms), and echoes each answer's server time with its receipt (the kernel's receive
-stamp where there is one): two-way clock samples, as the Rust/C runtime sends. Environment:
-P5_LOGSERVER (host:port), P5_DIR, P5_SESSION, P5_DISABLE=1, P5_FLUSH_MS.
+stamp where there is one): two-way clock samples, as the Rust/C runtime sends. Every
+socket.socket call is recorded, whoever makes it (p5.sockets). Environment: P5_LOGSERVER
+(host:port), P5_DIR, P5_SESSION, P5_DISABLE=1, P5_FLUSH_MS, P5_SOCKETS=0.
 """
 
 import atexit
@@ -26,9 +27,8 @@ import threading
 import types
 import warnings
 import time
-import weakref
 
-from . import wire
+from . import sockets, wire
 
 __all__ = [
     "enter", "exit", "mark", "counter", "scope", "sensor", "call", "comm", "flush", "shutdown",
@@ -64,7 +64,7 @@ def _now():
 
 
 class _Stream:
-    __slots__ = ("id", "tid", "name", "seq", "queue", "opened", "closed")
+    __slots__ = ("id", "tid", "name", "seq", "queue", "opened", "closed", "busy")
 
     def __init__(self, sid):
         self.id = sid
@@ -74,6 +74,9 @@ class _Stream:
         self.queue = collections.deque()
         self.opened = False
         self.closed = False
+        # Inside a call an instrumented site records (p5.sockets): the socket layer under
+        # it records nothing.
+        self.busy = False
 
 
 def _stream():
@@ -124,99 +127,6 @@ def call(sensor_id, f):
             exit(sensor_id)
 
     return recorded
-
-
-_COMM_OPS = {
-    "send": 1, "sendall": 1, "recv": 2, "recv_into": 2, "sendto": 3, "recvfrom": 4,
-    "recvfrom_into": 4, "sendmsg": 5, "recvmsg": 6, "connect": 9, "connect_ex": 9,
-    "accept": 10, "close": 11, "shutdown": 12,
-}
-
-
-def _peer(addr):
-    if isinstance(addr, tuple) and len(addr) >= 2:
-        host = str(addr[0])
-        return ("[%s]:%d" if ":" in host else "%s:%d") % (host, addr[1])
-    if isinstance(addr, (str, bytes)) and addr:
-        return "unix:" + (addr.decode(errors="replace") if isinstance(addr, bytes) else addr)
-    return "-"
-
-
-def _comm_result(name, args, r):
-    """(byte count or new fd, peer) of a successful call."""
-    if name == "sendall":
-        data = args[0] if args else b""
-        return len(data), "-"
-    if name in ("send", "recv_into", "sendmsg"):
-        return int(r), "-"
-    if name == "recv":
-        return len(r), "-"
-    if name == "sendto":
-        return int(r), _peer(args[-1]) if args else "-"
-    if name in ("recvfrom", "recvfrom_into"):
-        n = len(r[0]) if name == "recvfrom" else int(r[0])
-        return n, _peer(r[1])
-    if name == "recvmsg":
-        return len(r[0]), _peer(r[3]) if len(r) > 3 else "-"
-    if name == "accept":
-        return r[0].fileno(), _peer(r[1])
-    if name == "connect_ex":
-        return -int(r) if r else 0, _peer(args[0]) if args else "-"
-    if name == "connect":
-        return 0, _peer(args[0]) if args else "-"
-    return 0, "-"
-
-
-# Socket descriptions (wire event kind 5) tell merge which connection a descriptor is, so
-# that sends and receives can be matched. A socket is described the first time a recorded
-# call uses it — whoever made it (connect, accept, socketserver, http.server,
-# create_connection) — and again after connect/accept and whenever its descriptor now belongs
-# to another socket. (Calls made inside the standard library, as asyncio's transports make
-# them, are not recorded at all.)
-# fd → a weak reference to the socket object last described under that fd.
-_described = {}
-_described_lock = threading.Lock()
-_PROTO = {
-    (socket.AF_INET, socket.SOCK_STREAM): 1, (socket.AF_INET6, socket.SOCK_STREAM): 1,
-    (socket.AF_INET, socket.SOCK_DGRAM): 2, (socket.AF_INET6, socket.SOCK_DGRAM): 2,
-}
-if hasattr(socket, "AF_UNIX"):
-    _PROTO[(socket.AF_UNIX, socket.SOCK_STREAM)] = 3
-    _PROTO[(socket.AF_UNIX, socket.SOCK_DGRAM)] = 4
-
-
-def _address(get):
-    try:
-        return _peer(get())
-    except OSError:
-        return "-"
-
-
-def _describe(sensor_id, sock, force=False):
-    """Queues a description of `sock` unless it is already described under its fd."""
-    try:
-        fd = sock.fileno()
-    except OSError:
-        return
-    if fd < 0:
-        return
-    with _described_lock:
-        ref = _described.get(fd)
-        if not force and ref is not None and ref() is sock:
-            return
-        try:
-            _described[fd] = weakref.ref(sock)
-        except TypeError:
-            _described.pop(fd, None)
-    proto = _PROTO.get((sock.family, sock.type & 0xF), 0)
-    local = _address(sock.getsockname)
-    peer = _address(sock.getpeername)
-    _stream().queue.append((5, _now(), sensor_id, (fd, proto, local, peer)))
-
-
-def _forget(fd):
-    with _described_lock:
-        _described.pop(fd, None)
 
 
 # Waits (wire op 13): time a thread spends in select/poll/epoll or a selector waiting for
@@ -289,47 +199,21 @@ def _patch_selectors():
         cls.select = select
 
 
-if _on:
-    _patch_selectors()
 
 
 def comm(sensor_id, obj, name):
     """`p5.comm(id, sock, "send")(data)`: the method `name` of `obj`, recorded as a
-    communication call when `obj` is a socket.socket, as a wait for `select` on a selector or
-    the select module and `poll` on a select.poll/epoll object (any other object gets its own
-    method)."""
+    communication call when `obj` is a socket.socket (under the call site's sensor, and not
+    again by the wrapped socket layer underneath: p5.sockets), as a wait for `select` on a
+    selector or the select module and `poll` on a select.poll/epoll object (any other object
+    gets its own method)."""
     method = getattr(obj, name)
     if _on and _is_wait(obj, name):
         fd = -1 if obj is _select else _wait_fd(obj)
         return lambda *args, **kwargs: _waited(sensor_id, fd, method, args, kwargs)
-    op = _COMM_OPS.get(name)
-    if not _on or op is None or not isinstance(obj, socket.socket):
+    if not _on or name not in sockets.ROUTED or not isinstance(obj, socket.socket):
         return method
-
-    def recorded(*args, **kwargs):
-        fd = obj.fileno()
-        if name not in ("connect", "connect_ex", "close"):
-            _describe(sensor_id, obj)
-        t = _now()
-        try:
-            r = method(*args, **kwargs)
-        except OSError as e:
-            _stream().queue.append((4, t, sensor_id, (op, fd, _now() - t, -(e.errno or 5), "-")))
-            raise
-        try:
-            result, peer = _comm_result(name, args, r)
-        except Exception:
-            result, peer = 0, "-"
-        _stream().queue.append((4, t, sensor_id, (op, fd, _now() - t, result, peer)))
-        if name in ("connect", "connect_ex") and result == 0:
-            _describe(sensor_id, obj, force=True)
-        elif name == "accept":
-            _describe(sensor_id, r[0], force=True)
-        elif name == "close":
-            _forget(fd)
-        return r
-
-    return recorded
+    return sockets.routed(sensor_id, obj, name, method)
 
 
 class scope:
@@ -588,6 +472,19 @@ def _receipt(anc):
     return now
 
 
+def _program():
+    """The process's name: the module `python -m module` runs (a package's, for its
+    `__main__`), the script `python script.py` runs, else the interpreter (`-c`, a REPL)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    name = getattr(spec, "name", None)
+    if name:
+        return name[: -len(".__main__")] if name.endswith(".__main__") else name
+    argv0 = sys.argv[0] if sys.argv else ""
+    if argv0 and argv0 != "-c":
+        return os.path.basename(argv0)
+    return os.path.basename(sys.executable or "") or "python"
+
+
 def _read(path, default=""):
     try:
         with open(path) as fh:
@@ -660,9 +557,9 @@ class _Shipper:
                 host_id=_read("/etc/machine-id", boot),
                 boot_id=boot,
                 hostname=socket.gethostname(),
-                program=os.path.basename(sys.argv[0]) if sys.argv and sys.argv[0] else "python",
+                program=_program(),
                 session=os.environ.get("P5_SESSION", ""),
-                argv=list(sys.argv),
+                argv=list(getattr(sys, "orig_argv", None) or sys.argv),
                 caps=wire.CAP_EVENTS | wire.CAP_COMM | wire.CAP_PING_ECHO | wire.CAP_SENSORS,
             )
         return cls.hello
@@ -859,6 +756,7 @@ class _Shipper:
 
     @classmethod
     def run(cls):
+        _local.quiet = True  # the log server's connection is not the program's
         period = max(1, int(os.environ.get("P5_FLUSH_MS", "20"))) / 1000.0
         try:
             cls.connect()
@@ -906,3 +804,31 @@ def shutdown():
             _Shipper.sock.close()
     except Exception:
         pass
+
+
+def _after_fork():
+    """A forked child is a process of its own (socketserver's ForkingMixIn, multiprocessing's
+    fork start): a new identity and clock origin, its own streams, shipper, announcement and
+    socket descriptions. The parent's shipper thread did not survive the fork; what the
+    parent had queued is the parent's to send. Locks are new: another thread may have held
+    one when the process forked."""
+    global _START_MONO, _START_WALL, _lock, _streams
+    _START_MONO = time.monotonic_ns()
+    _START_WALL = time.time_ns()
+    _lock = threading.Lock()
+    _streams = []
+    _local.__dict__.clear()
+    S = _Shipper
+    S.thread, S.sock, S.spool, S.hello, S.announcement = None, None, None, None, None
+    S.wake, S.stop, S.flushed = threading.Event(), threading.Event(), threading.Condition()
+    S.generation, S.uid, S.dropped, S.caps = 0, random.getrandbits(64), 0, 0
+    S.tables_sent, S.tables_seq, S.rbuf, S.echo = 0, 1, b"", (0, 0)
+    sockets.reset()
+
+
+if _on:
+    _patch_selectors()
+    if sockets.wanted():
+        sockets.install(sys.modules[__name__])
+    if hasattr(os, "register_at_fork"):
+        os.register_at_fork(after_in_child=_after_fork)

@@ -14,7 +14,7 @@ import unittest
 CLIENT = str(pathlib.Path(__file__).resolve().parents[1])
 sys.path.insert(0, CLIENT)
 
-import p5  # noqa: E402  (only its helpers are used: nothing is recorded)
+import p5  # noqa: E402  (its helpers are what is tested)
 
 
 def stamp(ns_ago):
