@@ -30,3 +30,6 @@ if ((${#missing[@]})); then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
 fi
+# The Python client's tests record a program using requests (urllib3 underneath), from PyPI.
+python3 -c "import requests, urllib3" >/dev/null 2>&1 ||
+    python3 -m pip install -q -r "$(dirname "$0")/../clients/python/test-requirements.txt"
