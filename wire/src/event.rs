@@ -141,7 +141,9 @@ impl CommOp {
 /// `socketserver`), recorded as a wait by the Python client (`p5.SELECTOR_SENSOR`);
 /// `p5:python:socket.<method>`: a `socket.socket` method no instrumented site routed
 /// (`makefile` readers and writers, `http.client`, asyncio's transports), recorded by the
-/// Python client's wrapped socket layer.
+/// Python client's wrapped socket layer; `p5:java:socket.<call>`: a `java.net.Socket` or
+/// `ServerSocket` call no instrumented site routed, recorded by the Java client's socket
+/// implementation factories.
 pub const RUNTIME_SENSORS: &[(SensorId, &str)] = &[
     (0x745f_a9f5_20e4_6458, "p5:python:selectors.select"),
     (0xc201_ce4c_9e9d_1e3d, "p5:python:socket.accept"),
@@ -160,6 +162,12 @@ pub const RUNTIME_SENSORS: &[(SensorId, &str)] = &[
     (0x6494_cc8d_3699_95ec, "p5:python:socket.sendmsg"),
     (0x53cd_bce7_04c1_01b6, "p5:python:socket.sendto"),
     (0x04e5_e467_b3d3_1a8f, "p5:python:socket.shutdown"),
+    (0xda68_daaf_f823_e3cb, "p5:java:socket.accept"),
+    (0xc0d8_e967_58c8_877d, "p5:java:socket.close"),
+    (0xacbb_fe3a_7f11_d1eb, "p5:java:socket.connect"),
+    (0xab90_ccaf_18a2_136b, "p5:java:socket.read"),
+    (0x43b1_49b6_2234_cb7d, "p5:java:socket.shutdown"),
+    (0x8d47_5767_8696_b38a, "p5:java:socket.write"),
 ];
 
 /// Socket protocols.

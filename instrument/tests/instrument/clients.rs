@@ -26,7 +26,7 @@ pub fn build_java_client(dir: &std::path::Path) -> Option<()> {
     let st = Command::new("javac")
         .arg("-d")
         .arg(dir)
-        .args(["P5.java", "Wire.java", "Recorded.java"].map(|f| src.join(f)))
+        .args(["P5.java", "Wire.java", "Recorded.java", "Sockets.java"].map(|f| src.join(f)))
         .status()
         .unwrap();
     assert!(st.success(), "javac of the Java client failed");

@@ -70,8 +70,16 @@ public final class P5 {
     private static int tablesSent;
     private static long tablesSeq = 1;
 
+    static {
+        // Every java.net socket recorded, whoever uses it (Sockets); after the fields above.
+        if (on) Sockets.install();
+    }
+
     /** The sensors' clock: nanoseconds since this class was loaded. */
     public static long now() { return System.nanoTime() - START; }
+
+    /** Whether this is the runtime's own thread (its log-server connection is not recorded). */
+    static boolean onShipper() { return Thread.currentThread() == shipper; }
 
     /** One thread's events. */
     static final class Stream {
@@ -106,6 +114,22 @@ public final class P5 {
             buf[n++] = sensor;
             buf[n++] = extra.size();
             extra.add(details);
+        }
+
+        /**
+         * Gives the comm and socket events this thread recorded under {@code from} since
+         * {@code since} the sensor {@code to} instead (those not shipped yet); returns how
+         * many.
+         */
+        synchronized int relabel(long since, long from, long to) {
+            int changed = 0;
+            for (int i = n - 4; i >= 0 && buf[i + 1] >= since; i -= 4) {
+                if ((buf[i] == 4 || buf[i] == 5) && buf[i + 2] == from) {
+                    buf[i + 2] = to;
+                    changed++;
+                }
+            }
+            return changed;
         }
 
         /** Takes the buffered events; their details go to `details`. */
@@ -155,9 +179,7 @@ public final class P5 {
     public static <T, R, E extends Exception> R input(long sensor, T owner, Getter<T, R, E> get) throws E {
         R r = get.get(owner);
         if (on && owner instanceof Socket && r instanceof InputStream) {
-            Socket s = (Socket) owner;
-            noteSocket(sensor, s);
-            return (R) new Recorded.In((InputStream) r, sensor, s);
+            return (R) new Recorded.In((InputStream) r, sensor, (Socket) owner);
         }
         return r;
     }
@@ -167,9 +189,7 @@ public final class P5 {
     public static <T, R, E extends Exception> R output(long sensor, T owner, Getter<T, R, E> get) throws E {
         R r = get.get(owner);
         if (on && owner instanceof Socket && r instanceof OutputStream) {
-            Socket s = (Socket) owner;
-            noteSocket(sensor, s);
-            return (R) new Recorded.Out((OutputStream) r, sensor, s);
+            return (R) new Recorded.Out((OutputStream) r, sensor, (Socket) owner);
         }
         return r;
     }
@@ -184,7 +204,21 @@ public final class P5 {
     public static <T, R, E extends Exception> R accept(long sensor, T owner, Getter<T, R, E> get) throws E {
         if (!on || !(owner instanceof ServerSocket || owner instanceof ServerSocketChannel)) return get.get(owner);
         long t = now();
-        R r = get.get(owner);
+        Sockets.Site site = Sockets.SITE.get();
+        long outer = site.sensor;
+        boolean outerTaken = site.taken;
+        site.sensor = sensor;
+        site.taken = false;
+        R r;
+        boolean taken;
+        try {
+            r = get.get(owner);
+        } finally {
+            taken = site.taken;
+            site.sensor = outer;
+            site.taken = outerTaken;
+        }
+        if (taken) return r; // recorded by the socket layer, under this site's sensor
         Socket s = r instanceof Socket ? (Socket) r : r instanceof SocketChannel ? ((SocketChannel) r).socket() : null;
         if (s != null) {
             Object listener = owner instanceof ServerSocket ? owner : ((ServerSocketChannel) owner).socket();
@@ -201,6 +235,12 @@ public final class P5 {
      * socket described.
      */
     public static <T> T connected(long sensor, long start, T socket) {
+        // A connect the socket layer recorded since `start` (Sockets) is not recorded again:
+        // it is this site's (the constructor ran before this call).
+        if (on && socket instanceof Socket && Sockets.SITE.get().connected >= start) {
+            LOCAL.get().relabel(start, Sockets.CONNECT, sensor);
+            return socket;
+        }
         if (on && socket instanceof Socket && ((Socket) socket).isConnected()) {
             Socket s = (Socket) socket;
             comm(sensor, Recorded.CONNECT, fd(s), start, 0, endpoint(s.getInetAddress(), s.getPort()));
@@ -248,8 +288,13 @@ public final class P5 {
     static long fd(Socket s) { return System.identityHashCode(s); }
 
     static void noteSocket(long sensor, Socket s) {
-        LOCAL.get().addExtra(5, now(), sensor, new Object[] {fd(s),
-                endpoint(s.getLocalAddress(), s.getLocalPort()), endpoint(s.getInetAddress(), s.getPort())});
+        describeSocket(sensor, fd(s), endpoint(s.getLocalAddress(), s.getLocalPort()),
+                endpoint(s.getInetAddress(), s.getPort()));
+    }
+
+    /** Queues a socket description (wire kind 5) of the descriptor stand-in {@code fd}. */
+    static void describeSocket(long sensor, long fd, String local, String peer) {
+        if (on) LOCAL.get().addExtra(5, now(), sensor, new Object[] {fd, local, peer});
     }
 
     static String endpoint(SocketAddress a) {

@@ -27,6 +27,15 @@ final class Recorded {
     static final int SEND = 1, RECV = 2, CONNECT = 9, ACCEPT = 10, WAIT = 13;
     static final long EINPROGRESS = 115;
 
+    /**
+     * Records a site's call on a socket the socket layer does not record (one made before
+     * {@link Sockets} was installed, or with it off), describing the socket first, once.
+     */
+    static void own(int op, Socket socket, long sensor, long t, long result) {
+        P5.noteOnce(sensor, socket);
+        P5.comm(sensor, op, socket, t, result);
+    }
+
     static final class In extends FilterInputStream {
         private final long sensor;
         private final Socket socket;
@@ -40,16 +49,40 @@ final class Recorded {
         @Override
         public int read() throws IOException {
             long t = P5.now();
-            int b = in.read();
-            P5.comm(sensor, RECV, socket, t, b < 0 ? 0 : 1);
+            Sockets.Site site = Sockets.SITE.get();
+            long outer = site.sensor;
+            boolean outerTaken = site.taken, taken;
+            site.sensor = sensor;
+            site.taken = false;
+            int b;
+            try {
+                b = in.read();
+            } finally {
+                taken = site.taken;
+                site.sensor = outer;
+                site.taken = outerTaken;
+            }
+            if (!taken) own(RECV, socket, sensor, t, b < 0 ? 0 : 1);
             return b;
         }
 
         @Override
         public int read(byte[] buf, int off, int len) throws IOException {
             long t = P5.now();
-            int n = in.read(buf, off, len);
-            P5.comm(sensor, RECV, socket, t, Math.max(n, 0));
+            Sockets.Site site = Sockets.SITE.get();
+            long outer = site.sensor;
+            boolean outerTaken = site.taken, taken;
+            site.sensor = sensor;
+            site.taken = false;
+            int n;
+            try {
+                n = in.read(buf, off, len);
+            } finally {
+                taken = site.taken;
+                site.sensor = outer;
+                site.taken = outerTaken;
+            }
+            if (!taken) own(RECV, socket, sensor, t, Math.max(n, 0));
             return n;
         }
     }
@@ -66,16 +99,25 @@ final class Recorded {
 
         @Override
         public void write(int b) throws IOException {
-            long t = P5.now();
-            out.write(b);
-            P5.comm(sensor, SEND, socket, t, 1);
+            write(new byte[] {(byte) b}, 0, 1);
         }
 
         @Override
         public void write(byte[] buf, int off, int len) throws IOException {
             long t = P5.now();
-            out.write(buf, off, len);
-            P5.comm(sensor, SEND, socket, t, len);
+            Sockets.Site site = Sockets.SITE.get();
+            long outer = site.sensor;
+            boolean outerTaken = site.taken, taken;
+            site.sensor = sensor;
+            site.taken = false;
+            try {
+                out.write(buf, off, len);
+            } finally {
+                taken = site.taken;
+                site.sensor = outer;
+                site.taken = outerTaken;
+            }
+            if (!taken) own(SEND, socket, sensor, t, len);
         }
     }
 
