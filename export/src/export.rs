@@ -215,7 +215,9 @@ impl Exporter<'_> {
         self.summary.clipped += nest.clipped;
     }
 
-    /// A thread's function calls, on its own track.
+    /// A thread's function calls, on its own track. Calls of equal start come from the
+    /// database in table order (inner first, as merge writes them at their exits): they are
+    /// put outer first (by depth) before they are opened.
     fn intervals(&mut self, th: &Thread) -> Result<(), Error> {
         let (sid, id) = (self.meta.sid, th.id);
         self.step(|| format!("calls of thread {id}"));
@@ -223,17 +225,33 @@ impl Exporter<'_> {
         let mut rows = self.stream.intervals(sid, id).reading(what)?;
         let mut seq = Sequence::new(self.tree.sequence(), th.uuid);
         let mut nest = Nest::default();
-        while let Some(r) = rows.next().reading(what)? {
-            let (s, e) = (
-                self.at(r.i64(0).reading(what)?),
-                self.at(r.i64(1).reading(what)?),
-            );
-            let (sensor, depth) = (r.i64(2).reading(what)?, r.i64(3).reading(what)?);
-            nest.open(s, e, Nesting::Depth(depth), &mut self.closed);
-            self.close(&mut seq)?;
-            let ev = self.call(&mut seq, sensor, EventType::SliceBegin);
-            self.event(&mut seq, s, ev)?;
-            self.summary.intervals += 1;
+        // Calls starting at the same instant: (depth, end, sensor).
+        let mut group: Vec<(i64, u64, i64)> = Vec::new();
+        let mut group_start = 0;
+        loop {
+            let row = match rows.next().reading(what)? {
+                Some(r) => {
+                    let s = self.at(r.i64(0).reading(what)?);
+                    let e = self.at(r.i64(1).reading(what)?);
+                    Some((s, e, r.i64(2).reading(what)?, r.i64(3).reading(what)?))
+                }
+                None => None,
+            };
+            if row.is_none_or(|(s, ..)| s != group_start) && !group.is_empty() {
+                group.sort_by_key(|&(depth, ..)| depth);
+                for (depth, e, sensor) in group.drain(..) {
+                    nest.open(group_start, e, Nesting::Depth(depth), &mut self.closed);
+                    self.close(&mut seq)?;
+                    let ev = self.call(&mut seq, sensor, EventType::SliceBegin);
+                    self.event(&mut seq, group_start, ev)?;
+                    self.summary.intervals += 1;
+                }
+            }
+            let Some((s, e, sensor, depth)) = row else {
+                break;
+            };
+            group_start = s;
+            group.push((depth, e, sensor));
         }
         nest.close_all(&mut self.closed);
         self.close(&mut seq)?;

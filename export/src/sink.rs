@@ -69,6 +69,36 @@ impl Sink {
         Ok(())
     }
 
+    /// Appends one framed packet written by `write` (see `Sequence::event`).
+    pub fn raw(&mut self, write: impl FnOnce(&mut Vec<u8>)) -> Result<(), Error> {
+        let before = self.raw.len();
+        write(&mut self.raw);
+        self.raw_bytes += (self.raw.len() - before) as u64;
+        self.packets += 1;
+        if self.raw.len() >= CHUNK {
+            self.hand_over()?;
+        }
+        Ok(())
+    }
+
+    /// A sink without a writer thread (tests): chunks go to `tx`.
+    #[cfg(test)]
+    pub fn detached(tx: SyncSender<Vec<u8>>, free: Receiver<Vec<u8>>) -> Sink {
+        Sink {
+            raw: Vec::new(),
+            tx: Some(tx),
+            free,
+            packets: 0,
+            raw_bytes: 0,
+        }
+    }
+
+    /// The packets not handed over yet (tests).
+    #[cfg(test)]
+    pub fn pending(&self) -> &[u8] {
+        &self.raw
+    }
+
     fn hand_over(&mut self) -> Result<(), Error> {
         let next = self
             .free

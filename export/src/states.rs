@@ -1,8 +1,9 @@
 //! A thread's states, with the flows of the messages it sent and received.
 //!
-//! Three cursors are merged in time order: the thread's states (by start), the matched
+//! Four cursors are merged in time order: the thread's states (by start), the matched
 //! messages it sent (by send start) and those it received (by the end of the receive that
-//! completed them). A message's flow starts on the begin event of the state slice its send
+//! completed them, or the start of the first receive for those never completed: a second
+//! cursor, as that column has no index). A message's flow starts on the begin event of the state slice its send
 //! started in (`[start, end)`, a zero-length slice holding its own instant) and ends on the
 //! end event of the state slice its receive ended in (`(start, end]`), so Perfetto draws an
 //! arrow from the `sending` slice to the `receiving` one. An end that no state slice of its
@@ -25,27 +26,39 @@ const OP: u64 = 1;
 const FD: u64 = 2;
 const RESULT: u64 = 3;
 
-/// A cursor of message ends `(id, time)` with its next row read ahead.
+/// Message ends `(id, time)` in time order, from one or more cursors each in time order,
+/// with the next one read ahead.
 struct Ends {
-    rows: Cursor,
+    parts: Vec<(Cursor, Option<(u64, u64)>)>,
     head: Option<(u64, u64)>,
 }
 
 impl Ends {
-    fn new(rows: Cursor, x: &Exporter, what: &dyn Fn() -> String) -> Result<Ends, Error> {
-        let mut e = Ends { rows, head: None };
-        e.advance(x, what)?;
+    fn new(rows: Vec<Cursor>, x: &Exporter, what: &dyn Fn() -> String) -> Result<Ends, Error> {
+        let mut parts = Vec::new();
+        for mut c in rows {
+            let next = read(&mut c, x, what)?;
+            parts.push((c, next));
+        }
+        let mut e = Ends { parts, head: None };
+        e.head = e.earliest().map(|i| e.parts[i].1).unwrap_or(None);
         Ok(e)
     }
 
+    /// The part whose next end is the earliest.
+    fn earliest(&self) -> Option<usize> {
+        (self.parts.iter().enumerate())
+            .filter_map(|(i, (_, n))| n.map(|(id, t)| (t, id, i)))
+            .min()
+            .map(|(_, _, i)| i)
+    }
+
     fn advance(&mut self, x: &Exporter, what: &dyn Fn() -> String) -> Result<(), Error> {
-        self.head = match self.rows.next().reading(what)? {
-            Some(r) => Some((
-                r.i64(0).reading(what)? as u64,
-                x.at(r.i64(1).reading(what)?),
-            )),
-            None => None,
-        };
+        if let Some(i) = self.earliest() {
+            let (c, next) = &mut self.parts[i];
+            *next = read(c, x, what)?;
+        }
+        self.head = self.earliest().map(|i| self.parts[i].1).unwrap_or(None);
         Ok(())
     }
 
@@ -85,14 +98,34 @@ impl Names {
     }
 }
 
+/// The next `(id, time)` of a cursor.
+fn read(
+    c: &mut Cursor,
+    x: &Exporter,
+    what: &dyn Fn() -> String,
+) -> Result<Option<(u64, u64)>, Error> {
+    Ok(match c.next().reading(what)? {
+        Some(r) => Some((
+            r.i64(0).reading(what)? as u64,
+            x.at(r.i64(1).reading(what)?),
+        )),
+        None => None,
+    })
+}
+
 impl Exporter<'_> {
     /// A thread's states and its messages' flows, on its `states` track.
     pub(crate) fn states(&mut self, th: &Thread) -> Result<(), Error> {
         let (sid, id) = (self.meta.sid, th.id);
         self.step(|| format!("states of thread {id}"));
         let what = move || format!("the states and messages of thread {id}");
-        let mut sends = Ends::new(self.stream.sends(sid, id).reading(what)?, self, &what)?;
-        let mut recvs = Ends::new(self.stream.receives(sid, id).reading(what)?, self, &what)?;
+        let sent = vec![self.stream.sends(sid, id).reading(what)?];
+        let mut sends = Ends::new(sent, self, &what)?;
+        let received = vec![
+            self.stream.receives(sid, id).reading(what)?,
+            self.stream.partial_receives(sid, id).reading(what)?,
+        ];
+        let mut recvs = Ends::new(received, self, &what)?;
         let mut rows = self.stream.states(sid, id).reading(what)?;
         let mut seq: Option<Sequence> = None;
         let mut names = Names::default();

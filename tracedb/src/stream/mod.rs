@@ -7,11 +7,17 @@
 //! may be open at once (an export merges a thread's states with the messages it sent and
 //! received), each with its own statement.
 //!
-//! - **SQLite**: the stream opens its own read-only connection to the database file (the
-//!   [`Reader`]'s pool hands rows over from a worker thread, ~5 µs a row, see [`raw_rows`]),
-//!   in serialized mode (so cursors may move between threads), and steps prepared statements
-//!   on it, reading columns in place. Each query walks the `(session_id, thread_id, t_start)`
-//!   style index of its table; ties are put in order by SQLite's sorter, which spills to disk.
+//! - **SQLite**: each cursor has a reader thread with a read-only connection of its own to
+//!   the database file, which steps a prepared statement and hands the rows over in batches
+//!   (the [`Reader`]'s pool hands them over one by one from sqlx's worker, ~5 µs a row, see
+//!   [`raw_rows`]): SQLite's work overlaps with the reader's on another core, and memory is
+//!   a few batches per cursor ([`sqlite`]). The connection is the thread's alone, so it is
+//!   opened without SQLite's mutex (which cost a fifth of an export's time, taken for every
+//!   column read). Each query walks the
+//!   `(session_id, thread_id, t_start)` style index of its table with no sort: rows of equal
+//!   key come in table order, which is the order merge wrote them (states, on-CPU stretches
+//!   and messages in time order; calls at their exit, inner first — the exporter reorders
+//!   those among equal starts).
 //! - **PostgreSQL**: each cursor is a server-side cursor (`DECLARE … NO SCROLL CURSOR`) in a
 //!   read-only transaction on a pooled connection of its own, fetched [`PG_BATCH`] rows at a
 //!   time, so memory is one batch per cursor whatever the session's size. The cursors of one
@@ -24,16 +30,14 @@
 
 use crate::error::Error;
 use crate::read::Reader;
-use libsqlite3_sys as ffi;
 use sqlx::Row as _;
 use sqlx::pool::PoolConnection;
 use sqlx::postgres::PgRow;
 use std::borrow::Cow;
-use std::ffi::{CStr, CString, c_int};
-use std::marker::PhantomData;
-use std::ptr::NonNull;
 use std::sync::Arc;
 use tokio::runtime::Handle;
+
+mod sqlite;
 
 /// Rows a PostgreSQL cursor fetches at a time.
 pub const PG_BATCH: usize = 4096;
@@ -46,77 +50,8 @@ pub struct Stream {
 
 #[derive(Debug, Clone)]
 enum Backend {
-    Sqlite(Arc<RawDb>),
+    Sqlite(Arc<std::path::Path>),
     Postgres { pool: sqlx::PgPool, rt: Handle },
-}
-
-/// An owned read-only SQLite connection, closed on drop.
-#[derive(Debug)]
-struct RawDb(NonNull<ffi::sqlite3>);
-
-// SAFETY: opened with SQLITE_OPEN_FULLMUTEX: SQLite serializes every call on the handle.
-unsafe impl Send for RawDb {}
-// SAFETY: as above.
-unsafe impl Sync for RawDb {}
-
-impl Drop for RawDb {
-    fn drop(&mut self) {
-        // SAFETY: the handle is open; every statement holds an `Arc` to this value, so they
-        // are all finalized before it is closed.
-        unsafe {
-            ffi::sqlite3_close(self.0.as_ptr());
-        }
-    }
-}
-
-impl RawDb {
-    fn error(&self, what: &str) -> Error {
-        // SAFETY: the handle is open; the message is copied at once.
-        let msg = unsafe { CStr::from_ptr(ffi::sqlite3_errmsg(self.0.as_ptr())) };
-        Error::Sqlite(format!("{what}: {}", msg.to_string_lossy()))
-    }
-
-    fn open(path: &std::path::Path) -> Result<RawDb, Error> {
-        let c = CString::new(path.as_os_str().as_encoded_bytes())
-            .map_err(|_| Error::Sqlite(format!("{}: a NUL in the path", path.display())))?;
-        let mut raw = std::ptr::null_mut();
-        let flags = ffi::SQLITE_OPEN_READONLY | ffi::SQLITE_OPEN_FULLMUTEX;
-        // SAFETY: `c` is a valid C string; `raw` receives the handle (also on failure).
-        let rc = unsafe { ffi::sqlite3_open_v2(c.as_ptr(), &mut raw, flags, std::ptr::null()) };
-        let db = NonNull::new(raw).map(RawDb);
-        match (rc, db) {
-            (ffi::SQLITE_OK, Some(db)) => {
-                // SAFETY: the handle is open.
-                unsafe { ffi::sqlite3_busy_timeout(db.0.as_ptr(), 5000) };
-                Ok(db)
-            }
-            (_, Some(db)) => Err(db.error(&format!("opening {}", path.display()))),
-            (_, None) => Err(Error::Sqlite(format!(
-                "opening {}: out of memory",
-                path.display()
-            ))),
-        }
-    }
-
-    /// Runs a statement without results (a pragma).
-    fn exec(&self, sql: &str) -> Result<(), Error> {
-        let c = CString::new(sql).map_err(|_| Error::Sqlite("a NUL in a statement".into()))?;
-        // SAFETY: the handle is open and `c` a valid C string.
-        let rc = unsafe {
-            ffi::sqlite3_exec(
-                self.0.as_ptr(),
-                c.as_ptr(),
-                None,
-                std::ptr::null_mut(),
-                std::ptr::null_mut(),
-            )
-        };
-        if rc == ffi::SQLITE_OK {
-            Ok(())
-        } else {
-            Err(self.error(sql))
-        }
-    }
 }
 
 impl Stream {
@@ -125,10 +60,10 @@ impl Stream {
     pub fn open(reader: &Reader, rt: &Handle) -> Result<Stream, Error> {
         let backend = match reader {
             Reader::Sqlite(pool) => {
-                let db = RawDb::open(pool.connect_options().get_filename())?;
-                // 64 MiB of page cache for the index walks; no mmap (memory stays bounded).
-                db.exec("PRAGMA cache_size = -65536")?;
-                Backend::Sqlite(Arc::new(db))
+                let path = pool.connect_options().get_filename().to_owned();
+                // Fail now, not at the first query, if the file cannot be opened.
+                sqlite::RawDb::open(&path)?;
+                Backend::Sqlite(Arc::from(path))
             }
             Reader::Postgres(pool) => Backend::Postgres {
                 pool: pool.clone(),
@@ -139,11 +74,17 @@ impl Stream {
     }
 
     /// Opens a cursor on `sql` with the integer parameters `params` (`$1`, `$2`, …).
-    fn cursor(&self, sql: &'static str, params: &[i64]) -> Result<Cursor, Error> {
+    /// `pg_ties` is appended on PostgreSQL to `sql`'s final `ORDER BY`: its index scans (or
+    /// sorts) give no order among equal keys, where SQLite's give table order.
+    fn cursor(&self, sql: &'static str, pg_ties: &str, params: &[i64]) -> Result<Cursor, Error> {
         match &self.backend {
-            Backend::Sqlite(db) => sqlite_cursor(db, sql, params),
+            Backend::Sqlite(path) => Ok(Cursor(Inner::Sqlite(sqlite::Prefetch::start(
+                path.clone(),
+                sql,
+                params.to_vec(),
+            )))),
             Backend::Postgres { pool, rt } => {
-                let mut text = sql.to_owned();
+                let mut text = format!("{sql}{pg_ties}");
                 // Highest first, so `$1` does not match the start of `$10`.
                 for (i, p) in params.iter().enumerate().rev() {
                     text = text.replace(&format!("${}", i + 1), &p.to_string());
@@ -170,62 +111,72 @@ impl Stream {
     /// The session's time base: `base_mono_ns` (CLOCK_MONOTONIC of the base run's start).
     pub fn session_base(&self, sid: i64) -> Result<Cursor, Error> {
         const Q: &str = "SELECT base_mono_ns FROM session WHERE id = $1";
-        self.cursor(Q, &[sid])
+        self.cursor(Q, "", &[sid])
     }
 
-    /// A thread's intervals by start, outer before inner at equal starts: `t_start`,
+    /// A thread's intervals by start (equal starts in no particular order: SQLite gives
+    /// table order, inner calls first as merge writes them at their exits): `t_start`,
     /// `t_end`, `sensor_id`, `depth`.
     pub fn intervals(&self, sid: i64, thread: i64) -> Result<Cursor, Error> {
         const Q: &str = "SELECT t_start, t_end, sensor_id, depth FROM interval \
-             WHERE session_id = $1 AND thread_id = $2 ORDER BY t_start, depth";
-        self.cursor(Q, &[sid, thread])
+             WHERE session_id = $1 AND thread_id = $2 ORDER BY t_start";
+        self.cursor(Q, ", depth", &[sid, thread])
     }
 
     /// A thread's states by start: `t_start`, `t_end`, `state` (text), `op` (text or NULL),
     /// `fd`, `result`.
     pub fn states(&self, sid: i64, thread: i64) -> Result<Cursor, Error> {
         const Q: &str = "SELECT t_start, t_end, state, op, fd, result FROM state \
-             WHERE session_id = $1 AND thread_id = $2 ORDER BY t_start, t_end";
-        self.cursor(Q, &[sid, thread])
+             WHERE session_id = $1 AND thread_id = $2 ORDER BY t_start";
+        self.cursor(Q, ", t_end", &[sid, thread])
     }
 
     /// The matched messages (both ends known) a thread sent, by send start: `id`, `send_t`.
     pub fn sends(&self, sid: i64, thread: i64) -> Result<Cursor, Error> {
         const Q: &str = "SELECT id, send_t FROM message WHERE session_id = $1 \
              AND send_thread_id = $2 AND send_t IS NOT NULL AND recv_thread_id IS NOT NULL \
-             AND COALESCE(recv_end, recv_t) IS NOT NULL ORDER BY send_t, id";
-        self.cursor(Q, &[sid, thread])
+             AND COALESCE(recv_end, recv_t) IS NOT NULL ORDER BY send_t";
+        self.cursor(Q, ", id", &[sid, thread])
     }
 
-    /// The matched messages a thread received, by the end of the receive that completed
-    /// them (its start if none did): `id`, that time.
+    /// The matched messages a thread received completely, by the end of the receive that
+    /// completed them: `id`, `recv_end`.
     pub fn receives(&self, sid: i64, thread: i64) -> Result<Cursor, Error> {
-        const Q: &str = "SELECT id, COALESCE(recv_end, recv_t) AS t FROM message \
-             WHERE session_id = $1 AND recv_thread_id = $2 AND send_thread_id IS NOT NULL \
-             AND send_t IS NOT NULL AND COALESCE(recv_end, recv_t) IS NOT NULL ORDER BY t, id";
-        self.cursor(Q, &[sid, thread])
+        const Q: &str = "SELECT id, recv_end FROM message WHERE session_id = $1 \
+             AND recv_thread_id = $2 AND recv_end IS NOT NULL AND send_thread_id IS NOT NULL \
+             AND send_t IS NOT NULL ORDER BY recv_end";
+        self.cursor(Q, ", id", &[sid, thread])
+    }
+
+    /// The matched messages a thread received in part only (`recv_end` NULL), by the start
+    /// of the first receive: `id`, `recv_t` (few rows; not indexed, so sorted).
+    pub fn partial_receives(&self, sid: i64, thread: i64) -> Result<Cursor, Error> {
+        const Q: &str = "SELECT id, recv_t FROM message WHERE session_id = $1 \
+             AND recv_thread_id = $2 AND recv_end IS NULL AND recv_t IS NOT NULL \
+             AND send_thread_id IS NOT NULL AND send_t IS NOT NULL ORDER BY recv_t, id";
+        self.cursor(Q, "", &[sid, thread])
     }
 
     /// A thread's marks by time: `t`, `sensor_id`.
     pub fn marks(&self, sid: i64, thread: i64) -> Result<Cursor, Error> {
         const Q: &str = "SELECT t, sensor_id FROM mark WHERE session_id = $1 AND thread_id = $2 \
              ORDER BY t";
-        self.cursor(Q, &[sid, thread])
+        self.cursor(Q, ", sensor_id", &[sid, thread])
     }
 
     /// When a recorded thread had a CPU, by start: `t_start`, `t_end`, `cpu`.
     pub fn sched_of_thread(&self, sid: i64, thread: i64) -> Result<Cursor, Error> {
         const Q: &str = "SELECT t_start, t_end, cpu FROM sched WHERE session_id = $1 \
-             AND thread_id = $2 ORDER BY t_start, t_end";
-        self.cursor(Q, &[sid, thread])
+             AND thread_id = $2 ORDER BY t_start";
+        self.cursor(Q, ", t_end", &[sid, thread])
     }
 
     /// The on-CPU stretches of a host's threads that no recorded thread is, by CPU and
     /// start: `cpu`, `t_start`, `t_end`, `tid`.
     pub fn sched_unattributed(&self, sid: i64, host: i64) -> Result<Cursor, Error> {
         const Q: &str = "SELECT cpu, t_start, t_end, tid FROM sched WHERE session_id = $1 \
-             AND host_id = $2 AND thread_id IS NULL ORDER BY cpu, t_start, t_end";
-        self.cursor(Q, &[sid, host])
+             AND host_id = $2 AND thread_id IS NULL ORDER BY cpu, t_start";
+        self.cursor(Q, ", t_end", &[sid, host])
     }
 
     /// A host's interrupts by entry, longer first at equal entries: `cpu`, `t`, `duration`,
@@ -233,7 +184,7 @@ impl Stream {
     pub fn irqs(&self, sid: i64, host: i64) -> Result<Cursor, Error> {
         const Q: &str = "SELECT cpu, t, duration, irq, handled FROM irq WHERE session_id = $1 \
              AND host_id = $2 ORDER BY t, duration DESC";
-        self.cursor(Q, &[sid, host])
+        self.cursor(Q, "", &[sid, host])
     }
 
     /// Every metric of a session: `id`, `process_id`, `host_id`, `kind` (text), `name`
@@ -241,45 +192,15 @@ impl Stream {
     pub fn metrics(&self, sid: i64) -> Result<Cursor, Error> {
         const Q: &str = "SELECT id, process_id, host_id, kind, name, unit, scale_exp FROM metric \
              WHERE session_id = $1 ORDER BY id";
-        self.cursor(Q, &[sid])
+        self.cursor(Q, "", &[sid])
     }
 
     /// A metric's samples by time: `t`, `value`.
     pub fn metric_samples(&self, sid: i64, metric: i64) -> Result<Cursor, Error> {
         const Q: &str = "SELECT t, value FROM metric_sample WHERE session_id = $1 \
              AND metric_id = $2 ORDER BY t";
-        self.cursor(Q, &[sid, metric])
+        self.cursor(Q, ", value", &[sid, metric])
     }
-}
-
-fn sqlite_cursor(db: &Arc<RawDb>, sql: &'static str, params: &[i64]) -> Result<Cursor, Error> {
-    let mut raw = std::ptr::null_mut();
-    let len = c_int::try_from(sql.len()).map_err(|_| Error::Sqlite("query too long".into()))?;
-    // SAFETY: the handle is open; the text is valid for `len` bytes.
-    let rc = unsafe {
-        ffi::sqlite3_prepare_v2(
-            db.0.as_ptr(),
-            sql.as_ptr().cast(),
-            len,
-            &mut raw,
-            std::ptr::null_mut(),
-        )
-    };
-    let Some(stmt) = NonNull::new(raw).filter(|_| rc == ffi::SQLITE_OK) else {
-        return Err(db.error("preparing a read"));
-    };
-    let cursor = Cursor(Inner::Sqlite {
-        db: db.clone(),
-        stmt,
-        done: false,
-    });
-    for (i, p) in params.iter().enumerate() {
-        // SAFETY: the statement is live; SQLite checks the 1-based index.
-        if unsafe { ffi::sqlite3_bind_int64(stmt.as_ptr(), i as c_int + 1, *p) } != ffi::SQLITE_OK {
-            return Err(db.error("binding a read parameter"));
-        }
-    }
-    Ok(cursor)
 }
 
 /// Rows of one query, pulled in order ([`Cursor::next`]).
@@ -288,11 +209,7 @@ pub struct Cursor(Inner);
 
 #[derive(Debug)]
 enum Inner {
-    Sqlite {
-        db: Arc<RawDb>,
-        stmt: NonNull<ffi::sqlite3_stmt>,
-        done: bool,
-    },
+    Sqlite(sqlite::Prefetch),
     Postgres {
         conn: Option<PoolConnection<sqlx::Postgres>>,
         rt: Handle,
@@ -302,20 +219,11 @@ enum Inner {
     },
 }
 
-// SAFETY: the statement belongs to a serialized-mode connection (see `RawDb`) and is used
-// only through `&mut Cursor`.
-unsafe impl Send for Inner {}
-
 impl Drop for Inner {
     fn drop(&mut self) {
         match self {
-            Inner::Sqlite { stmt, .. } => {
-                // SAFETY: prepared by `sqlite_cursor`, finalized once, before its connection
-                // (held by `db`) can be closed.
-                unsafe {
-                    ffi::sqlite3_finalize(stmt.as_ptr());
-                }
-            }
+            // Its reader thread stops at its next hand-over.
+            Inner::Sqlite(_) => {}
             Inner::Postgres { conn, done, .. } => {
                 // A cursor left before its end is in an open transaction: close the
                 // connection rather than hand it back to the pool.
@@ -332,23 +240,7 @@ impl Cursor {
     #[allow(clippy::should_implement_trait)]
     pub fn next(&mut self) -> Result<Option<Row<'_>>, Error> {
         match &mut self.0 {
-            Inner::Sqlite { db, stmt, done } => {
-                if *done {
-                    return Ok(None);
-                }
-                // SAFETY: the statement is live and bound; `&mut self` keeps others off it.
-                match unsafe { ffi::sqlite3_step(stmt.as_ptr()) } {
-                    ffi::SQLITE_ROW => Ok(Some(Row(RowInner::Sqlite(*stmt, PhantomData)))),
-                    ffi::SQLITE_DONE => {
-                        *done = true;
-                        Ok(None)
-                    }
-                    _ => {
-                        *done = true;
-                        Err(db.error("reading rows"))
-                    }
-                }
-            }
+            Inner::Sqlite(p) => Ok(p.next()?.map(|(b, i)| Row(RowInner::Batch(b, i)))),
             Inner::Postgres {
                 conn,
                 rt,
@@ -386,7 +278,7 @@ pub struct Row<'a>(RowInner<'a>);
 
 #[derive(Debug)]
 enum RowInner<'a> {
-    Sqlite(NonNull<ffi::sqlite3_stmt>, PhantomData<&'a ()>),
+    Batch(&'a sqlite::Batch, usize),
     Postgres(&'a PgRow),
 }
 
@@ -394,14 +286,7 @@ impl Row<'_> {
     /// An integer column (`None` for NULL).
     pub fn int(&self, i: usize) -> Result<Option<i64>, Error> {
         match &self.0 {
-            RowInner::Sqlite(s, _) => {
-                let c = i as c_int;
-                // SAFETY: the statement has a current row (the borrow of the cursor).
-                Ok(unsafe {
-                    (ffi::sqlite3_column_type(s.as_ptr(), c) != ffi::SQLITE_NULL)
-                        .then(|| ffi::sqlite3_column_int64(s.as_ptr(), c))
-                })
-            }
+            RowInner::Batch(b, row) => Ok(b.int(*row, i)),
             RowInner::Postgres(r) => Ok(r.try_get::<Option<i64>, _>(i)?),
         }
     }
@@ -414,21 +299,7 @@ impl Row<'_> {
     /// A text column (`None` for NULL); bytes that are not UTF-8 are replaced.
     pub fn text(&self, i: usize) -> Result<Option<Cow<'_, str>>, Error> {
         match &self.0 {
-            RowInner::Sqlite(s, _) => {
-                let c = i as c_int;
-                // SAFETY: as in `int`; the text stays valid until the next step, which the
-                // borrow of the cursor excludes.
-                unsafe {
-                    let p = ffi::sqlite3_column_text(s.as_ptr(), c);
-                    if p.is_null() {
-                        return Ok(None);
-                    }
-                    let n = ffi::sqlite3_column_bytes(s.as_ptr(), c).max(0) as usize;
-                    Ok(Some(String::from_utf8_lossy(std::slice::from_raw_parts(
-                        p, n,
-                    ))))
-                }
-            }
+            RowInner::Batch(b, row) => Ok(b.text(*row, i)),
             RowInner::Postgres(r) => Ok(r.try_get::<Option<&str>, _>(i)?.map(Cow::Borrowed)),
         }
     }
