@@ -164,7 +164,12 @@ impl Exporter<'_> {
         if fresh {
             self.describe(TrackDescriptor {
                 uuid: Some(uuid),
-                name: Some(format!("host {name}")),
+                // `host N` already when the database names none.
+                name: Some(if name.starts_with("host ") {
+                    name
+                } else {
+                    format!("host {name}")
+                }),
                 ..Default::default()
             })?;
         }

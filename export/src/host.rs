@@ -187,7 +187,9 @@ impl crate::export::Exporter<'_> {
                 ..Default::default()
             };
             if exp < 0 {
-                ev.double_counter_value = Some(v as f64 * 10f64.powi(exp.max(-300) as i32));
+                // Divided, not multiplied by 10^exp: 1037 / 100 is 10.37, 1037 × 0.01 is not.
+                ev.double_counter_value =
+                    Some(v as f64 / 10f64.powi(exp.clamp(-300, 0).unsigned_abs() as i32));
             } else {
                 ev.counter_value = Some(v);
             }

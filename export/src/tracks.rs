@@ -183,11 +183,10 @@ impl Tree {
         s
     }
 
-    /// A host's name (`host N` when the database names none).
+    /// A host's name (`host N` when the database names none or an empty one).
     pub fn host_name(&self, id: i64) -> String {
-        self.hosts
-            .iter()
-            .find(|h| h.id == id)
+        (self.hosts.iter().find(|h| h.id == id))
+            .filter(|h| !h.name.is_empty())
             .map_or_else(|| format!("host {id}"), |h| h.name.clone())
     }
 

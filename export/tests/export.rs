@@ -111,3 +111,154 @@ fn synthetic_session_decodes_with_perfettos_classes_and_matches_the_database() {
         }
     }
 }
+
+/// A golden dump of the trace of a session `p5 merge` wrote (the skew fixture, merged by an
+/// older p5: migrations 0001–0002), decoded with Perfetto's classes.
+#[test]
+fn merged_session_matches_its_golden_dump() {
+    let dir = tempfile::tempdir().unwrap();
+    let src =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tracedb/test_data/merged-v0002.sqlite");
+    let db = dir.path().join("merged.sqlite");
+    std::fs::copy(&src, &db).unwrap();
+    let rt = runtime();
+    let (bytes, s) = export(
+        &rt,
+        &format!("sqlite:{}", db.display()),
+        &Options::new("skew"),
+    )
+    .unwrap();
+    let trace = dir.path().join("skew.pftrace");
+    std::fs::write(&trace, &bytes).unwrap();
+    let dump = dir.path().join("dump.txt");
+    let c = check(&trace, &db, "skew", Some(&dump));
+    assert_eq!(c["intervals"], 183);
+    assert_eq!(c["states"], 893);
+    assert_eq!(c["flows"], s.flows);
+    assert_eq!(s.processes, 5);
+    assert_eq!(s.threads, 6);
+    let got = std::fs::read_to_string(&dump).unwrap();
+    let golden = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/merged-v0002.txt");
+    if std::env::var_os("P5_BLESS").is_some() {
+        std::fs::create_dir_all(golden.parent().unwrap()).unwrap();
+        std::fs::write(&golden, &got).unwrap();
+    }
+    let want = std::fs::read_to_string(&golden)
+        .unwrap_or_else(|_| panic!("missing {} (run with P5_BLESS=1)", golden.display()));
+    assert!(
+        got == want,
+        "the trace differs from {} (P5_BLESS=1 rewrites it)",
+        golden.display()
+    );
+}
+
+/// PostgreSQL gives the same trace, byte for byte, as SQLite for the same rows.
+#[test]
+fn postgres_export_is_the_sqlite_export() {
+    let rt = runtime();
+    let pg = rt.block_on(p5_tracedb::testing::PgSchema::new("export"));
+    rt.block_on(fixture::write(&pg.url(), "synthetic", 40));
+    let dir = tempfile::tempdir().unwrap();
+    let (_, url) = synthetic(dir.path(), 40);
+    let opts = Options::new("synthetic");
+    let (lite, a) = export(&rt, &url, &opts).unwrap();
+    let (post, b) = export(&rt, &pg.url(), &opts).unwrap();
+    assert_eq!(a, b);
+    assert!(
+        lite == post,
+        "the PostgreSQL export differs from the SQLite one"
+    );
+}
+
+fn one_line(e: &Error) -> String {
+    let text = e.to_string();
+    assert!(!text.contains('\n'), "not one line: {text}");
+    text
+}
+
+#[test]
+fn a_missing_or_empty_session_is_one_clear_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_, url) = synthetic(dir.path(), 3);
+    let rt = runtime();
+    rt.block_on(fixture::write(&url, "empty", 0));
+    let e = export(&rt, &url, &Options::new("nope")).unwrap_err();
+    assert!(matches!(e, Error::NoSession { .. }), "{e}");
+    assert_eq!(
+        one_line(&e),
+        "no session \"nope\" in the database (sessions: synthetic, empty)"
+    );
+    let e = export(&rt, &url, &Options::new("empty")).unwrap_err();
+    assert!(matches!(e, Error::Empty(_)), "{e}");
+    assert!(one_line(&e).contains("nothing to export"));
+}
+
+/// A database damaged after it was merged (pages overwritten) gives an error, not a panic or
+/// a trace that looks whole.
+#[test]
+fn a_damaged_database_is_one_clear_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let (path, url) = synthetic(dir.path(), 200);
+    let mut bytes = std::fs::read(&path).unwrap();
+    let n = bytes.len();
+    // Keep the header and the schema page; garble a stretch of the data pages.
+    for b in &mut bytes[n / 3..n / 3 + n / 4] {
+        *b = 0xA5;
+    }
+    std::fs::write(&path, &bytes).unwrap();
+    let rt = runtime();
+    let db = rt.block_on(Reader::open(&DbUrl::parse(&url).unwrap()));
+    let e = match db {
+        Err(e) => {
+            // Refused at opening: a clear line from the database layer.
+            assert!(!e.to_string().contains('\n'));
+            return;
+        }
+        Ok(db) => {
+            let mut out = Vec::new();
+            let r = perfetto(
+                &db,
+                rt.handle(),
+                &Options::new("synthetic"),
+                &mut out,
+                &mut |_| {},
+            );
+            r.unwrap_err()
+        }
+    };
+    let text = one_line(&e);
+    assert!(
+        text.contains("malformed") || text.contains("reading"),
+        "{text}"
+    );
+}
+
+/// A writer that fails (a full disk, a client gone) ends the export with its error.
+#[test]
+fn a_failing_writer_ends_the_export_with_its_error() {
+    struct Full(usize);
+    impl std::io::Write for Full {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            if self.0 < b.len() {
+                return Err(std::io::Error::other("disk full"));
+            }
+            self.0 -= b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let (_, url) = synthetic(dir.path(), 300);
+    let rt = runtime();
+    let db = rt
+        .block_on(Reader::open(&DbUrl::parse(&url).unwrap()))
+        .unwrap();
+    let opts = Options {
+        compression: None,
+        ..Options::new("synthetic")
+    };
+    let e = perfetto(&db, rt.handle(), &opts, &mut Full(100_000), &mut |_| {}).unwrap_err();
+    assert_eq!(one_line(&e), "writing the trace: disk full");
+}

@@ -222,7 +222,7 @@ def main():
     check(len({d.thread.tid for d in threads}) == len(threads), "tids not unique")
     pids = {d.process.pid for d in procs}
     check(all(d.thread.pid in pids for d in threads), "a thread of no process")
-    hosts = dict(q("SELECT id, hostname FROM host WHERE session_id = ?", sid))
+    hosts = {i: n or f"host {i}" for i, n in q("SELECT id, hostname FROM host WHERE session_id = ?", sid)}
     for d in procs:
         pid = int(re.match(r".*pid (\d+)\)", d.description).group(1))
         p5 = path_of(tracks, d.uuid)[1]
@@ -230,7 +230,7 @@ def main():
         check(d.process.process_name == f"{program} @ {hosts[host]}", "process name without its host")
         check(f"host={hosts[host]}" in d.process.process_labels and pid == real, "process labels")
     sensors = {i: n for i, n in q("SELECT id, name FROM sensor WHERE session_id = ?", sid)}
-    host_name = {n: i for i, n in hosts.items()}
+    host_name = {(n if n.startswith("host ") else f"host {n}"): i for i, n in hosts.items()}
     counts = {}
     # Calls: slices on thread tracks.
     got = [(p[1], n, s, e) for (t, n, s, e, *_r) in sl for p in [paths[t]] if len(p) == 2 and p[0] == "thread"]
@@ -248,13 +248,13 @@ def main():
     want = [(th, f"cpu {c}", at(a), at(b)) for th, c, a, b in
             q("SELECT thread_id, cpu, t_start, t_end FROM sched WHERE session_id = ? AND thread_id IS NOT NULL", sid)]
     counts["sched"] = compare("sched", want, got)
-    got = [(host_name[paths[t][0][5:]], paths[t][1], n, s, e) for (t, n, s, e, *_r) in sl
+    got = [(host_name[paths[t][0]], paths[t][1], n, s, e) for (t, n, s, e, *_r) in sl
            if paths[t][0].startswith("host ") and paths[t][1].startswith("cpu ")]
     want = [(h, f"cpu {c}", f"tid {tid}", at(a), at(b)) for h, c, tid, a, b in
             q("SELECT host_id, cpu, tid, t_start, t_end FROM sched WHERE session_id = ? AND thread_id IS NULL", sid)]
     counts["sched_unattributed"] = compare("unattributed sched", want, got)
     # Interrupts: slices by time, nested (none is cut in these sessions).
-    got = [(host_name[paths[t][0][5:]], paths[t][1], s, e) for (t, n, s, e, *_r) in sl
+    got = [(host_name[paths[t][0]], paths[t][1], s, e) for (t, n, s, e, *_r) in sl
            if paths[t][0].startswith("host ") and paths[t][1].startswith("irq cpu ")]
     want = [(h, f"irq cpu {c}", at(t), at(t + d)) for h, c, t, d in
             q("SELECT host_id, cpu, t, duration FROM irq WHERE session_id = ?", sid)]

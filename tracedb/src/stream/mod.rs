@@ -89,6 +89,7 @@ impl Stream {
                 for (i, p) in params.iter().enumerate().rev() {
                     text = text.replace(&format!("${}", i + 1), &p.to_string());
                 }
+                let _in = rt.enter();
                 let mut conn = rt.block_on(pool.acquire())?;
                 let declare = format!("BEGIN READ ONLY; DECLARE c NO SCROLL CURSOR FOR {text}");
                 let begun =
@@ -224,12 +225,15 @@ impl Drop for Inner {
         match self {
             // Its reader thread stops at its next hand-over.
             Inner::Sqlite(_) => {}
-            Inner::Postgres { conn, done, .. } => {
+            Inner::Postgres { conn, done, rt, .. } => {
                 // A cursor left before its end is in an open transaction: close the
-                // connection rather than hand it back to the pool.
+                // connection rather than hand it back to the pool. Either way the pool
+                // needs the runtime's context.
+                let _in = rt.enter();
                 if let (Some(c), false) = (conn.as_mut(), *done) {
                     c.close_on_drop();
                 }
+                drop(conn.take());
             }
         }
     }
@@ -253,12 +257,17 @@ impl Cursor {
                         return Ok(None);
                     };
                     let fetch = format!("FETCH {PG_BATCH} FROM c");
-                    *rows =
-                        rt.block_on(sqlx::query(sqlx::AssertSqlSafe(fetch)).fetch_all(&mut **c))?;
+                    *rows = rt.block_on(
+                        // Not cached: every cursor is `c`, with its own columns.
+                        sqlx::query(sqlx::AssertSqlSafe(fetch))
+                            .persistent(false)
+                            .fetch_all(&mut **c),
+                    )?;
                     *pos = 0;
                     if rows.len() < PG_BATCH {
                         rt.block_on(sqlx::raw_sql("CLOSE c; COMMIT").execute(&mut **c))?;
                         *done = true;
+                        let _in = rt.enter();
                         *conn = None;
                     }
                 }
