@@ -187,7 +187,7 @@ impl Exporter<'_> {
     pub(crate) fn tick(&mut self) {
         self.state.events += 1;
         self.summary.events += 1;
-        if self.state.events % EVERY == 0 {
+        if self.state.events.is_multiple_of(EVERY) {
             (self.progress)(&self.state);
         }
     }

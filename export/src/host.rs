@@ -106,17 +106,14 @@ impl crate::export::Exporter<'_> {
             let t = r.i64(1).reading(what)?;
             let dur = r.i64(2).reading(what)?.max(0);
             let (irq, handled) = (r.i64(3).reading(what)?, r.i64(4).reading(what)? != 0);
-            if !cpus.contains_key(&cpu) {
-                let parent = self.host_track(host)?;
-                let rank = 1_000_000 + i32::try_from(cpu).unwrap_or(0);
-                let uuid = self.child(parent, format!("irq cpu {cpu}"), rank)?;
-                cpus.insert(
-                    cpu,
-                    (Sequence::new(self.tree.sequence(), uuid), Nest::default()),
-                );
-            }
-            let Some((seq, nest)) = cpus.get_mut(&cpu) else {
-                continue;
+            let (seq, nest) = match cpus.entry(cpu) {
+                std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::btree_map::Entry::Vacant(e) => {
+                    let parent = self.host_track(host)?;
+                    let rank = 1_000_000 + i32::try_from(cpu).unwrap_or(0);
+                    let uuid = self.child(parent, format!("irq cpu {cpu}"), rank)?;
+                    e.insert((Sequence::new(self.tree.sequence(), uuid), Nest::default()))
+                }
             };
             let span = (self.at(t), self.at(t.saturating_add(dur)));
             let key = (irq as u64) << 1 | u64::from(handled);

@@ -11,7 +11,7 @@
 //!   the database file, which steps a prepared statement and hands the rows over in batches
 //!   (the [`Reader`]'s pool hands them over one by one from sqlx's worker, ~5 µs a row, see
 //!   [`raw_rows`]): SQLite's work overlaps with the reader's on another core, and memory is
-//!   a few batches per cursor ([`sqlite`]). The connection is the thread's alone, so it is
+//!   a few batches per cursor (module `stream::sqlite`). The connection is the thread's alone, so it is
 //!   opened without SQLite's mutex (which cost a fifth of an export's time, taken for every
 //!   column read). Each query walks the
 //!   `(session_id, thread_id, t_start)` style index of its table with no sort: rows of equal

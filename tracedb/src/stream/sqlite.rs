@@ -17,7 +17,7 @@ use std::ffi::{CStr, CString, c_int};
 use std::path::Path;
 use std::ptr::NonNull;
 use std::sync::Arc;
-use std::sync::mpsc::{Receiver, SyncSender, TryRecvError};
+use std::sync::mpsc::{Receiver, SyncSender};
 
 /// Rows per batch.
 pub const BATCH: usize = 1024;
@@ -307,10 +307,7 @@ fn read(
     // SAFETY: the statement is live.
     let cols = unsafe { ffi::sqlite3_column_count(stmt.s.as_ptr()) }.max(0) as usize;
     let fresh = |spare: &Receiver<Batch>| {
-        let mut b = match spare.try_recv() {
-            Ok(b) => b,
-            Err(TryRecvError::Empty | TryRecvError::Disconnected) => Batch::default(),
-        };
+        let mut b = spare.try_recv().unwrap_or_default();
         b.clear();
         b.cols = cols;
         b
@@ -321,13 +318,10 @@ fn read(
         match unsafe { ffi::sqlite3_step(stmt.s.as_ptr()) } {
             ffi::SQLITE_ROW => {
                 batch.push(stmt.s);
-                if batch.rows == BATCH {
-                    if tx
-                        .send(Ok(std::mem::replace(&mut batch, fresh(spare))))
-                        .is_err()
-                    {
-                        return Ok(());
-                    }
+                if batch.rows == BATCH
+                    && (tx.send(Ok(std::mem::replace(&mut batch, fresh(spare))))).is_err()
+                {
+                    return Ok(());
                 }
             }
             ffi::SQLITE_DONE => {
