@@ -4,6 +4,7 @@
 pub mod agent;
 pub mod analyze;
 pub mod demo;
+pub mod export;
 pub mod gate;
 pub mod merge;
 pub mod preload;

@@ -37,6 +37,9 @@ enum Cmd {
     /// Causal paths from message traces: Project 5 nesting (nesting), the ground-truth
     /// generator (maketrace), accuracy scores (score), import, show and convert.
     Analyze(p5_analyze::cli::AnalyzeArgs),
+    /// Export a merged session to another tool's format: `p5 export perfetto --db URL
+    /// --session NAME -o FILE.pftrace` for Perfetto's UI and trace processor.
+    Export(p5_cli::export::ExportArgs),
     /// Summarize a session store (sessions, processes, streams, events per sensor, offsets).
     Inspect {
         /// Store directory.
@@ -78,6 +81,7 @@ fn main() -> ExitCode {
         Cmd::Merge(args) => p5_cli::merge::run(&args),
         Cmd::Web(args) => p5_web::run(&args).map_err(anyhow::Error::from),
         Cmd::Analyze(args) => p5_cli::analyze::run(&args),
+        Cmd::Export(args) => p5_cli::export::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

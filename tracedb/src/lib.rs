@@ -22,6 +22,7 @@ pub mod migrate;
 pub mod raw_rows;
 pub mod read;
 pub mod schema;
+pub mod stream;
 #[cfg(feature = "testing")]
 pub mod testing;
 pub mod url;
