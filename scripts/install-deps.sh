@@ -23,6 +23,8 @@ command -v tcpdump >/dev/null 2>&1 || missing+=(tcpdump)
 command -v ctags >/dev/null 2>&1 && ctags --version 2>/dev/null | grep -q Universal || missing+=(universal-ctags)
 # `p5 record --preload`'s test records an unmodified nginx proxying to a Python backend.
 command -v nginx >/dev/null 2>&1 || [ -x /usr/sbin/nginx ] || missing+=(nginx-light)
+# The services test records its own redis-server behind the Python backends.
+command -v redis-server >/dev/null 2>&1 || missing+=(redis-server)
 if ((${#missing[@]})); then
     sudo=""
     [ "$(id -u)" = 0 ] || sudo="sudo"
@@ -30,6 +32,5 @@ if ((${#missing[@]})); then
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}"
 fi
-# The Python client's tests record a program using requests (urllib3 underneath), from PyPI.
-python3 -c "import requests, urllib3" >/dev/null 2>&1 ||
-    python3 -m pip install -q -r "$(dirname "$0")/../clients/python/test-requirements.txt"
+# The PyPI packages the tests use (pinned): scripts/install-py.sh.
+bash "$(dirname "$0")/install-py.sh"

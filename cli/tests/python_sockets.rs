@@ -325,7 +325,7 @@ fn requests_sessions_against_an_http_server_app_are_matched_request_by_reply() {
         .is_ok_and(|s| s.success());
     assert!(
         have,
-        "requests is needed (scripts/install-deps.sh installs clients/python/test-requirements.txt)"
+        "requests is needed (scripts/install-py.sh installs it)"
     );
     http_app("requests_client", "requests");
 }
