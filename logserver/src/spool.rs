@@ -62,7 +62,7 @@ impl<R: Read> SpoolReader<R> {
         }
         let (len, crc) = frame::parse_header(&h, MAX_FRAME_LEN)
             .map_err(|source| SpoolError::Corrupt { offset, source })?;
-        let mut f = ReceivedFrame::with_payload_len(len as usize, 0, None);
+        let mut f = ReceivedFrame::with_payload_len(len as usize, 0);
         if crate::reader::read_up_to(&mut self.inner, f.payload_mut())? < len as usize {
             return Err(SpoolError::Truncated { offset });
         }

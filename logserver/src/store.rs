@@ -33,6 +33,7 @@
 //! reached the disk is the safe way back): every waiting connection gets an `Error` frame and
 //! keeps its unacknowledged frames, and new connections to the session are refused.
 
+use crate::budget::Reservation;
 use crate::clock::RunClock;
 use crate::config::StoreConfig;
 use crate::dedup::Dedup;
@@ -51,7 +52,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use tokio::sync::mpsc::{self, error::TryRecvError};
-use tokio::sync::{OwnedSemaphorePermit, watch};
+use tokio::sync::watch;
 
 /// What a connection learns from the writer: how many of its data frames are durable, or
 /// that the writer failed.
@@ -91,7 +92,7 @@ pub struct Item {
     record: Vec<u8>,
     data: Option<DataKey>,
     ack: Option<AckSender>,
-    permit: Option<OwnedSemaphorePermit>,
+    reservation: Reservation,
 }
 
 impl Item {
@@ -101,18 +102,18 @@ impl Item {
             record,
             data: None,
             ack: None,
-            permit: None,
+            reservation: Reservation::default(),
         }
     }
 
     /// A data frame: stored as a `StoreData` record unless it is a duplicate.
     pub fn data(frame: ReceivedFrame, key: DataKey, ack: Option<AckSender>) -> Self {
-        let (record, permit) = frame.into_store_data(key.process_uid);
+        let (record, reservation) = frame.into_store_data(key.process_uid);
         Self {
             record,
             data: Some(key),
             ack,
-            permit,
+            reservation,
         }
     }
 }
@@ -370,7 +371,8 @@ struct Writer {
     /// Whether the current segment holds bytes written since its last sync.
     unsynced: bool,
     acks: Vec<(AckSender, u64)>,
-    permits: Vec<OwnedSemaphorePermit>,
+    /// Memory of the records in the group, given back once they are durable.
+    permits: Vec<Reservation>,
     shared: Arc<SessionShared>,
 }
 
@@ -420,7 +422,7 @@ impl Writer {
             record,
             data,
             ack,
-            permit,
+            reservation,
         } = item;
         if self.failed() {
             if let Some(ack) = ack {
@@ -462,8 +464,8 @@ impl Writer {
                 }
             }
         }
-        if let Some(p) = permit {
-            self.permits.push(p);
+        if reservation.bytes() > 0 {
+            self.permits.push(reservation);
         }
     }
 
