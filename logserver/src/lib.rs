@@ -7,8 +7,8 @@
 //!
 //! Data flow: [`server`] accepts connections, [`admit`] checks each against the allow-list
 //! ([`allow`]) and the connection cap and hands it to a [`conn`] task, which reads and
-//! validates frames ([`receiver`]) with memory from the [`budget`] and queues store records to one writer thread per session
-//! ([`store`]); the writer deduplicates ([`dedup`]), appends, `fdatasync`s a whole group of
+//! validates frames ([`receiver`]) with memory from the [`budget`] and queues store records
+//! to one writer thread per session ([`store`]); the writer deduplicates ([`dedup`]), appends, `fdatasync`s a whole group of
 //! records at once and only then lets connections acknowledge them. At start-up [`recover`]
 //! repairs torn segment tails and rebuilds the deduplication state. The reading side
 //! ([`reader`]) is a streaming API over sessions, segments and records that `p5 merge` reuses;
