@@ -89,6 +89,56 @@ pub fn start(addr: &str, kind: Kind, n: usize, session: &str) -> Attack {
     }
 }
 
+/// Waits until the attackers opened `n` connections in all, then half a second more for the
+/// server to read what they sent.
+pub fn settle(attacks: &[&Attack], n: u64) {
+    let end = std::time::Instant::now() + Duration::from_secs(30);
+    while attacks
+        .iter()
+        .map(|a| a.connections.load(Ordering::Relaxed))
+        .sum::<u64>()
+        < n
+    {
+        assert!(
+            std::time::Instant::now() < end,
+            "attackers could not connect"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    std::thread::sleep(Duration::from_millis(500));
+}
+
+/// Connections established to local port `port` on this host, counted on the server's
+/// side (`/proc/net/tcp` and `tcp6`): connections a client counts as open may still be
+/// waiting for the server's accept queue.
+pub fn established_to(port: u16) -> usize {
+    let want = format!(":{port:04X}");
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|p| std::fs::read_to_string(p).ok())
+        .flat_map(|t| t.lines().skip(1).map(str::to_owned).collect::<Vec<_>>())
+        .filter(|l| {
+            let f: Vec<&str> = l.split_whitespace().collect();
+            f.len() > 3 && f[1].ends_with(&want) && f[3] == "01"
+        })
+        .count()
+}
+
+/// Waits until at least `n` connections to `port` are established on the server's side,
+/// then a second more for the server to accept them.
+pub fn settle_at(port: u16, n: usize) {
+    let end = std::time::Instant::now() + Duration::from_secs(60);
+    while established_to(port) < n {
+        assert!(
+            std::time::Instant::now() < end,
+            "only {} of {n} attackers are connected",
+            established_to(port)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+}
+
 /// Starts attackers of several kinds at once.
 pub fn mix(addr: &str, kinds: &[(Kind, usize)], session: &str) -> Vec<Attack> {
     kinds
@@ -98,6 +148,10 @@ pub fn mix(addr: &str, kinds: &[(Kind, usize)], session: &str) -> Vec<Attack> {
 }
 
 fn attacker(addr: &str, kind: Kind, session: &str, seed: u64, stop: &AtomicBool, n: &AtomicU64) {
+    // Staggered first connections: a thousand connects at once overflow the server's listen
+    // queue, and the kernel then leaves clients that think they are connected without a
+    // server-side socket, so the server would never see them.
+    std::thread::sleep(Duration::from_millis(seed));
     while !stop.load(Ordering::Acquire) {
         let Ok(mut s) = TcpStream::connect(addr) else {
             std::thread::sleep(Duration::from_millis(50));

@@ -1,7 +1,7 @@
 //! The in-flight memory budget under attack: peers that claim large frames, or really send
 //! most of one and stop, or trickle it, must not keep a good client from being served.
 
-use super::attack::{self, Kind};
+use super::attack::{self, Kind, settle};
 use super::good::{GOOD_EVENTS_PER_ROUND, GOOD_ROUNDS, run_good_client, stored_events};
 use crate::{InProc, config};
 use std::time::Duration;
@@ -11,24 +11,6 @@ fn small_budget_server(dir: &std::path::Path) -> InProc {
     let mut cfg = config(dir);
     cfg.inflight_bytes = 32 << 20;
     InProc::start(cfg)
-}
-
-/// Waits until every attacker had a first connection and the server read what they sent.
-fn settle(attacks: &[&attack::Attack], n: u64) {
-    let end = std::time::Instant::now() + Duration::from_secs(30);
-    while attacks
-        .iter()
-        .map(|a| a.connections.load(std::sync::atomic::Ordering::Relaxed))
-        .sum::<u64>()
-        < n
-    {
-        assert!(
-            std::time::Instant::now() < end,
-            "attackers could not connect"
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(500));
 }
 
 /// D8: six connections each send a Hello and all but one byte of an 8 MiB frame, two more

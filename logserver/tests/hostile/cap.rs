@@ -1,25 +1,9 @@
 //! The connection cap under attack: idle sockets that fill it, and a mix of every attack
 //! coming and going, must not keep a good client out.
 
-use super::attack::{self, Kind};
+use super::attack::{self, Kind, settle, settle_at};
 use super::good::{GOOD_EVENTS_PER_ROUND, GOOD_ROUNDS, run_good_client, stored_events};
 use crate::{InProc, config};
-use std::sync::atomic::Ordering;
-use std::time::{Duration, Instant};
-
-fn wait_connections(attacks: &[attack::Attack], n: u64) {
-    let end = Instant::now() + Duration::from_secs(30);
-    while attacks
-        .iter()
-        .map(|a| a.connections.load(Ordering::Relaxed))
-        .sum::<u64>()
-        < n
-    {
-        assert!(Instant::now() < end, "attackers could not connect");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    std::thread::sleep(Duration::from_millis(500));
-}
 
 /// D6/D8: idle connections (most without a Hello, some after one) take every slot of the
 /// connection cap, and come back as soon as they are closed.
@@ -38,7 +22,7 @@ fn idle_sockets_filling_the_connection_cap_do_not_lock_out_a_good_client() {
         ],
         "attack",
     );
-    wait_connections(&attacks, 64);
+    settle_at(server.addr.port(), 64);
     let report = run_good_client(&addr, "good", dir.path());
     drop(attacks);
     server.stop();
@@ -73,7 +57,7 @@ fn a_mix_of_attackers_coming_and_going_does_not_starve_a_good_client() {
         ],
         "attack",
     );
-    wait_connections(&attacks, 103);
+    settle(&attacks.iter().collect::<Vec<_>>(), 103);
     let report = run_good_client(&addr, "good", dir.path());
     drop(attacks);
     server.stop();

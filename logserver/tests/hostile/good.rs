@@ -21,7 +21,7 @@ const INNER: u64 = 0x600d_0000_0000_0002;
 /// Rounds of events the good client records, each followed by a flush.
 pub const GOOD_ROUNDS: u64 = 20;
 /// Events per round (outer enter, inner enter, inner exit, outer exit).
-pub const GOOD_EVENTS_PER_ROUND: u64 = 4_000;
+pub const GOOD_EVENTS_PER_ROUND: u64 = 40_000;
 /// Longest the good client waits for its first handshake before it records anyway. Far
 /// longer than a handshake takes; shorter than every server timeout that would end an
 /// attack by itself (hello 10 s, frame 30 s), so a server that lets the client in only once
