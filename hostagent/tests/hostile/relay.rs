@@ -176,3 +176,91 @@ fn connect_from(from: &str, to: std::net::SocketAddr) -> std::net::TcpStream {
         s
     }
 }
+
+/// A guard below the attackers' own frame timeout (30 s): an agent that relays the frame only
+/// once the attackers time out fails here.
+const BELOW_FRAME_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
+/// A child's StreamOpen and one `Events` frame of about 3.6 MiB (more than its allowance).
+fn large_frames() -> (Vec<u8>, Vec<u8>, u64) {
+    use p5_wire::data::{self, DataHeader, StreamOpen};
+    let open = StreamOpen {
+        header: DataHeader {
+            stream: 0,
+            seq: 0,
+            t_p: 1,
+        },
+        kind_raw: 1,
+        tid: 1,
+        name: "big".into(),
+    };
+    let mut open_f = Vec::new();
+    p5_wire::frame::encode(
+        &mut open_f,
+        p5_wire::FrameType::StreamOpen as u8,
+        &open.encode_body(),
+    );
+    let mut e = p5_wire::event::EventEncoder::new();
+    let mut t = 0;
+    for _ in 0..800_000u64 {
+        e.enter(t, 0x77);
+        e.exit(t + 100, 0x77);
+        t += 150;
+    }
+    let mut big = Vec::new();
+    let header = DataHeader {
+        stream: 0,
+        seq: 1,
+        t_p: 2,
+    };
+    data::encode_events(&mut big, header, 0, &e);
+    (open_f, big, 1_600_000)
+}
+
+/// The pool goes back from stalled children to one that needs it: four partial 8 MiB frames
+/// hold all of it, then a child sends a 3.6 MiB frame and is acknowledged end to end.
+#[test]
+fn stalled_children_give_the_pool_back_to_a_large_frame() {
+    let _slot = shared_slot();
+    let dir = tempfile::tempdir().unwrap();
+    let (ls, top) = tree(dir.path(), &[]);
+    let partial = attack::start(top.addr(), Kind::PartialFrame, 4, "attack");
+    settle(&[&partial], 4);
+    let mut s = std::net::TcpStream::connect(top.addr()).unwrap();
+    s.set_read_timeout(Some(BELOW_FRAME_TIMEOUT)).unwrap();
+    std::io::Write::write_all(&mut s, &attack::hello_frame("large")).unwrap();
+    let (open, big, events) = large_frames();
+    assert!(big.len() > 3 << 20);
+    let mut r = p5_hostagent::link::FrameReader::trusted(s.try_clone().unwrap());
+    let hello_ack = r
+        .next_within(BELOW_FRAME_TIMEOUT)
+        .unwrap()
+        .expect("hello ack");
+    assert_eq!(hello_ack.ty, p5_wire::FrameType::HelloAck as u8);
+    std::io::Write::write_all(&mut s, &open).unwrap();
+    std::io::Write::write_all(&mut s, &big).unwrap();
+    let mut acked = 0;
+    while acked < 2 {
+        let f = r
+            .next_within(BELOW_FRAME_TIMEOUT)
+            .unwrap()
+            .expect("an ack before the attackers time out");
+        assert_eq!(
+            f.ty,
+            p5_wire::FrameType::Ack as u8,
+            "{:?}",
+            p5_hostagent::link::body_str(&f.body)
+        );
+        acked = p5_wire::data::Ack::decode_body(&f.body).unwrap().count;
+    }
+    drop((r, s, partial));
+    let log = top.log.clone();
+    top.terminate();
+    ls.stop();
+    let log = read(&log);
+    assert!(
+        log.contains("evicted: held"),
+        "a stalled holder was evicted:\n{log}"
+    );
+    assert_eq!(stored_events(&dir.path().join("store"), "large"), events);
+}
