@@ -481,11 +481,20 @@ pub fn render_text(s: &StoreSummary, w: &mut dyn Write) -> io::Result<()> {
             )?;
         }
         for r in &ses.repairs {
-            writeln!(
-                w,
-                "  repaired torn tail: {} cut at offset {} ({} bytes removed): {}",
-                r.segment, r.offset, r.removed_bytes, r.reason
-            )?;
+            match &r.deferred {
+                None => writeln!(
+                    w,
+                    "  repaired torn tail: {} cut at offset {} ({} bytes removed): {}",
+                    r.segment, r.offset, r.removed_bytes, r.reason
+                )?,
+                Some(why) => writeln!(
+                    w,
+                    "  torn tail kept in place: {} at offset {} ({} bytes), could not be \
+                     quarantined: {why}; it is cut once the log server can copy it (free some \
+                     space): {}",
+                    r.segment, r.offset, r.removed_bytes, r.reason
+                )?,
+            }
         }
         for f in &ses.faults {
             writeln!(w, "  damage: {f}")?;
