@@ -16,6 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod errors;
 mod hostile;
 
 /// The OS-monitor accuracy test runs alone: the other tests' loopback traffic makes softirq

@@ -107,15 +107,9 @@ pub enum CliError {
         #[source]
         source: crate::Error,
     },
-    /// A store could not be inspected.
-    #[error("cannot inspect {}", dir.display())]
-    Inspect {
-        /// The store.
-        dir: PathBuf,
-        /// Why.
-        #[source]
-        source: crate::Error,
-    },
+    /// A store could not be inspected (the error names the directory or file).
+    #[error(transparent)]
+    Inspect(crate::Error),
     /// Spool files could not be imported.
     #[error("cannot import into {}", store.display())]
     Import {
@@ -193,10 +187,7 @@ pub fn serve(a: ServeArgs) -> Result<(), CliError> {
 
 /// Prints a summary of a store, as text or JSON.
 pub fn inspect(dir: &std::path::Path, json: bool) -> Result<(), CliError> {
-    let summary = crate::inspect::inspect(dir).map_err(|source| CliError::Inspect {
-        dir: dir.to_path_buf(),
-        source,
-    })?;
+    let summary = crate::inspect::inspect(dir).map_err(CliError::Inspect)?;
     let mut out = std::io::stdout().lock();
     if json {
         serde_json::to_writer_pretty(&mut out, &summary).map_err(CliError::Json)?;

@@ -44,7 +44,7 @@ use p5_wire::store::SEGMENT_HEADER_LEN;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fs::OpenOptions;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead as _, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 /// One torn tail cut off by recovery (a line of `recovery.jsonl`).
@@ -430,20 +430,54 @@ fn append_note(dir: &Path, repair: &Repair) -> Result<(), Error> {
     Ok(())
 }
 
-/// Reads a session's repair log (missing file: no repairs; unreadable lines are skipped).
-pub fn read_repairs(dir: &Path) -> Result<Vec<Repair>, Error> {
+/// A session's repair log as read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RepairLog {
+    /// The repairs, oldest first.
+    pub repairs: Vec<Repair>,
+    /// Lines that were not valid UTF-8, read with their bad bytes replaced.
+    pub lossy_lines: u64,
+    /// Lines that are not a repair at all (skipped).
+    pub unreadable_lines: u64,
+}
+
+/// Reads a session's repair log (missing file: no repairs). The log is informational, so
+/// damage never fails the read: bytes that are not UTF-8 are replaced, lines that are not a
+/// repair are skipped, and both are counted.
+pub fn read_repair_log(dir: &Path) -> Result<RepairLog, Error> {
     let path = dir.join(RECOVERY_LOG);
     let file = match std::fs::File::open(&path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(RepairLog::default()),
         Err(e) => return Err(Error::io(format!("cannot open {}", path.display()), e)),
     };
-    let mut out = Vec::new();
-    for line in BufReader::new(file).lines() {
-        let line = line.map_err(io_at("cannot read", &path))?;
-        if let Ok(r) = serde_json::from_str(&line) {
-            out.push(r);
+    let mut log = RepairLog::default();
+    let mut reader = BufReader::new(file);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .map_err(io_at("cannot read", &path))?;
+        if n == 0 {
+            break;
+        }
+        let text = String::from_utf8_lossy(&line);
+        if text.trim().is_empty() {
+            continue;
+        }
+        if matches!(text, std::borrow::Cow::Owned(_)) {
+            log.lossy_lines += 1;
+        }
+        match serde_json::from_str(text.trim_end()) {
+            Ok(r) => log.repairs.push(r),
+            Err(_) => log.unreadable_lines += 1,
         }
     }
-    Ok(out)
+    Ok(log)
+}
+
+/// The repairs of a session's repair log (see [`read_repair_log`]).
+pub fn read_repairs(dir: &Path) -> Result<Vec<Repair>, Error> {
+    read_repair_log(dir).map(|l| l.repairs)
 }

@@ -28,6 +28,7 @@ use std::time::Duration;
 /// Hang guard for socket reads: far longer than anything a passing test waits for.
 const HANG_GUARD: Duration = Duration::from_secs(60);
 
+mod errors;
 mod full_disk;
 mod hostile;
 
