@@ -26,7 +26,7 @@
 //! repair is *deferred*: recovery logs it, reports it ([`SessionRecovery::deferred`]), notes it
 //! in `recovery.jsonl` if it can, and the server starts anyway. Readers see the tail as a
 //! fault and read everything before it. The session's writer retries the repair before it
-//! writes anything for the session ([`retry_pending`]) and writes nothing to the session until
+//! writes anything for the session (`retry_pending`) and writes nothing to the session until
 //! the repair succeeds (its clients are told, keep their frames and come back), so the torn
 //! segment stays the session's last one and every later start finds it again. Copying
 //! corrupt bytes that stay in place anyway is best effort: a failed copy is logged.
