@@ -10,6 +10,7 @@ use crate::sample::{ProcessFilter, ProcessFinder, Sampler};
 use crate::settings::{Settings, split_patterns};
 use crate::{identity, signal, spool};
 use clap::{Args, Parser, Subcommand};
+use p5_logserver::allow::{AllowList, Gate};
 use std::io::Write as _;
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -114,6 +115,16 @@ pub struct AgentArgs {
     /// Bound of the spool, MiB.
     #[arg(long, default_value_t = spool::DEFAULT_MAX_BYTES >> 20)]
     pub spool_max_mib: u64,
+    /// Peers allowed to connect to --listen: addresses and networks (10.1.0.0/16),
+    /// `loopback`, `local` (this host's own networks) or `any`, comma-separated. Default:
+    /// `loopback` when listening on a loopback address, else `loopback,local`. See
+    /// docs/security.md.
+    #[arg(long)]
+    pub allow: Option<AllowList>,
+    /// Most concurrent connections on --listen; at the cap a newcomer evicts an idle
+    /// connection, else it is refused.
+    #[arg(long, default_value_t = crate::tree::MAX_CONNECTIONS)]
+    pub max_connections: usize,
 }
 
 /// A failed command. The message says what failed; the cause is the `source`.
@@ -210,13 +221,23 @@ pub fn run(a: AgentArgs) -> Result<(), CliError> {
             source,
         })?;
         let addr = listener.local_addr()?;
+        p5_logserver::admit::raise_fd_limit();
+        let allow = a
+            .allow
+            .clone()
+            .unwrap_or_else(|| AllowList::default_for(addr.ip()));
+        tracing::info!(%addr, allow = %allow, "peers allowed");
+        let admission = crate::tree::Admission {
+            gate: Gate::new(allow),
+            max_connections: p5_logserver::admit::fit_fd_limit(a.max_connections),
+        };
         let mut out = std::io::stdout().lock();
         writeln!(out, "listening on {addr}")?;
         out.flush()?;
         let sh = shared.clone();
         std::thread::Builder::new()
             .name("p5ha-listen".into())
-            .spawn(move || crate::tree::serve(sh, listener))?;
+            .spawn(move || crate::tree::serve(sh, listener, admission))?;
     }
     let sh = shared.clone();
     let uplink = std::thread::Builder::new()

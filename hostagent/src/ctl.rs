@@ -159,20 +159,21 @@ pub enum CtlError {
     #[error("{0}")]
     Usage(String),
     /// Cannot connect.
-    #[error("cannot reach the agent at {addr}: {source} (is `hostagent --listen {addr}` running?)")]
+    #[error("cannot reach the agent at {addr}: {cause} (is `hostagent --listen {addr}` running?)")]
     Connect {
         /// Address.
         addr: String,
-        /// Cause.
-        source: std::io::Error,
+        /// Cause (in the message, so not a `source`: printers that print the chain would say
+        /// it twice).
+        cause: std::io::Error,
     },
     /// The link failed.
-    #[error("connection to the agent at {addr} failed: {source}")]
+    #[error("connection to the agent at {addr} failed: {cause}")]
     Link {
         /// Address.
         addr: String,
-        /// Cause.
-        source: LinkError,
+        /// Cause (in the message, not a `source`).
+        cause: LinkError,
     },
     /// No reply in time.
     #[error("the agent at {0} did not answer within {CLIENT_TIMEOUT:?}")]
@@ -264,13 +265,13 @@ pub fn parse_interval(v: &str) -> Result<u64, CtlError> {
 
 /// Sends one request to the agent at `addr` and returns its reply.
 pub fn send(addr: &str, req: &Request) -> Result<Reply, CtlError> {
-    let s = link::connect(addr, Duration::from_secs(3)).map_err(|source| CtlError::Connect {
+    let s = link::connect(addr, Duration::from_secs(3)).map_err(|cause| CtlError::Connect {
         addr: addr.to_owned(),
-        source,
+        cause,
     })?;
-    let link_err = |source: LinkError| CtlError::Link {
+    let link_err = |cause: LinkError| CtlError::Link {
         addr: addr.to_owned(),
-        source,
+        cause,
     };
     s.set_write_timeout(Some(Duration::from_secs(5)))
         .and_then(|()| s.set_read_timeout(Some(Duration::from_millis(200))))
@@ -402,5 +403,49 @@ mod tests {
         drop(l);
         let e = send(&addr, &parse_command(&w("status")).unwrap()).unwrap_err();
         assert!(e.to_string().contains("cannot reach the agent"), "{e}");
+    }
+}
+
+#[cfg(test)]
+mod error_tests {
+    use super::*;
+    use p5_logserver::error::assert_said_once;
+
+    /// Every error of this crate says each thing once when printed with its chain (as the
+    /// `hostagent` binary and `p5` print errors).
+    #[test]
+    fn no_error_repeats_its_cause() {
+        let io = || std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let decode = p5_wire::DecodeError::Invalid {
+            field: "len",
+            value: 1,
+        };
+        let errors: Vec<Box<dyn std::error::Error>> = vec![
+            Box::new(LinkError::Io(io())),
+            Box::new(LinkError::Garbage(decode.clone())),
+            Box::new(CtlError::Connect {
+                addr: "h:1".into(),
+                cause: io(),
+            }),
+            Box::new(CtlError::Link {
+                addr: "h:1".into(),
+                cause: LinkError::Garbage(decode),
+            }),
+            Box::new(crate::tracefs::TraceError::Io {
+                path: "/sys/kernel/tracing/x".into(),
+                cause: io(),
+            }),
+            Box::new(crate::cli::CliError::Ctl(CtlError::Connect {
+                addr: "h:1".into(),
+                cause: io(),
+            })),
+            Box::new(crate::cli::CliError::Listen {
+                addr: "h:1".into(),
+                source: io(),
+            }),
+        ];
+        for e in &errors {
+            assert_said_once(e.as_ref());
+        }
     }
 }

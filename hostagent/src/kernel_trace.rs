@@ -87,7 +87,7 @@ fn read_nonblocking(f: &mut std::fs::File, buf: &mut [u8]) -> Result<usize, Trac
             Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
             Err(e) => Err(TraceError::Io {
                 path: "trace pipe".into(),
-                source: e,
+                cause: e,
             }),
         };
     }

@@ -8,7 +8,8 @@
 //! selected per [`settings`]; [`stream`] numbers and encodes frames; [`outbox`] and
 //! [`spool`] keep them until acknowledged; [`uplink`] talks to the parent or log server;
 //! [`tree`] accepts children and relays them; [`ctl`] is the steering protocol and client;
-//! [`osmon`], [`tracefs`] and [`ringbuf`] are the OS monitor; [`link`] frames sockets;
+//! [`osmon`], [`tracefs`] and [`ringbuf`] are the OS monitor; [`link`] frames sockets within
+//! the memory [`budget`], which also governs the listener's connection cap;
 //! [`clock`] and [`identity`] say when and who; [`signal`] turns SIGINT/SIGTERM into a clean
 //! stop (flush, close streams, drain, else leave an importable spool).
 //!
@@ -17,6 +18,7 @@
 //! apply to the agent as to any producer.
 
 pub mod agent;
+pub mod budget;
 pub mod cli;
 pub mod clock;
 pub mod ctl;

@@ -2,51 +2,50 @@
 //! blocking socket with timeouts, and writes encoded frames. Used for the upstream
 //! connection, relayed child connections and `ctl`.
 //!
-//! Memory is bounded whatever peers send: each reader may hold one read chunk (16 KiB) of its
-//! own, and everything it buffers beyond that counts against one process-wide budget
-//! ([`MAX_BUFFERED`]); a reader that cannot reserve room does not read (the peer's bytes wait
-//! in the kernel, though a close is still noticed) until others drain. Worst case:
-//! connections × 16 KiB + `MAX_BUFFERED`. A reader accepts frames of at
-//! most [`HELLO_CAP`] until [`FrameReader::lift_cap`] (called once a Hello is accepted), and
-//! a frame must complete within [`FRAME_TIMEOUT`] of its first byte, so a peer that starts a
-//! large frame and stalls gives its share back.
+//! Memory is bounded whatever peers send ([`crate::budget`]): a reader of an accepted
+//! connection ([`FrameReader::new`]) may buffer [`crate::budget::ALLOWANCE`] bytes of its
+//! own; everything beyond counts against one process-wide pool, and a reader that cannot
+//! reserve room does not read (the peer's bytes wait in the kernel, though a close is still
+//! noticed) and evicts stalled holders. A reader accepts frames of at most [`HELLO_CAP`]
+//! until [`FrameReader::lift_cap`] (called once a Hello is accepted), and a frame of `len`
+//! bytes must complete within `min(FRAME_TIMEOUT, FRAME_GRACE + len / MIN_FRAME_RATE)` of its
+//! first byte (time spent waiting for room not counted), so a peer that starts a large frame
+//! and stalls or trickles gives its share back within seconds. Readers of peers this agent
+//! chose ([`FrameReader::trusted`]: its upstream, an agent it asks over `ctl`) are outside
+//! the budget.
 
+use crate::budget::{self, ALLOWANCE, Registration};
 use p5_wire::frame::{self, HEADER_LEN};
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::os::fd::AsRawFd as _;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 /// Largest frame accepted from a peer.
 pub const MAX_FRAME: u32 = frame::MAX_FRAME_LEN;
 /// Largest frame accepted before [`FrameReader::lift_cap`]: room for any Hello or `Control`.
 pub const HELLO_CAP: u32 = 1 << 20;
-/// Bytes of unfinished input all readers of this process may hold together.
-pub const MAX_BUFFERED: usize = 24 << 20;
 /// Longest time from a frame's first byte to its last.
 pub const FRAME_TIMEOUT: Duration = Duration::from_secs(30);
+/// Slowest rate at which a frame may arrive, bytes per second (beyond [`FRAME_GRACE`]).
+pub const MIN_FRAME_RATE: u64 = 1 << 20;
+/// Time any frame may take beyond what [`MIN_FRAME_RATE`] allows for its length.
+pub const FRAME_GRACE: Duration = Duration::from_secs(5);
 /// Bytes read from the socket at a time.
 const READ_CHUNK: usize = 16 * 1024;
+/// How long a reader that found no room sleeps before it looks again.
+const ROOM_WAIT: Duration = Duration::from_millis(10);
 
-/// Bytes currently held by all readers.
-static BUFFERED: AtomicUsize = AtomicUsize::new(0);
-
-/// Bytes of input buffered by all frame readers of this process (for status and tests).
+/// Bytes of input buffered by all frame readers of this process beyond their allowances
+/// (for status and tests).
 pub fn buffered_bytes() -> usize {
-    BUFFERED.load(Ordering::Relaxed)
+    budget::buffered_bytes()
 }
 
-fn reserve(n: usize) -> bool {
-    BUFFERED
-        .fetch_update(Ordering::AcqRel, Ordering::Acquire, |b| {
-            (b + n <= MAX_BUFFERED).then_some(b + n)
-        })
-        .is_ok()
-}
-
-fn release(n: usize) {
-    BUFFERED.fetch_sub(n, Ordering::AcqRel);
+/// How long a frame of `len` bytes may take from its first byte to its last.
+pub fn frame_allowance(len: usize) -> Duration {
+    let at_rate = Duration::from_secs_f64(len as f64 / MIN_FRAME_RATE as f64);
+    FRAME_TIMEOUT.min(FRAME_GRACE + at_rate)
 }
 
 /// Link errors.
@@ -54,16 +53,36 @@ fn release(n: usize) {
 pub enum LinkError {
     /// The socket failed or closed.
     #[error("{0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
     /// The peer sent bytes that are not a frame.
     #[error("bad frame from peer: {0}")]
-    Garbage(#[from] p5_wire::DecodeError),
+    Garbage(p5_wire::DecodeError),
     /// The peer closed the connection.
     #[error("connection closed by peer")]
     Closed,
-    /// A frame did not complete within [`FRAME_TIMEOUT`] of its first byte.
-    #[error("frame not completed within {0:?} (slow sender)")]
-    Slow(Duration),
+    /// A frame did not complete in time.
+    #[error("frame of {len} bytes not completed within {allowed:?} (slow sender)")]
+    Slow {
+        /// The frame's length (0 if its header did not arrive in time).
+        len: usize,
+        /// The time it was allowed.
+        allowed: Duration,
+    },
+    /// The agent evicted the connection to make room for others ([`crate::budget`]).
+    #[error("{0}")]
+    Evicted(String),
+}
+
+impl From<io::Error> for LinkError {
+    fn from(e: io::Error) -> Self {
+        LinkError::Io(e)
+    }
+}
+
+impl From<p5_wire::DecodeError> for LinkError {
+    fn from(e: p5_wire::DecodeError) -> Self {
+        LinkError::Garbage(e)
+    }
 }
 
 /// One received frame.
@@ -87,12 +106,16 @@ pub struct Frame {
 /// Reads frames from a socket, keeping partial input between calls.
 #[derive(Debug)]
 pub struct FrameReader {
+    /// Declared first so it is dropped (leaving the registry) before the socket closes.
+    registration: Option<Registration>,
     stream: TcpStream,
     buf: Vec<u8>,
     cap: u32,
+    /// When the first byte of the frame being read arrived.
     started: Option<Instant>,
-    budgeted: bool,
-    /// Bytes reserved from the process-wide budget (what `buf` holds beyond one chunk).
+    /// Time the frame being read spent waiting for room (not counted against it).
+    waited: Duration,
+    /// Pool bytes reserved (what `buf` holds beyond the allowance).
     held: usize,
     /// Reads take the kernel's receive stamp (`SO_TIMESTAMPNS`, see [`Self::stamped`]).
     stamps: bool,
@@ -100,19 +123,23 @@ pub struct FrameReader {
 
 impl Drop for FrameReader {
     fn drop(&mut self) {
-        release(self.held);
+        budget::release(self.held);
     }
 }
 
 impl FrameReader {
-    /// Wraps a socket (its read timeout decides how long [`Self::poll`] blocks).
+    /// A reader for an accepted connection: registered with the budget ([`crate::budget`]),
+    /// Hello-sized frames only until [`Self::lift_cap`]. Its socket's read timeout decides
+    /// how long [`Self::poll`] blocks.
     pub fn new(stream: TcpStream) -> Self {
+        let peer = stream.peer_addr().ok().map(|a| a.ip());
         Self {
+            registration: Some(Registration::join(stream.as_raw_fd(), peer)),
             stream,
             buf: Vec::new(),
             cap: HELLO_CAP,
             started: None,
-            budgeted: true,
+            waited: Duration::ZERO,
             held: 0,
             stamps: false,
         }
@@ -123,11 +150,12 @@ impl FrameReader {
     /// budget cannot stall acknowledgements or replies.
     pub fn trusted(stream: TcpStream) -> Self {
         Self {
+            registration: None,
             stream,
             buf: Vec::new(),
             cap: MAX_FRAME,
             started: None,
-            budgeted: false,
+            waited: Duration::ZERO,
             held: 0,
             stamps: false,
         }
@@ -142,10 +170,18 @@ impl FrameReader {
         self
     }
 
-    /// Accepts frames up to [`MAX_FRAME`] from now on (once the peer's Hello is accepted,
-    /// and for trusted links such as the upstream one).
+    /// Accepts frames up to [`MAX_FRAME`] from now on (once the peer's Hello is accepted).
     pub fn lift_cap(&mut self) {
         self.cap = MAX_FRAME;
+        self.greet();
+    }
+
+    /// Notes that the connection's first frame was accepted (it is then evicted for a
+    /// newcomer at the connection cap only once idle for a while).
+    pub fn greet(&self) {
+        if let Some(r) = &self.registration {
+            r.greet();
+        }
     }
 
     /// The socket.
@@ -165,6 +201,7 @@ impl FrameReader {
         let raw: Vec<u8> = self.buf.drain(..total).collect();
         self.sync_held();
         self.started = (!self.buf.is_empty()).then(Instant::now);
+        self.waited = Duration::ZERO;
         if self.buf.capacity() > 4 * READ_CHUNK && self.buf.len() < READ_CHUNK {
             self.buf.shrink_to(READ_CHUNK);
         }
@@ -177,17 +214,17 @@ impl FrameReader {
         }))
     }
 
-    /// Gives back budget beyond what `buf` now holds past its own chunk.
+    /// Gives back pool bytes beyond what `buf` now holds past the allowance.
     fn sync_held(&mut self) {
-        let target = if self.budgeted {
-            self.buf.len().saturating_sub(READ_CHUNK)
-        } else {
-            0
+        let Some(reg) = &self.registration else {
+            return;
         };
+        let target = self.buf.len().saturating_sub(ALLOWANCE);
         if target < self.held {
-            release(self.held - target);
+            budget::release(self.held - target);
             self.held = target;
         }
+        reg.set_held(self.held);
     }
 
     /// True if the peer has closed its side (checked without consuming or blocking).
@@ -196,7 +233,7 @@ impl FrameReader {
         // SAFETY: a valid one-byte buffer; MSG_PEEK | MSG_DONTWAIT neither consumes nor blocks.
         let n = unsafe {
             libc::recv(
-                std::os::fd::AsRawFd::as_raw_fd(&self.stream),
+                self.stream.as_raw_fd(),
                 b.as_mut_ptr().cast(),
                 1,
                 libc::MSG_PEEK | libc::MSG_DONTWAIT,
@@ -205,30 +242,71 @@ impl FrameReader {
         n == 0
     }
 
+    /// The error for a read that failed or saw the socket closed: an eviction if the budget
+    /// shut the socket down.
+    fn closed(&self, e: LinkError) -> LinkError {
+        match self.registration.as_ref().and_then(Registration::evicted) {
+            Some(reason) => LinkError::Evicted(reason),
+            None => e,
+        }
+    }
+
+    /// Fails the frame being read if it is late (see the module docs).
+    fn check_deadline(&self) -> Result<(), LinkError> {
+        let Some(t) = self.started else {
+            return Ok(());
+        };
+        let len = self
+            .buf
+            .first_chunk::<4>()
+            .map_or(0, |l| u32::from_le_bytes(*l) as usize);
+        let allowed = frame_allowance(len);
+        if t.elapsed() > allowed + self.waited {
+            return Err(LinkError::Slow { len, allowed });
+        }
+        Ok(())
+    }
+
+    /// Reserves pool room for the next read; false (after a short wait) if there is none.
+    fn make_room(&mut self) -> Result<bool, LinkError> {
+        let Some(reg) = &self.registration else {
+            return Ok(true);
+        };
+        let want = (self.buf.len() + READ_CHUNK).saturating_sub(ALLOWANCE);
+        let need = want.saturating_sub(self.held);
+        if need == 0 || budget::reserve(need) {
+            self.held += need;
+            reg.set_held(self.held);
+            reg.set_waiting(false);
+            return Ok(true);
+        }
+        // Back-pressure: leave the peer's bytes in the kernel until others drain, make the
+        // stalled give theirs back, but notice a peer that went away.
+        reg.set_waiting(true);
+        reg.evict_stalled(need);
+        if self.peer_closed() {
+            return Err(self.closed(LinkError::Closed));
+        }
+        std::thread::sleep(ROOM_WAIT);
+        if self.started.is_some() {
+            self.waited += ROOM_WAIT;
+        }
+        Ok(false)
+    }
+
     /// Returns the next complete frame, or `None` if none arrived within the socket's read
-    /// timeout (or the process-wide budget is spent for now).
+    /// timeout (or there is no room for more input for now).
     pub fn poll(&mut self) -> Result<Option<Frame>, LinkError> {
         if let Some(f) = self.take_frame(None)? {
             return Ok(Some(f));
         }
-        if self.started.is_some_and(|t| t.elapsed() > FRAME_TIMEOUT) {
-            return Err(LinkError::Slow(FRAME_TIMEOUT));
+        if let Some(reason) = self.registration.as_ref().and_then(Registration::evicted) {
+            return Err(LinkError::Evicted(reason));
         }
-        let need = if self.budgeted {
-            READ_CHUNK - READ_CHUNK.saturating_sub(self.buf.len())
-        } else {
-            0
-        };
-        if need > 0 && !reserve(need) {
-            // Back-pressure: leave the peer's bytes in the kernel until others drain, but
-            // notice a peer that went away.
-            if self.peer_closed() {
-                return Err(LinkError::Closed);
-            }
-            std::thread::sleep(Duration::from_millis(10));
+        self.check_deadline()?;
+        if !self.make_room()? {
             return Ok(None);
         }
-        self.held += need;
         let mut chunk = [0u8; READ_CHUNK];
         let mut age = None;
         let r = if self.stamps {
@@ -242,12 +320,18 @@ impl FrameReader {
         if let Ok(n) = r {
             if self.buf.is_empty() && n > 0 {
                 self.started = Some(Instant::now());
+                self.waited = Duration::ZERO;
             }
             self.buf.extend_from_slice(&chunk[..n]);
+            if n > 0
+                && let Some(reg) = &self.registration
+            {
+                reg.touch();
+            }
         }
         self.sync_held();
         match r {
-            Ok(0) => Err(LinkError::Closed),
+            Ok(0) => Err(self.closed(LinkError::Closed)),
             Ok(_) => self.take_frame(age),
             Err(e)
                 if matches!(
@@ -258,7 +342,7 @@ impl FrameReader {
                 Ok(None)
             }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => Ok(None),
-            Err(e) => Err(e.into()),
+            Err(e) => Err(self.closed(e.into())),
         }
     }
 

@@ -24,19 +24,19 @@ pub enum TraceError {
     #[error("tracefs is not available: {0}")]
     Unavailable(String),
     /// A tracefs file operation failed.
-    #[error("tracefs {path}: {source}")]
+    #[error("tracefs {path}: {cause}")]
     Io {
         /// The file.
         path: String,
-        /// The error.
-        source: io::Error,
+        /// The error (in the message, not a `source`).
+        cause: io::Error,
     },
 }
 
-fn io_err(path: &Path, source: io::Error) -> TraceError {
+fn io_err(path: &Path, cause: io::Error) -> TraceError {
     TraceError::Io {
         path: path.display().to_string(),
-        source,
+        cause,
     }
 }
 

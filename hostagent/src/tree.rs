@@ -24,12 +24,13 @@
 use crate::agent::{RelayHandle, Shared, lock};
 use crate::ctl::Message;
 use crate::link::{self, Frame, FrameReader, LinkError};
+use p5_logserver::allow::Gate;
 use p5_wire::FrameType;
 use p5_wire::data::{DataHeader, Ping, validate_client_frame};
 use p5_wire::hello::{Hello, RuntimeKind};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 /// Time allowed for the first frame of a connection.
@@ -41,12 +42,89 @@ const IDLE_TIMEOUT: Duration = Duration::from_secs(60);
 /// shuts both sockets down, which wakes the other thread at once), so it is long to keep an
 /// agent with many children cheap.
 const RELAY_POLL: Duration = Duration::from_secs(1);
-/// Most concurrent connections handled.
-const MAX_CONNECTIONS: usize = 1024;
+/// Most concurrent connections handled by default.
+pub const MAX_CONNECTIONS: usize = 1024;
+/// Longest a newcomer waits for the slot of the connection evicted for it.
+const ADMIT_WAIT: Duration = Duration::from_secs(2);
+/// Most newcomers waiting at the same time for the slot of a connection evicted for them.
+const MAX_ADMISSIONS: usize = 64;
 
-/// Accepts connections until the agent stops.
-pub fn serve(shared: Arc<Shared>, listener: TcpListener) {
-    let live = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+/// Who may connect to the listener and how many at once.
+#[derive(Debug)]
+pub struct Admission {
+    /// The allow-list in force.
+    pub gate: Gate,
+    /// The connection cap.
+    pub max_connections: usize,
+}
+
+/// Connection slots: taken by each connection's thread, waited for at the cap.
+#[derive(Debug, Default)]
+struct Slots {
+    state: Mutex<(usize, usize)>,
+    freed: Condvar,
+}
+
+impl Slots {
+    /// Takes a slot if one is free (`live < max`) and nobody waits before us.
+    fn try_take(&self, max: usize) -> bool {
+        let mut g = lock(&self.state);
+        if g.0 < max && g.1 == 0 {
+            g.0 += 1;
+            return true;
+        }
+        false
+    }
+
+    /// Registers a waiter, unless [`MAX_ADMISSIONS`] already wait.
+    fn queue(&self) -> bool {
+        let mut g = lock(&self.state);
+        if g.1 >= MAX_ADMISSIONS {
+            return false;
+        }
+        g.1 += 1;
+        true
+    }
+
+    /// A queued waiter takes a slot within `wait`, or leaves the queue.
+    fn take_queued(&self, max: usize, wait: Duration) -> bool {
+        let end = Instant::now() + wait;
+        let mut g = lock(&self.state);
+        loop {
+            if g.0 < max {
+                g.0 += 1;
+                g.1 -= 1;
+                return true;
+            }
+            let left = end.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                g.1 -= 1;
+                return false;
+            }
+            g = match self.freed.wait_timeout(g, left) {
+                Ok((g, _)) => g,
+                Err(e) => e.into_inner().0,
+            };
+        }
+    }
+
+    /// A queued waiter leaves the queue without a slot.
+    fn leave(&self) {
+        lock(&self.state).1 -= 1;
+    }
+
+    fn give_back(&self) {
+        lock(&self.state).0 -= 1;
+        self.freed.notify_one();
+    }
+}
+
+/// Accepts connections until the agent stops: peers the allow-list refuses are closed at
+/// once; at the cap a newcomer evicts an idle connection and waits for its slot (see
+/// [`crate::budget`]), or is refused if none may be evicted.
+pub fn serve(shared: Arc<Shared>, listener: TcpListener, admission: Admission) {
+    let slots = Arc::new(Slots::default());
+    let max = admission.max_connections.max(1);
     for conn in listener.incoming() {
         if shared.stop.load(Ordering::Acquire) {
             return;
@@ -59,23 +137,58 @@ pub fn serve(shared: Arc<Shared>, listener: TcpListener) {
                 continue;
             }
         };
-        if live.load(Ordering::Relaxed) >= MAX_CONNECTIONS {
-            let _ = link::write_all(&s, &error_frame("too many connections"));
+        if let Ok(peer) = s.peer_addr()
+            && !admission.gate.admits(peer.ip())
+        {
+            if let Some(n) = admission.gate.refuse() {
+                tracing::warn!(
+                    %peer,
+                    refused = n,
+                    "connection refused: peer not in the allow-list ({}); see --allow",
+                    admission.gate.list()
+                );
+            }
             continue;
         }
-        live.fetch_add(1, Ordering::Relaxed);
-        let (sh, lv) = (shared.clone(), live.clone());
+        let queued = if slots.try_take(max) {
+            false
+        } else if slots.queue() {
+            if !crate::budget::evict_for_slot() {
+                // Nothing to evict: leave the queue at once.
+                slots.leave();
+                refuse_busy(&s);
+                continue;
+            }
+            true
+        } else {
+            refuse_busy(&s);
+            continue;
+        };
+        let (sh, sl) = (shared.clone(), slots.clone());
         let spawned = std::thread::Builder::new()
             .name("p5ha-conn".into())
             .spawn(move || {
+                if queued && !sl.take_queued(max, ADMIT_WAIT) {
+                    refuse_busy(&s);
+                    return;
+                }
                 handle(&sh, s);
-                lv.fetch_sub(1, Ordering::Relaxed);
+                sl.give_back();
             });
         if let Err(e) = spawned {
             tracing::error!("cannot start a connection thread: {e}");
-            live.fetch_sub(1, Ordering::Relaxed);
+            if !queued {
+                slots.give_back();
+            } else {
+                slots.leave();
+            }
         }
     }
+}
+
+fn refuse_busy(s: &TcpStream) {
+    let _ = s.set_write_timeout(Some(Duration::from_millis(200)));
+    let _ = link::write_all(s, &error_frame("too many connections"));
 }
 
 fn error_frame(msg: &str) -> Vec<u8> {
@@ -116,6 +229,7 @@ fn handle(shared: &Shared, s: TcpStream) {
             return;
         }
     };
+    r.greet();
     match FrameType::from_u8(first.ty) {
         Some(FrameType::Control) => ctl_session(shared, &w, &first),
         Some(FrameType::Hello) => relay(shared, r, w, first, &peer),

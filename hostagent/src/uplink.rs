@@ -73,7 +73,7 @@ fn session(shared: &Shared) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     link::write_all(&s, &shared.hello).map_err(|e| format!("hello: {e}"))?;
     let w = s.try_clone().map_err(|e| e.to_string())?;
-    let mut r = FrameReader::new(s).stamped();
+    let mut r = FrameReader::trusted(s).stamped();
     let f = r
         .next_within(Duration::from_secs(5))
         .map_err(|e| format!("handshake: {e}"))?

@@ -16,6 +16,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+mod errors;
+mod hostile;
+
 /// The OS-monitor accuracy test runs alone: the other tests' loopback traffic makes softirq
 /// work on the busy loop's CPU, which sched_switch intervals include and the scheduler's CPU
 /// time does not.

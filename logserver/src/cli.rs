@@ -1,6 +1,7 @@
 //! The command line of `p5-logserver`, in the library so that the `p5` umbrella command
 //! offers the same options (`p5 logserver ...`) without copying them.
 
+use crate::allow::AllowList;
 use crate::config::{self, ConnLimits, ServerConfig, StoreConfig};
 use clap::{Args, Parser, Subcommand};
 use std::io::Write as _;
@@ -42,9 +43,19 @@ pub struct ServeArgs {
     /// A frame must complete within this time of its first byte (slow-loris guard).
     #[arg(long, default_value = "30s", value_parser = config::parse_duration)]
     pub frame_timeout: Duration,
-    /// Most concurrent connections.
+    /// A frame must arrive at least this fast, bytes per second (plus 5 s of grace): a
+    /// trickling sender cannot hold memory for the whole frame timeout (0: no minimum).
+    #[arg(long, default_value = "1M", value_parser = config::parse_size)]
+    pub min_frame_rate: u64,
+    /// Most concurrent connections; at the cap a newcomer evicts an idle connection, else it
+    /// is refused.
     #[arg(long, default_value_t = 1024)]
     pub max_connections: usize,
+    /// Peers allowed to connect: addresses and networks (10.1.0.0/16), `loopback`, `local`
+    /// (this host's own networks) or `any`, comma-separated. Default: `loopback` when
+    /// listening on a loopback address, else `loopback,local`. See docs/security.md.
+    #[arg(long)]
+    pub allow: Option<AllowList>,
     /// Bytes of received, not yet durable frames held in memory, server-wide (e.g. 256M).
     #[arg(long, default_value = "256M", value_parser = config::parse_size)]
     pub inflight: u64,
@@ -96,15 +107,9 @@ pub enum CliError {
         #[source]
         source: crate::Error,
     },
-    /// A store could not be inspected.
-    #[error("cannot inspect {}", dir.display())]
-    Inspect {
-        /// The store.
-        dir: PathBuf,
-        /// Why.
-        #[source]
-        source: crate::Error,
-    },
+    /// A store could not be inspected (the error names the directory or file).
+    #[error(transparent)]
+    Inspect(crate::Error),
     /// Spool files could not be imported.
     #[error("cannot import into {}", store.display())]
     Import {
@@ -162,9 +167,11 @@ pub fn serve(a: ServeArgs) -> Result<(), CliError> {
             hello_timeout: a.hello_timeout,
             idle_timeout: a.idle_timeout,
             frame_timeout: a.frame_timeout,
+            min_frame_rate: a.min_frame_rate,
             ..ConnLimits::default()
         },
         max_connections: a.max_connections,
+        allow: a.allow,
         inflight_bytes: usize::try_from(a.inflight).unwrap_or(usize::MAX),
         worker_threads: a.threads,
         store_config: StoreConfig {
@@ -180,10 +187,7 @@ pub fn serve(a: ServeArgs) -> Result<(), CliError> {
 
 /// Prints a summary of a store, as text or JSON.
 pub fn inspect(dir: &std::path::Path, json: bool) -> Result<(), CliError> {
-    let summary = crate::inspect::inspect(dir).map_err(|source| CliError::Inspect {
-        dir: dir.to_path_buf(),
-        source,
-    })?;
+    let summary = crate::inspect::inspect(dir).map_err(CliError::Inspect)?;
     let mut out = std::io::stdout().lock();
     if json {
         serde_json::to_writer_pretty(&mut out, &summary).map_err(CliError::Json)?;

@@ -3,12 +3,17 @@
 //! The default port is 28725 = 0x7035 = the ASCII bytes `'p' '5'`.
 //!
 //! Memory is bounded by construction: each connection holds one read buffer
-//! ([`ConnLimits::read_buffer`]); a frame's buffer is allocated only after its length passed
-//! the check against [`ConnLimits::max_frame_len`] *and* that many bytes were reserved from a
-//! server-wide budget ([`ServerConfig::inflight_bytes`]) which is returned once the record is
-//! durable; and the number of connections is capped ([`ServerConfig::max_connections`]).
-//! So the worst case is about `max_connections × read_buffer + 2 × inflight_bytes`.
+//! ([`ConnLimits::read_buffer`]); a frame's buffer grows only as its bytes arrive, after its
+//! length passed the check against [`ConnLimits::max_frame_len`], and every byte is first
+//! reserved from the connection's own allowance ([`ConnLimits::allowance`]) or the
+//! server-wide pool ([`ServerConfig::inflight_bytes`]) and given back once the record is
+//! durable; and the number of connections is capped ([`ServerConfig::max_connections`]). A
+//! frame's buffer may have up to twice the capacity of what it holds, so the worst case is
+//! about `max_connections × (read_buffer + 2 × allowance) + 2 × inflight_bytes`: 1.25 GiB with
+//! the defaults, reached only if every connection holds its whole allowance at once.
+//! [`crate::budget`] says who gets the memory when it runs out.
 
+use crate::allow::AllowList;
 use crate::error::Error;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -30,6 +35,14 @@ pub struct ConnLimits {
     /// Once a frame's first byte arrived, the whole frame must arrive within this time
     /// (against slow-loris senders). Time spent waiting for the memory budget is not counted.
     pub frame_timeout: Duration,
+    /// The slowest rate at which a frame may arrive, bytes per second: a frame of `len`
+    /// bytes must complete within `min(frame_timeout, 5 s + len / min_frame_rate)` (0: no
+    /// minimum rate, only `frame_timeout`).
+    pub min_frame_rate: u64,
+    /// Bytes each connection may hold without drawing on the shared pool
+    /// ([`ServerConfig::inflight_bytes`]): its Hello and a few ordinary frames are always
+    /// read, whatever other connections hold.
+    pub allowance: usize,
     /// Largest accepted frame (`len` field), at most `p5_wire::frame::MAX_FRAME_LEN`.
     pub max_frame_len: u32,
     /// Size of each connection's read buffer.
@@ -42,6 +55,8 @@ impl Default for ConnLimits {
             hello_timeout: Duration::from_secs(10),
             idle_timeout: Duration::from_secs(600),
             frame_timeout: Duration::from_secs(30),
+            min_frame_rate: 1 << 20,
+            allowance: 256 * 1024,
             max_frame_len: p5_wire::frame::MAX_FRAME_LEN,
             read_buffer: 256 * 1024,
         }
@@ -82,10 +97,16 @@ pub struct ServerConfig {
     pub store: PathBuf,
     /// Per-connection limits.
     pub limits: ConnLimits,
-    /// Most concurrent connections; more are answered with an `Error` frame and closed.
+    /// Most concurrent connections. At the cap a newcomer evicts the idlest connection that
+    /// sent no Hello (or has been silent for a while, see [`crate::budget`]); if there is
+    /// none it is answered with an `Error` frame and closed.
     pub max_connections: usize,
-    /// Bytes of received frames that may be in flight (read but not yet durable), server-wide.
+    /// Bytes of received frames that may be in flight (read but not yet durable) beyond the
+    /// connections' own allowances, server-wide: the shared pool.
     pub inflight_bytes: usize,
+    /// Which peers may connect (`None`: the default for the listen address, see
+    /// [`crate::allow`]). Others are closed at accept and counted.
+    pub allow: Option<AllowList>,
     /// Async worker threads (`None`: one per core).
     pub worker_threads: Option<usize>,
     /// Writer settings.
@@ -100,6 +121,7 @@ impl Default for ServerConfig {
             limits: ConnLimits::default(),
             max_connections: 1024,
             inflight_bytes: 256 << 20,
+            allow: None,
             worker_threads: None,
             store_config: StoreConfig::default(),
         }
@@ -123,6 +145,10 @@ impl ServerConfig {
         let need = crate::receiver::STORE_PREFIX + self.limits.max_frame_len as usize;
         self.inflight_bytes = self.inflight_bytes.max(need);
         self.limits.read_buffer = self.limits.read_buffer.clamp(4096, 64 << 20);
+        self.limits.allowance = self
+            .limits
+            .allowance
+            .clamp(crate::receiver::STORE_PREFIX + 4096, 64 << 20);
         self.store_config.queue_depth = self.store_config.queue_depth.max(1);
         self.store_config.segment_max_bytes = self.store_config.segment_max_bytes.max(4096);
         Ok(self)

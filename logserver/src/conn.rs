@@ -22,6 +22,7 @@
 //! close), because closing a socket that still has unread input makes the kernel send a reset,
 //! which can destroy the final `Ack` or `Error` frame before the client reads it.
 
+use crate::budget::Member;
 use crate::clock::RunClock;
 use crate::datagram::Pingers;
 use crate::receiver::{FrameError, FrameLimits, FrameReceiver, Received, ReceivedFrame};
@@ -35,10 +36,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
-use tokio::sync::{Notify, Semaphore, oneshot, watch};
+use tokio::sync::{Notify, oneshot, watch};
 
 /// How long the server tries to deliver a final `Error` frame or ack before giving up.
 const CLOSE_GRACE: Duration = Duration::from_secs(5);
+/// The same for an evicted connection, whose slot or memory someone is waiting for.
+const EVICT_GRACE: Duration = Duration::from_millis(200);
 
 /// Everything a connection task needs from the server.
 #[derive(Debug, Clone)]
@@ -48,7 +51,6 @@ pub(crate) struct ConnContext {
     pub limits: FrameLimits,
     pub hello_timeout: Duration,
     pub read_buffer: usize,
-    pub budget: Arc<Semaphore>,
     pub shutdown: watch::Receiver<bool>,
     /// Where processes that ping over UDP are registered (`None`: no UDP socket).
     pub pingers: Option<Arc<Pingers>>,
@@ -62,6 +64,8 @@ struct End {
     tell_client: bool,
     /// Whether this is a protocol violation (logged as a warning).
     bad_input: bool,
+    /// Evicted for others ([`crate::budget`]): closed at once, without a lingering close.
+    evicted: bool,
 }
 
 impl End {
@@ -70,6 +74,7 @@ impl End {
             reason: reason.into(),
             tell_client: false,
             bad_input: false,
+            evicted: false,
         }
     }
 
@@ -78,6 +83,7 @@ impl End {
             reason: reason.into(),
             tell_client: true,
             bad_input: false,
+            evicted: false,
         }
     }
 
@@ -86,6 +92,7 @@ impl End {
             reason: reason.into(),
             tell_client: true,
             bad_input: true,
+            evicted: false,
         }
     }
 
@@ -93,7 +100,17 @@ impl End {
         Self {
             reason: e.to_string(),
             tell_client: e.peer_listening(),
-            bad_input: !matches!(e, FrameError::Io(_)),
+            bad_input: !matches!(e, FrameError::Io(_) | FrameError::Evicted(_)),
+            evicted: matches!(e, FrameError::Evicted(_)),
+        }
+    }
+
+    /// How long to try delivering the final frames.
+    fn grace(&self) -> Duration {
+        if self.evicted {
+            EVICT_GRACE
+        } else {
+            CLOSE_GRACE
         }
     }
 }
@@ -113,11 +130,15 @@ pub fn error_frame(message: &str) -> Vec<u8> {
 }
 
 async fn write_bounded<W: AsyncWrite + Unpin>(w: &mut W, bytes: &[u8]) -> bool {
+    write_within(w, bytes, CLOSE_GRACE).await
+}
+
+async fn write_within<W: AsyncWrite + Unpin>(w: &mut W, bytes: &[u8], grace: Duration) -> bool {
     let write = async {
         w.write_all(bytes).await?;
         w.flush().await
     };
-    matches!(tokio::time::timeout(CLOSE_GRACE, write).await, Ok(Ok(())))
+    matches!(tokio::time::timeout(grace, write).await, Ok(Ok(())))
 }
 
 /// How long a closing connection keeps reading (and discarding) after its last frame was
@@ -134,16 +155,16 @@ async fn refuse<R: AsyncRead + Unpin, W: AsyncWrite + Unpin>(
     conn_id: u64,
     end: End,
 ) {
-    if end.bad_input {
+    if end.bad_input || end.evicted {
         tracing::warn!(conn = conn_id, %peer, "connection refused: {}", end.reason);
     } else {
         tracing::info!(conn = conn_id, %peer, "connection closed: {}", end.reason);
     }
     if end.tell_client {
-        write_bounded(w, &error_frame(&end.reason)).await;
+        write_within(w, &error_frame(&end.reason), end.grace()).await;
     }
-    let _ = tokio::time::timeout(CLOSE_GRACE, w.shutdown()).await;
-    if end.tell_client {
+    let _ = tokio::time::timeout(end.grace(), w.shutdown()).await;
+    if end.tell_client && !end.evicted {
         rx.linger(LINGER, LINGER_BYTES).await;
     }
 }
@@ -205,7 +226,7 @@ async fn accept_hello<R: AsyncRead + Unpin>(
 /// Serves one connection to completion. Never panics on input; every exit path closes the
 /// socket.
 /// `receipt`, if any, is where `read` leaves the arrival time of the bytes it read (see
-/// [`crate::rxstamp`]).
+/// [`crate::rxstamp`]); `member` is the connection's place in the memory budget.
 pub(crate) async fn serve<R, W>(
     read: R,
     mut write: W,
@@ -213,6 +234,7 @@ pub(crate) async fn serve<R, W>(
     conn_id: u64,
     ctx: ConnContext,
     receipt: Option<Arc<std::sync::atomic::AtomicU64>>,
+    member: Member,
 ) where
     R: AsyncRead + Unpin,
     W: AsyncWrite + Unpin + Send + 'static,
@@ -221,7 +243,7 @@ pub(crate) async fn serve<R, W>(
         read,
         ctx.read_buffer,
         ctx.limits.clone(),
-        Some(ctx.budget.clone()),
+        Some(member),
         ctx.clock.clone(),
         ctx.shutdown.clone(),
     );
@@ -320,14 +342,19 @@ pub(crate) async fn serve<R, W>(
             .await;
     }
     let durable = durable_rx.borrow().count;
-    let _ = finish_tx.send(end.tell_client.then(|| end.reason.clone()));
+    let _ = finish_tx.send(Finish {
+        message: end.tell_client.then(|| end.reason.clone()),
+        grace: end.grace(),
+    });
     let mut acker = acker;
-    if tokio::time::timeout(CLOSE_GRACE, &mut acker).await.is_err() {
+    if tokio::time::timeout(end.grace(), &mut acker).await.is_err() {
         acker.abort();
     }
-    rx.linger(LINGER, LINGER_BYTES).await;
+    if !end.evicted {
+        rx.linger(LINGER, LINGER_BYTES).await;
+    }
     drop(rx);
-    if end.bad_input {
+    if end.bad_input || end.evicted {
         tracing::warn!(
             conn = conn_id,
             %peer,
@@ -435,13 +462,20 @@ impl Conn {
     }
 }
 
+/// How a connection ends: the `Error` message for the client, if any, and how long to try
+/// delivering the last frames.
+struct Finish {
+    message: Option<String>,
+    grace: Duration,
+}
+
 /// Sends `Ack`s: whenever more frames are durable, and at once for every `Ping` (`pong`; the
 /// count is then the durable count so far, which a client takes as nothing new — older clients
 /// included).
 async fn ack_loop<W: AsyncWrite + Unpin>(
     mut w: W,
     mut durable: watch::Receiver<Durable>,
-    mut finish: oneshot::Receiver<Option<String>>,
+    mut finish: oneshot::Receiver<Finish>,
     pong: Arc<Notify>,
     clock: Arc<RunClock>,
 ) {
@@ -457,18 +491,20 @@ async fn ack_loop<W: AsyncWrite + Unpin>(
         tokio::select! {
             biased;
             fin = &mut finish => {
+                let (message, grace) = match fin {
+                    Ok(f) => (f.message, f.grace),
+                    Err(_) => (None, CLOSE_GRACE),
+                };
                 let d = durable.borrow().clone();
-                if d.count > sent && !write_bounded(&mut w, &ack_frame(d.count)).await {
+                if d.count > sent && !write_within(&mut w, &ack_frame(d.count), grace).await {
                     return;
                 }
-                let message = fin
-                    .ok()
-                    .flatten()
-                    .or_else(|| d.failure.map(|f| format!("store write failed: {f}")));
+                let message =
+                    message.or_else(|| d.failure.map(|f| format!("store write failed: {f}")));
                 if let Some(m) = message {
-                    write_bounded(&mut w, &error_frame(&m)).await;
+                    write_within(&mut w, &error_frame(&m), grace).await;
                 }
-                let _ = tokio::time::timeout(CLOSE_GRACE, w.shutdown()).await;
+                let _ = tokio::time::timeout(grace, w.shutdown()).await;
                 return;
             }
             () = pong.notified() => {

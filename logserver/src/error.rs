@@ -47,6 +47,13 @@ pub enum Error {
     /// An input file (spool file) is not what it should be.
     #[error("{0}")]
     Invalid(String),
+    /// A directory given as a store holds no store.
+    #[error(
+        "{} is not a p5 session store: it has no .lock file and no session directory with \
+         *.p5seg segments (give the directory of p5-logserver --store or p5 record --store)",
+        .0.display()
+    )]
+    NotAStore(PathBuf),
     /// The store is shutting down.
     #[error("store is closed")]
     Closed,
@@ -83,4 +90,77 @@ pub fn chain(e: &dyn std::error::Error) -> String {
         cur = c.source();
     }
     s
+}
+
+/// Panics if some part of `e`'s chain ([`chain`]) says what another part already said: the
+/// sign of a message that includes its cause while the printer prints the cause as well.
+/// For tests of every crate that prints errors this way.
+pub fn assert_said_once(e: &dyn std::error::Error) {
+    let line = chain(e);
+    let mut parts = Vec::new();
+    let mut cur: Option<&dyn std::error::Error> = Some(e);
+    while let Some(c) = cur {
+        parts.push(c.to_string());
+        cur = c.source();
+    }
+    for (i, outer) in parts.iter().enumerate() {
+        for inner in &parts[i + 1..] {
+            assert!(
+                !outer.contains(inner.as_str()),
+                "{inner:?} is said twice in {line:?}"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::receiver::FrameError;
+    use crate::spool::SpoolError;
+
+    fn io() -> io::Error {
+        io::Error::new(io::ErrorKind::ConnectionReset, "connection reset by peer")
+    }
+
+    /// Every error of this crate says each thing once when printed with its chain (as the
+    /// binaries and `p5` print errors).
+    #[test]
+    fn no_error_repeats_its_cause() {
+        let decode = p5_wire::DecodeError::Invalid {
+            field: "len",
+            value: 9,
+        };
+        let errors: Vec<Box<dyn std::error::Error>> = vec![
+            Box::new(Error::io("cannot open store /x", io())),
+            Box::new(Error::Locked {
+                root: "/s".into(),
+                lock: "/s/.lock".into(),
+            }),
+            Box::new(Error::BadSegment {
+                path: "/s/a/0.p5seg".into(),
+                source: decode.clone(),
+            }),
+            Box::new(Error::NotAStore("/tmp".into())),
+            Box::new(FrameError::Io(io())),
+            Box::new(FrameError::Checksum(decode.clone())),
+            Box::new(FrameError::Length(decode.clone())),
+            Box::new(SpoolError::Io(io())),
+            Box::new(SpoolError::Corrupt {
+                offset: 8,
+                cause: decode,
+            }),
+            Box::new(crate::cli::CliError::Inspect(Error::io(
+                "cannot open store /x",
+                io(),
+            ))),
+            Box::new(crate::cli::CliError::Serve {
+                store: "/x".into(),
+                source: Error::io("cannot listen on 1.2.3.4:5", io()),
+            }),
+        ];
+        for e in &errors {
+            assert_said_once(e.as_ref());
+        }
+    }
 }

@@ -53,8 +53,14 @@ pub struct SessionSummary {
     pub runs: Vec<RunSummary>,
     /// Processes in order of first appearance.
     pub processes: Vec<ProcessSummary>,
-    /// Torn tails repaired by start-up recovery.
+    /// Torn tails repaired (or kept in place) by start-up recovery.
     pub repairs: Vec<Repair>,
+    /// Lines of `recovery.jsonl` that were not UTF-8 (read with their bad bytes replaced).
+    #[serde(default)]
+    pub repair_log_lossy_lines: u64,
+    /// Lines of `recovery.jsonl` that are not a repair (skipped).
+    #[serde(default)]
+    pub repair_log_unreadable_lines: u64,
     /// Damage present now (e.g. a torn tail of a server that was killed and not restarted).
     pub faults: Vec<Fault>,
 }
@@ -189,14 +195,20 @@ struct ProcAcc {
 /// Summarizes the store at `root`.
 pub fn inspect(root: &Path) -> Result<StoreSummary, Error> {
     let store = StoreDir::open(root)?;
+    if !store.is_store()? {
+        return Err(Error::NotAStore(root.to_path_buf()));
+    }
     let mut out = StoreSummary {
         root: root.display().to_string(),
         sessions: Vec::new(),
     };
     for session in store.sessions()? {
+        let log = session.repair_log()?;
         let mut s = SessionSummary {
             name: session.name.clone(),
-            repairs: session.repairs()?,
+            repairs: log.repairs,
+            repair_log_lossy_lines: log.lossy_lines,
+            repair_log_unreadable_lines: log.unreadable_lines,
             ..SessionSummary::default()
         };
         let mut procs: HashMap<u64, ProcAcc> = HashMap::new();
@@ -481,10 +493,27 @@ pub fn render_text(s: &StoreSummary, w: &mut dyn Write) -> io::Result<()> {
             )?;
         }
         for r in &ses.repairs {
+            match &r.deferred {
+                None => writeln!(
+                    w,
+                    "  repaired torn tail: {} cut at offset {} ({} bytes removed): {}",
+                    r.segment, r.offset, r.removed_bytes, r.reason
+                )?,
+                Some(why) => writeln!(
+                    w,
+                    "  torn tail kept in place: {} at offset {} ({} bytes), could not be \
+                     quarantined: {why}; it is cut once the log server can copy it (free some \
+                     space): {}",
+                    r.segment, r.offset, r.removed_bytes, r.reason
+                )?,
+            }
+        }
+        if ses.repair_log_lossy_lines + ses.repair_log_unreadable_lines > 0 {
             writeln!(
                 w,
-                "  repaired torn tail: {} cut at offset {} ({} bytes removed): {}",
-                r.segment, r.offset, r.removed_bytes, r.reason
+                "  recovery.jsonl: {} line(s) not UTF-8 (read with the bad bytes replaced), {} \
+                 line(s) not a repair (skipped)",
+                ses.repair_log_lossy_lines, ses.repair_log_unreadable_lines
             )?;
         }
         for f in &ses.faults {

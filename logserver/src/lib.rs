@@ -5,9 +5,10 @@
 //! later estimates each process's clock offset and drift (CoSMoS §3: the log server records
 //! `t_s − t_p` per buffer).
 //!
-//! Data flow: [`server`] accepts connections and hands each to a [`conn`] task, which reads and
-//! validates frames ([`receiver`]) and queues store records to one writer thread per session
-//! ([`store`]); the writer deduplicates ([`dedup`]), appends, `fdatasync`s a whole group of
+//! Data flow: [`server`] accepts connections, [`admit`] checks each against the allow-list
+//! ([`allow`]) and the connection cap and hands it to a [`conn`] task, which reads and
+//! validates frames ([`receiver`]) with memory from the [`budget`] and queues store records
+//! to one writer thread per session ([`store`]); the writer deduplicates ([`dedup`]), appends, `fdatasync`s a whole group of
 //! records at once and only then lets connections acknowledge them. At start-up [`recover`]
 //! repairs torn segment tails and rebuilds the deduplication state. The reading side
 //! ([`reader`]) is a streaming API over sessions, segments and records that `p5 merge` reuses;
@@ -18,6 +19,9 @@
 //! CLOCK_MONOTONIC based); each segment header carries the run's CLOCK_MONOTONIC and wall-clock
 //! start so several runs can be put on one time base.
 
+pub mod admit;
+pub mod allow;
+pub mod budget;
 pub mod cli;
 pub mod clock;
 pub mod config;
@@ -45,10 +49,12 @@ pub use server::Server;
 
 use std::io::Write as _;
 
-/// Runs the log server until SIGINT or SIGTERM: opens (and recovers) the store, binds, prints
+/// Runs the log server until SIGINT or SIGTERM: raises the open-files limit to its hard limit,
+/// opens (and recovers) the store, binds, prints
 /// `listening on ADDR` as the first line on stdout, serves, then drains every connection's
 /// queued frames, flushes and syncs the store, and returns.
 pub fn run(config: ServerConfig) -> Result<(), Error> {
+    admit::raise_fd_limit();
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.enable_all().thread_name("p5ls-rt");
     if let Some(n) = config.worker_threads {

@@ -113,6 +113,20 @@ impl StoreDir {
         Ok(out)
     }
 
+    /// Whether this looks like a session store: it has the lock file a server or import
+    /// creates, or a session directory with at least one segment.
+    pub fn is_store(&self) -> Result<bool, Error> {
+        if self.root.join(layout::LOCK_FILE).exists() {
+            return Ok(true);
+        }
+        for s in self.sessions()? {
+            if !s.segments()?.is_empty() {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
     /// One session by name.
     pub fn session(&self, name: &str) -> Result<SessionDir, Error> {
         let name = crate::session::resolve(name)?;
@@ -150,6 +164,11 @@ impl SessionDir {
     /// Torn tails repaired by start-up recovery, oldest first.
     pub fn repairs(&self) -> Result<Vec<Repair>, Error> {
         recover::read_repairs(&self.path)
+    }
+
+    /// The repair log with what could not be read of it.
+    pub fn repair_log(&self) -> Result<recover::RepairLog, Error> {
+        recover::read_repair_log(&self.path)
     }
 }
 

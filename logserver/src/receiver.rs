@@ -1,15 +1,20 @@
 //! Reading frames off a connection, with every limit a hostile or broken peer needs.
 //!
 //! A frame is read in three steps: wait for its first byte (at most the idle timeout; a
-//! shutdown request also ends the wait, so shutdown happens at a frame boundary), read the
-//! 8-byte envelope header and check the length (before a Hello is accepted the limit is
-//! [`HELLO_FRAME_CAP`], see [`FrameReceiver::lift_hello_cap`]), then read the rest and check
-//! the crc32c. Bytes are reserved from the server-wide memory budget *as they arrive*, never
-//! for bytes a header merely claims (back-pressure: when the budget is spent the peer's bytes
-//! stay in the kernel until the store catches up), so a peer that lies about a length or
-//! sends slowly holds only what it actually sent and cannot starve the others. From the first byte to the last, a frame must
-//! complete within the frame timeout (minus time spent waiting for the budget), which defeats
-//! slow-loris senders. Nothing is allocated before the length is known to be in range.
+//! shutdown request or an eviction also ends the wait, so shutdown happens at a frame
+//! boundary), read the 8-byte envelope header and check the length (before a Hello is
+//! accepted the limit is [`HELLO_FRAME_CAP`], see [`FrameReceiver::lift_hello_cap`]), then
+//! read the rest and check the crc32c. Bytes are reserved *as they arrive*, never for bytes a
+//! header merely claims, from the connection's own allowance first and then from the shared
+//! pool ([`crate::budget`]); when both are spent the peer's bytes stay in the kernel until
+//! the store catches up (back-pressure), so a peer that lies about a length or sends slowly
+//! holds only what it actually sent and cannot starve the others. Nothing is allocated before
+//! the length is known to be in range.
+//!
+//! A frame must complete within `min(frame_timeout, FRAME_GRACE + len / min_frame_rate)` of
+//! its first byte, time spent waiting for memory not counted: a large frame may take its
+//! time on a slow link, but a peer trickling one byte at a time cannot hold its bytes (and
+//! the shared pool) for the whole frame timeout. That defeats slow-loris senders.
 //!
 //! The receipt time `t_s` is taken as soon as the envelope header has been read: the earliest
 //! moment the server knows a frame is arriving, which keeps the measured delay `d` in
@@ -18,6 +23,7 @@
 //! A frame is read straight into a buffer laid out as a `StoreData` record
 //! ([`ReceivedFrame`]): the writer stores it without copying or re-encoding the body.
 
+use crate::budget::{Interrupted, Member, Reservation};
 use crate::clock::RunClock;
 use p5_wire::DecodeError;
 use p5_wire::frame::{self, FrameType};
@@ -26,7 +32,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, BufReader};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 /// Largest frame accepted before a Hello is: a Hello carries at most
@@ -34,6 +40,8 @@ use tokio::time::Instant;
 pub const HELLO_FRAME_CAP: u32 = 1 << 20;
 /// Most bytes read into a frame (and reserved from the budget) in one step.
 const READ_STEP: usize = 64 * 1024;
+/// Time any frame may take beyond what the minimum rate allows for its length.
+pub const FRAME_GRACE: Duration = Duration::from_secs(5);
 
 /// Bytes in front of a received frame's type byte in its buffer: the record envelope (8),
 /// the record type (1), `t_s` (8) and `process_uid` (8) of a `StoreData` record.
@@ -47,20 +55,16 @@ pub struct ReceivedFrame {
     buf: Vec<u8>,
     /// Server time when the frame's header was read (0 for frames read from files).
     pub t_s: u64,
-    permit: Option<OwnedSemaphorePermit>,
+    reservation: Reservation,
 }
 
 impl ReceivedFrame {
     /// A zeroed frame buffer for a payload (type + body) of `len` bytes.
-    pub(crate) fn with_payload_len(
-        len: usize,
-        t_s: u64,
-        permit: Option<OwnedSemaphorePermit>,
-    ) -> Self {
+    pub(crate) fn with_payload_len(len: usize, t_s: u64) -> Self {
         Self {
             buf: vec![0; STORE_PREFIX + len],
             t_s,
-            permit,
+            reservation: Reservation::default(),
         }
     }
 
@@ -69,13 +73,13 @@ impl ReceivedFrame {
         Self {
             buf: vec![0; STORE_PREFIX],
             t_s,
-            permit: None,
+            reservation: Reservation::default(),
         }
     }
 
     /// Builds a frame from its type and body (tests, tools).
     pub fn from_parts(ty: u8, body: &[u8], t_s: u64) -> Self {
-        let mut f = Self::with_payload_len(1 + body.len(), t_s, None);
+        let mut f = Self::with_payload_len(1 + body.len(), t_s);
         f.buf[STORE_PREFIX] = ty;
         f.buf[STORE_PREFIX + 1..].copy_from_slice(body);
         f
@@ -108,7 +112,7 @@ impl ReceivedFrame {
     /// Turns the buffer into a complete `StoreData` record (byte-identical to
     /// `p5_wire::store::encode_data(t_s, process_uid, ty, body)`), returning it and the
     /// memory-budget reservation that must live until the record is durable.
-    pub fn into_store_data(mut self, process_uid: u64) -> (Vec<u8>, Option<OwnedSemaphorePermit>) {
+    pub fn into_store_data(mut self, process_uid: u64) -> (Vec<u8>, Reservation) {
         let len = (self.buf.len() - frame::HEADER_LEN) as u32;
         let h = frame::HEADER_LEN;
         self.buf[h] = FrameType::StoreData as u8;
@@ -117,12 +121,12 @@ impl ReceivedFrame {
         let crc = crc32c::crc32c(&self.buf[h..]);
         self.buf[..4].copy_from_slice(&len.to_le_bytes());
         self.buf[4..8].copy_from_slice(&crc.to_le_bytes());
-        (self.buf, self.permit)
+        (self.buf, self.reservation)
     }
 
     /// Releases the memory-budget reservation early (for frames that are not stored).
     pub fn release(&mut self) {
-        self.permit = None;
+        self.reservation = Reservation::default();
     }
 }
 
@@ -133,8 +137,18 @@ pub enum FrameError {
     #[error("idle for {0:?} without a frame")]
     Idle(Duration),
     /// A frame started but did not complete in time.
-    #[error("frame not completed within {0:?} of its first byte (slow sender)")]
-    Slow(Duration),
+    #[error(
+        "frame of {len} bytes not completed within {allowed:?} of its first byte (slow sender)"
+    )]
+    Slow {
+        /// The frame's length (0 if its header did not arrive in time).
+        len: usize,
+        /// The time it was allowed.
+        allowed: Duration,
+    },
+    /// The server evicted the connection to make room for others ([`crate::budget`]).
+    #[error("{0}")]
+    Evicted(String),
     /// The peer closed the connection in the middle of a frame.
     #[error("connection closed in the middle of a frame")]
     HalfFrame,
@@ -146,7 +160,7 @@ pub enum FrameError {
     Checksum(DecodeError),
     /// The socket failed.
     #[error("read failed: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
 }
 
 impl FrameError {
@@ -174,8 +188,22 @@ pub struct FrameLimits {
     pub idle_timeout: Duration,
     /// Longest time from a frame's first byte to its last.
     pub frame_timeout: Duration,
+    /// Slowest rate at which a frame's bytes may arrive, bytes per second (see the module
+    /// docs; 0: no minimum).
+    pub min_frame_rate: u64,
     /// Largest accepted `len`.
     pub max_frame_len: u32,
+}
+
+impl FrameLimits {
+    /// How long a frame of `len` bytes may take from its first byte to its last.
+    pub fn frame_allowance(&self, len: usize) -> Duration {
+        if self.min_frame_rate == 0 {
+            return self.frame_timeout;
+        }
+        let at_rate = Duration::from_secs_f64(len as f64 / self.min_frame_rate as f64);
+        self.frame_timeout.min(FRAME_GRACE + at_rate)
+    }
 }
 
 /// Reads frames from one connection.
@@ -183,7 +211,7 @@ pub struct FrameLimits {
 pub struct FrameReceiver<R> {
     inner: BufReader<R>,
     limits: FrameLimits,
-    budget: Option<Arc<Semaphore>>,
+    member: Option<Member>,
     clock: Arc<RunClock>,
     shutdown: watch::Receiver<bool>,
     /// The length limit now: [`HELLO_FRAME_CAP`] until a Hello was accepted.
@@ -205,12 +233,13 @@ pub(crate) async fn stopped(rx: &mut watch::Receiver<bool>) {
 }
 
 impl<R: AsyncRead + Unpin> FrameReceiver<R> {
-    /// Wraps a read half. `budget` (if any) is the server-wide in-flight byte budget.
+    /// Wraps a read half. `member` (if any) is the connection's place in the server's memory
+    /// budget; without one nothing is reserved.
     pub fn new(
         read: R,
         read_buffer: usize,
         limits: FrameLimits,
-        budget: Option<Arc<Semaphore>>,
+        member: Option<Member>,
         clock: Arc<RunClock>,
         shutdown: watch::Receiver<bool>,
     ) -> Self {
@@ -218,7 +247,7 @@ impl<R: AsyncRead + Unpin> FrameReceiver<R> {
             inner: BufReader::with_capacity(read_buffer, read),
             cap: limits.max_frame_len.min(HELLO_FRAME_CAP),
             limits,
-            budget,
+            member,
             clock,
             shutdown,
             receipt: None,
@@ -239,12 +268,25 @@ impl<R: AsyncRead + Unpin> FrameReceiver<R> {
 
     /// Reads the next frame, waiting at most `first_byte_timeout` for it to start.
     pub async fn next(&mut self, first_byte_timeout: Duration) -> Result<Received, FrameError> {
+        let out = self.read_frame(first_byte_timeout).await;
+        if let Some(m) = &self.member {
+            m.frame_done();
+        }
+        out
+    }
+
+    async fn read_frame(&mut self, first_byte_timeout: Duration) -> Result<Received, FrameError> {
         if *self.shutdown.borrow() {
             return Ok(Received::Shutdown);
         }
+        if let Some(reason) = self.member.as_ref().and_then(Member::evicted) {
+            return Err(FrameError::Evicted(reason));
+        }
+        let member = self.member.as_ref();
         let waited = tokio::select! {
             biased;
             () = stopped(&mut self.shutdown) => return Ok(Received::Shutdown),
+            reason = evicted(member) => return Err(FrameError::Evicted(reason)),
             r = tokio::time::timeout(first_byte_timeout, self.inner.fill_buf()) => {
                 r.map(|r| r.map(|b| b.is_empty()))
             }
@@ -257,29 +299,49 @@ impl<R: AsyncRead + Unpin> FrameReceiver<R> {
         }
         // The frame's first bytes are in the buffer: they came with the last read.
         let now = self.clock.now_ns();
+        if let Some(m) = member {
+            m.touch(now);
+        }
         let t_s = match self.receipt.as_ref().map(|r| r.load(Ordering::Acquire)) {
             Some(r) if r > 0 => r.min(now),
             _ => now,
         };
-        let timeout = self.limits.frame_timeout;
-        let mut deadline = Instant::now() + timeout;
+        let started = Instant::now();
+        let header_allowed = self.limits.frame_allowance(0);
         let mut h = [0u8; frame::HEADER_LEN];
-        read_by(&mut self.inner, &mut h, deadline, timeout).await?;
+        read_by(
+            &mut self.inner,
+            &mut h,
+            started + header_allowed,
+            header_allowed,
+        )
+        .await?;
         let (len, crc) = frame::parse_header(&h, self.cap).map_err(FrameError::Length)?;
+        let len = len as usize;
+        let allowed = self.limits.frame_allowance(len);
+        let mut deadline = started + allowed;
         let mut f = ReceivedFrame::growing(t_s);
-        if !self.reserve(&mut f, STORE_PREFIX, &mut deadline).await {
+        if !self.reserve(&mut f, STORE_PREFIX, &mut deadline).await? {
             return Ok(Received::Shutdown);
         }
-        let len = len as usize;
+        let slow = FrameError::Slow { len, allowed };
         while f.payload().len() < len {
-            let avail = match tokio::time::timeout_at(deadline, self.inner.fill_buf()).await {
-                Err(_) => return Err(FrameError::Slow(timeout)),
-                Ok(Err(e)) => return Err(FrameError::Io(e)),
-                Ok(Ok([])) => return Err(FrameError::HalfFrame),
-                Ok(Ok(b)) => b.len(),
+            let member = self.member.as_ref();
+            let avail = tokio::select! {
+                biased;
+                reason = evicted(member) => return Err(FrameError::Evicted(reason)),
+                r = tokio::time::timeout_at(deadline, self.inner.fill_buf()) => match r {
+                    Err(_) => return Err(slow),
+                    Ok(Err(e)) => return Err(FrameError::Io(e)),
+                    Ok(Ok([])) => return Err(FrameError::HalfFrame),
+                    Ok(Ok(b)) => b.len(),
+                },
             };
+            if let Some(m) = member {
+                m.touch(self.clock.now_ns());
+            }
             let n = avail.min(len - f.payload().len()).min(READ_STEP);
-            if !self.reserve(&mut f, n, &mut deadline).await {
+            if !self.reserve(&mut f, n, &mut deadline).await? {
                 return Ok(Received::Shutdown);
             }
             let chunk = self.inner.buffer();
@@ -294,27 +356,41 @@ impl<R: AsyncRead + Unpin> FrameReceiver<R> {
     /// accepted).
     pub fn lift_hello_cap(&mut self) {
         self.cap = self.limits.max_frame_len;
+        if let Some(m) = &self.member {
+            m.greet();
+        }
     }
 
-    /// Adds `n` bytes to `f`'s budget reservation, waiting for the budget if it is spent
-    /// (time spent waiting extends `deadline`). `false` if the server shuts down meanwhile.
-    async fn reserve(&mut self, f: &mut ReceivedFrame, n: usize, deadline: &mut Instant) -> bool {
-        let Some(budget) = &self.budget else {
-            return true;
+    /// Adds `n` bytes to `f`'s reservation, waiting for memory if there is none (time spent
+    /// waiting extends `deadline`). `Ok(false)` if the server shuts down meanwhile.
+    async fn reserve(
+        &mut self,
+        f: &mut ReceivedFrame,
+        n: usize,
+        deadline: &mut Instant,
+    ) -> Result<bool, FrameError> {
+        let Some(member) = &self.member else {
+            return Ok(true);
         };
-        let before = Instant::now();
-        let permit = tokio::select! {
-            biased;
-            p = budget.clone().acquire_many_owned(n as u32) => p.ok(),
-            () = stopped(&mut self.shutdown) => return false,
-        };
-        *deadline += before.elapsed();
-        match (f.permit.as_mut(), permit) {
-            (Some(held), Some(p)) => held.merge(p),
-            (None, p) => f.permit = p,
-            (Some(_), None) => {}
+        match member
+            .reserve(&mut f.reservation, n, &mut self.shutdown)
+            .await
+        {
+            Ok(waited) => {
+                *deadline += waited;
+                Ok(true)
+            }
+            Err(Interrupted::Shutdown) => Ok(false),
+            Err(Interrupted::Evicted(reason)) => Err(FrameError::Evicted(reason)),
         }
-        true
+    }
+}
+
+/// Resolves with the reason once `member` is evicted; never without a member.
+async fn evicted(member: Option<&Member>) -> String {
+    match member {
+        Some(m) => m.until_evicted().await,
+        None => std::future::pending().await,
     }
 }
 
@@ -344,10 +420,10 @@ async fn read_by<R: AsyncRead + Unpin>(
     r: &mut BufReader<R>,
     buf: &mut [u8],
     deadline: Instant,
-    timeout: Duration,
+    allowed: Duration,
 ) -> Result<(), FrameError> {
     match tokio::time::timeout_at(deadline, r.read_exact(buf)).await {
-        Err(_) => Err(FrameError::Slow(timeout)),
+        Err(_) => Err(FrameError::Slow { len: 0, allowed }),
         Ok(Err(e)) if e.kind() == io::ErrorKind::UnexpectedEof => Err(FrameError::HalfFrame),
         Ok(Err(e)) => Err(FrameError::Io(e)),
         Ok(Ok(_)) => Ok(()),
@@ -364,12 +440,14 @@ mod tests {
         let limits = FrameLimits {
             idle_timeout: Duration::from_secs(5),
             frame_timeout: Duration::from_secs(5),
+            min_frame_rate: 1 << 20,
             max_frame_len: 1 << 16,
         };
-        let budget = Some(Arc::new(Semaphore::new(1 << 20)));
         let clock = Arc::new(RunClock::start());
+        let budget = crate::budget::Budget::new(1 << 20, 4096, clock.clone());
+        let member = Some(budget.join(1, std::net::Ipv4Addr::LOCALHOST.into()));
         (
-            FrameReceiver::new(bytes, 4096, limits, budget, clock, rx),
+            FrameReceiver::new(bytes, 4096, limits, member, clock, rx),
             tx,
         )
     }

@@ -20,12 +20,23 @@
 //! 3. rebuilds the deduplication map (process, stream) → highest stored seq from the keys of
 //!    all `StoreData` records, and picks the next segment index (one past the highest).
 //!
+//! A torn tail is cut only once its copy is safely in quarantine (a bit flipped in the last
+//! acknowledged record also looks like a torn tail). When the copy cannot be made — a full
+//! disk (ENOSPC), a quota, a read-only file system — the tail is **kept in place** and the
+//! repair is *deferred*: recovery logs it, reports it ([`SessionRecovery::deferred`]), notes it
+//! in `recovery.jsonl` if it can, and the server starts anyway. Readers see the tail as a
+//! fault and read everything before it. The session's writer retries the repair before it
+//! writes anything for the session (`retry_pending`) and writes nothing to the session until
+//! the repair succeeds (its clients are told, keep their frames and come back), so the torn
+//! segment stays the session's last one and every later start finds it again. Copying
+//! corrupt bytes that stay in place anyway is best effort: a failed copy is logged.
+//!
 //! Only the last segment of a session can be torn: each server run starts a new segment, and
 //! recovery runs before any run writes.
 
 use crate::clock::{RunClock, wall_ns};
 use crate::dedup::Dedup;
-use crate::error::{Error, io_at};
+use crate::error::{Error, chain, io_at};
 use crate::layout::{self, RECOVERY_LOG};
 use crate::reader::read_at_up_to;
 use crate::reader::{Fault, FaultKind, SegmentFile, SegmentReader, StoreDir, list_segments};
@@ -33,7 +44,7 @@ use p5_wire::store::SEGMENT_HEADER_LEN;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fs::OpenOptions;
-use std::io::{BufRead, BufReader, Write};
+use std::io::{BufRead as _, BufReader, Write};
 use std::path::{Path, PathBuf};
 
 /// One torn tail cut off by recovery (a line of `recovery.jsonl`).
@@ -51,6 +62,10 @@ pub struct Repair {
     pub server_run_id: u64,
     /// When, ns since the epoch.
     pub repaired_at_wall_ns: i64,
+    /// Set if the tail was *not* cut: why it could not be quarantined first (it is kept in
+    /// place and the repair retried; see the module docs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deferred: Option<String>,
 }
 
 /// What recovery did to one session.
@@ -66,6 +81,8 @@ pub struct SessionRecovery {
     pub streams: usize,
     /// Torn tails repaired now.
     pub repairs: Vec<Repair>,
+    /// Torn tails kept in place because their bytes could not be quarantined first.
+    pub deferred: Vec<Repair>,
     /// Damage found but not repairable (not in the last segment).
     pub faults: Vec<Fault>,
 }
@@ -91,6 +108,16 @@ impl RecoveryReport {
 pub(crate) struct RecoveredState {
     pub dedup: Dedup,
     pub next_index: u64,
+    /// Torn tails whose repair was deferred.
+    pub pending: Vec<PendingTail>,
+}
+
+/// A torn tail kept in place, to be cut once it can be quarantined.
+#[derive(Debug, Clone)]
+pub(crate) struct PendingTail {
+    seg: SegmentFile,
+    keep: u64,
+    reason: String,
 }
 
 /// Recovers every session of the store at `root`.
@@ -113,6 +140,17 @@ pub(crate) fn recover_store(
         for f in &rec.faults {
             tracing::warn!(session = %rec.session, "store damage left in place: {f}");
         }
+        for d in &rec.deferred {
+            tracing::warn!(
+                session = %rec.session,
+                segment = %d.segment,
+                offset = d.offset,
+                bytes = d.removed_bytes,
+                "torn tail kept in place: {}; the session takes no data until it can be \
+                 quarantined (free some space)",
+                d.deferred.as_deref().unwrap_or_default()
+            );
+        }
         states.insert(session.name.clone(), state);
         report.sessions.push(rec);
     }
@@ -134,6 +172,7 @@ pub(crate) fn recover_session(
     let mut state = RecoveredState {
         dedup: Dedup::new(),
         next_index: segments.last().map_or(0, |s| s.index + 1),
+        pending: Vec::new(),
     };
     for (i, seg) in segments.iter().enumerate() {
         let last = i + 1 == segments.len();
@@ -141,20 +180,18 @@ pub(crate) fn recover_session(
             Ok(r) => r,
             Err(Error::BadSegment { source, .. }) => {
                 if last && seg.len < SEGMENT_HEADER_LEN as u64 {
-                    std::fs::remove_file(&seg.path)
-                        .map_err(io_at("cannot remove torn segment", &seg.path))?;
-                    layout::sync_dir(dir)?;
-                    let repair = Repair {
-                        segment: seg.file_name(),
-                        offset: 0,
-                        removed_bytes: seg.len,
-                        reason: format!("torn segment header, file removed: {source}"),
-                        server_run_id: clock.server_run_id,
-                        repaired_at_wall_ns: wall_ns(),
-                    };
-                    note_repair(dir, name, &repair)?;
-                    rec.segments -= 1;
-                    rec.repairs.push(repair);
+                    match remove_torn_header(dir, name, seg, &source, clock) {
+                        Ok(repair) => {
+                            rec.segments -= 1;
+                            rec.repairs.push(repair);
+                        }
+                        Err(e) => rec.faults.push(Fault {
+                            segment: seg.file_name(),
+                            offset: 0,
+                            kind: FaultKind::BadHeader,
+                            error: format!("{source}; cannot remove it: {}", chain(&e)),
+                        }),
+                    }
                 } else {
                     rec.faults.push(Fault {
                         segment: seg.file_name(),
@@ -180,32 +217,31 @@ pub(crate) fn recover_session(
         rec.records += r.records();
         rec.faults.extend(r.skipped().iter().cloned());
         for &(from, to) in r.corrupt_ranges() {
-            quarantine(dir, seg, from, to)?;
+            if let Err(e) = quarantine(dir, seg, from, to) {
+                tracing::warn!(
+                    segment = %seg.file_name(),
+                    offset = from,
+                    "corrupt bytes left in place without a quarantine copy: {}",
+                    chain(&e)
+                );
+            }
         }
         match r.tail() {
             Some(tail) if last => {
-                let keep = r.end_offset();
-                let now_len = std::fs::metadata(&seg.path)
-                    .map_err(io_at("cannot stat", &seg.path))?
-                    .len();
-                quarantine(dir, seg, keep, now_len)?;
-                let file = OpenOptions::new()
-                    .write(true)
-                    .open(&seg.path)
-                    .map_err(io_at("cannot open for repair", &seg.path))?;
-                file.set_len(keep)
-                    .and_then(|()| file.sync_all())
-                    .map_err(io_at("cannot truncate torn tail of", &seg.path))?;
-                let repair = Repair {
-                    segment: seg.file_name(),
-                    offset: keep,
-                    removed_bytes: now_len.saturating_sub(keep),
+                let pending = PendingTail {
+                    seg: seg.clone(),
+                    keep: r.end_offset(),
                     reason: tail.error.clone(),
-                    server_run_id: clock.server_run_id,
-                    repaired_at_wall_ns: wall_ns(),
                 };
-                note_repair(dir, name, &repair)?;
-                rec.repairs.push(repair);
+                match cut_tail(dir, name, &pending, clock) {
+                    Ok(repair) => rec.repairs.push(repair),
+                    Err(e) => {
+                        let repair = pending.note(clock, Some(chain(&e)))?;
+                        note_repair(dir, name, &repair);
+                        rec.deferred.push(repair);
+                        state.pending.push(pending);
+                    }
+                }
             }
             Some(tail) => rec.faults.push(tail.clone()),
             None => {}
@@ -213,6 +249,87 @@ pub(crate) fn recover_session(
     }
     rec.streams = state.dedup.len();
     Ok((rec, state))
+}
+
+impl PendingTail {
+    /// The repair record for this tail (`deferred`: why it is not cut yet).
+    fn note(&self, clock: &RunClock, deferred: Option<String>) -> Result<Repair, Error> {
+        let now_len = std::fs::metadata(&self.seg.path)
+            .map_err(io_at("cannot stat", &self.seg.path))?
+            .len();
+        Ok(Repair {
+            segment: self.seg.file_name(),
+            offset: self.keep,
+            removed_bytes: now_len.saturating_sub(self.keep),
+            reason: self.reason.clone(),
+            server_run_id: clock.server_run_id,
+            repaired_at_wall_ns: wall_ns(),
+            deferred,
+        })
+    }
+}
+
+/// Quarantines a torn tail, then cuts it off and syncs; notes the repair.
+fn cut_tail(dir: &Path, name: &str, t: &PendingTail, clock: &RunClock) -> Result<Repair, Error> {
+    let repair = t.note(clock, None)?;
+    quarantine(dir, &t.seg, t.keep, t.keep + repair.removed_bytes)?;
+    let file = OpenOptions::new()
+        .write(true)
+        .open(&t.seg.path)
+        .map_err(io_at("cannot open for repair", &t.seg.path))?;
+    file.set_len(t.keep)
+        .and_then(|()| file.sync_all())
+        .map_err(io_at("cannot truncate torn tail of", &t.seg.path))?;
+    note_repair(dir, name, &repair);
+    Ok(repair)
+}
+
+/// Retries the deferred repairs of session `name` (in `dir`); they leave `pending` as they
+/// succeed. An error names the first that still cannot be made.
+pub(crate) fn retry_pending(
+    dir: &Path,
+    name: &str,
+    pending: &mut Vec<PendingTail>,
+    clock: &RunClock,
+) -> Result<(), Error> {
+    while let Some(t) = pending.first() {
+        cut_tail(dir, name, t, clock).map_err(|e| {
+            Error::io(
+                format!(
+                    "the torn tail of {} at offset {} could not be quarantined yet (free some \
+                     space)",
+                    t.seg.path.display(),
+                    t.keep
+                ),
+                std::io::Error::other(chain(&e)),
+            )
+        })?;
+        pending.remove(0);
+    }
+    Ok(())
+}
+
+/// Removes a last segment too short to hold its header; notes the repair.
+fn remove_torn_header(
+    dir: &Path,
+    name: &str,
+    seg: &SegmentFile,
+    source: &p5_wire::DecodeError,
+    clock: &RunClock,
+) -> Result<Repair, Error> {
+    std::fs::remove_file(&seg.path).map_err(io_at("cannot remove torn segment", &seg.path))?;
+    layout::sync_dir(dir)?;
+    let repair = Repair {
+        segment: seg.file_name(),
+        offset: 0,
+        removed_bytes: seg.len,
+        reason: format!("torn segment header, file removed: {source}"),
+        server_run_id: clock.server_run_id,
+        repaired_at_wall_ns: wall_ns(),
+        deferred: None,
+    };
+    note_repair(dir, name, &repair);
+    Ok(repair)
 }
 
 /// Where damaged bytes of a session are kept (`<session>/quarantine`).
@@ -232,24 +349,14 @@ fn quarantine(dir: &Path, seg: &SegmentFile, from: u64, to: u64) -> Result<(), E
         return Ok(());
     }
     std::fs::create_dir_all(&qdir).map_err(io_at("cannot create", &qdir))?;
-    let src = std::fs::File::open(&seg.path).map_err(io_at("cannot open", &seg.path))?;
     let tmp = qdir.join(format!(".{}@{from}.tmp", seg.file_name()));
-    let mut out = std::fs::File::create(&tmp).map_err(io_at("cannot create", &tmp))?;
-    let mut buf = vec![0u8; 256 * 1024];
-    let mut at = from;
-    while at < to {
-        let want = ((to - at) as usize).min(buf.len());
-        let n =
-            read_at_up_to(&src, &mut buf[..want], at).map_err(io_at("cannot read", &seg.path))?;
-        if n == 0 {
-            break;
-        }
-        out.write_all(&buf[..n])
-            .map_err(io_at("cannot write", &tmp))?;
-        at += n as u64;
+    let copied = copy_range(&seg.path, &tmp, from, to)
+        .and_then(|()| std::fs::rename(&tmp, &path).map_err(io_at("cannot rename", &tmp)));
+    if let Err(e) = copied {
+        // A partial copy only takes the space the repair is waiting for.
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
     }
-    out.sync_all().map_err(io_at("cannot sync", &tmp))?;
-    std::fs::rename(&tmp, &path).map_err(io_at("cannot rename", &tmp))?;
     layout::sync_dir(&qdir)?;
     layout::sync_dir(dir)?;
     tracing::warn!(
@@ -262,15 +369,48 @@ fn quarantine(dir: &Path, seg: &SegmentFile, from: u64, to: u64) -> Result<(), E
     Ok(())
 }
 
-fn note_repair(dir: &Path, session: &str, repair: &Repair) -> Result<(), Error> {
-    tracing::warn!(
-        session,
-        segment = %repair.segment,
-        offset = repair.offset,
-        removed_bytes = repair.removed_bytes,
-        "repaired torn tail: {}",
-        repair.reason
-    );
+/// Copies bytes `[from, to)` of `src` to a new file `dst` and syncs it.
+fn copy_range(src: &Path, dst: &Path, from: u64, to: u64) -> Result<(), Error> {
+    let input = std::fs::File::open(src).map_err(io_at("cannot open", src))?;
+    let mut out = std::fs::File::create(dst).map_err(io_at("cannot create", dst))?;
+    let mut buf = vec![0u8; 256 * 1024];
+    let mut at = from;
+    while at < to {
+        let want = ((to - at) as usize).min(buf.len());
+        let n = read_at_up_to(&input, &mut buf[..want], at).map_err(io_at("cannot read", src))?;
+        if n == 0 {
+            break;
+        }
+        out.write_all(&buf[..n])
+            .map_err(io_at("cannot write", dst))?;
+        at += n as u64;
+    }
+    out.sync_all().map_err(io_at("cannot sync", dst))
+}
+
+/// Logs a repair and appends it to the session's repair log; a failure to append (a full
+/// disk) is logged, not fatal: the repair itself is done, or deferred and retried.
+fn note_repair(dir: &Path, session: &str, repair: &Repair) {
+    if repair.deferred.is_none() {
+        tracing::warn!(
+            session,
+            segment = %repair.segment,
+            offset = repair.offset,
+            removed_bytes = repair.removed_bytes,
+            "repaired torn tail: {}",
+            repair.reason
+        );
+    }
+    if let Err(e) = append_note(dir, repair) {
+        tracing::warn!(
+            session,
+            "cannot note the repair in {RECOVERY_LOG}: {}",
+            chain(&e)
+        );
+    }
+}
+
+fn append_note(dir: &Path, repair: &Repair) -> Result<(), Error> {
     let path = dir.join(RECOVERY_LOG);
     let existed = path.exists();
     let mut line = serde_json::to_string(repair)
@@ -290,20 +430,54 @@ fn note_repair(dir: &Path, session: &str, repair: &Repair) -> Result<(), Error> 
     Ok(())
 }
 
-/// Reads a session's repair log (missing file: no repairs; unreadable lines are skipped).
-pub fn read_repairs(dir: &Path) -> Result<Vec<Repair>, Error> {
+/// A session's repair log as read.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RepairLog {
+    /// The repairs, oldest first.
+    pub repairs: Vec<Repair>,
+    /// Lines that were not valid UTF-8, read with their bad bytes replaced.
+    pub lossy_lines: u64,
+    /// Lines that are not a repair at all (skipped).
+    pub unreadable_lines: u64,
+}
+
+/// Reads a session's repair log (missing file: no repairs). The log is informational, so
+/// damage never fails the read: bytes that are not UTF-8 are replaced, lines that are not a
+/// repair are skipped, and both are counted.
+pub fn read_repair_log(dir: &Path) -> Result<RepairLog, Error> {
     let path = dir.join(RECOVERY_LOG);
     let file = match std::fs::File::open(&path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(RepairLog::default()),
         Err(e) => return Err(Error::io(format!("cannot open {}", path.display()), e)),
     };
-    let mut out = Vec::new();
-    for line in BufReader::new(file).lines() {
-        let line = line.map_err(io_at("cannot read", &path))?;
-        if let Ok(r) = serde_json::from_str(&line) {
-            out.push(r);
+    let mut log = RepairLog::default();
+    let mut reader = BufReader::new(file);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .map_err(io_at("cannot read", &path))?;
+        if n == 0 {
+            break;
+        }
+        let text = String::from_utf8_lossy(&line);
+        if text.trim().is_empty() {
+            continue;
+        }
+        if matches!(text, std::borrow::Cow::Owned(_)) {
+            log.lossy_lines += 1;
+        }
+        match serde_json::from_str(text.trim_end()) {
+            Ok(r) => log.repairs.push(r),
+            Err(_) => log.unreadable_lines += 1,
         }
     }
-    Ok(out)
+    Ok(log)
+}
+
+/// The repairs of a session's repair log (see [`read_repair_log`]).
+pub fn read_repairs(dir: &Path) -> Result<Vec<Repair>, Error> {
+    read_repair_log(dir).map(|l| l.repairs)
 }

@@ -1,32 +1,33 @@
-//! The accept loop, the connection cap and graceful shutdown.
+//! The accept loop, the allow-list, the connection cap and graceful shutdown.
 //!
-//! Each accepted connection becomes a task ([`crate::conn`]); past `max_connections` a new
-//! connection gets an `Error` frame ("too many connections") and is closed. On
+//! A peer the allow-list ([`crate::allow`]) does not admit is closed at once. Each accepted
+//! connection joins the memory budget ([`crate::budget`]) and becomes a task
+//! ([`crate::conn`]). At `max_connections` a newcomer evicts one idle connection and waits
+//! (at most [`crate::admit::ADMIT_WAIT`]) for its slot; if none may be evicted, or too many newcomers are
+//! waiting already, it gets an `Error` frame ("too many connections") and is closed. On
 //! shutdown (SIGINT/SIGTERM in the binary, any future in the library) the server stops
 //! accepting, tells every connection to stop at its next frame boundary, waits until each has
 //! seen its queued frames become durable and sent its final ack, then closes the store, whose
 //! writers flush and sync whatever is still queued.
 
+use crate::admit::Admission;
+use crate::allow::{AllowList, Gate};
+use crate::budget::Budget;
 use crate::clock::RunClock;
 use crate::config::ServerConfig;
-use crate::conn::{self, ConnContext};
+use crate::conn::ConnContext;
 use crate::datagram::{self, Pingers};
 use crate::error::Error;
 use crate::receiver::FrameLimits;
 use crate::recover::RecoveryReport;
-use crate::rxstamp::StampedRead;
 use crate::store::{Store, WriterStats};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 use tokio::net::{TcpListener, UdpSocket};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::watch;
 use tokio::task::JoinSet;
-
-/// Most refused connections answered with an `Error` frame at the same time.
-const MAX_POLITE_REFUSALS: usize = 64;
 
 /// What a server run did, returned when it stops.
 #[derive(Debug, Clone, Default)]
@@ -35,6 +36,10 @@ pub struct ServeSummary {
     pub connections: u64,
     /// Connections refused because of the cap.
     pub refused: u64,
+    /// Connections closed at accept because the allow-list does not admit their peer.
+    pub refused_peers: u64,
+    /// Connections evicted to make room for others (memory or a slot).
+    pub evictions: u64,
     /// Per session writer counters.
     pub sessions: Vec<(String, WriterStats)>,
 }
@@ -54,7 +59,8 @@ pub struct Server {
 impl Server {
     /// Validates the configuration, opens and recovers the store, and binds the listener.
     pub async fn bind(config: ServerConfig) -> Result<Self, Error> {
-        let config = config.validate()?;
+        let mut config = config.validate()?;
+        config.max_connections = crate::admit::fit_fd_limit(config.max_connections);
         let clock = Arc::new(RunClock::start());
         let root = config.store.clone();
         let store_config = config.store_config.clone();
@@ -68,6 +74,10 @@ impl Server {
         let addr = listener
             .local_addr()
             .map_err(|e| Error::io("cannot read the bound address", e))?;
+        let allow = config
+            .allow
+            .get_or_insert_with(|| AllowList::default_for(addr.ip()));
+        tracing::info!(%addr, allow = %allow, "peers allowed");
         let udp = match UdpSocket::bind(addr).await {
             Ok(s) => Some(s),
             Err(e) => {
@@ -119,52 +129,29 @@ impl Server {
             limits: FrameLimits {
                 idle_timeout: limits.idle_timeout,
                 frame_timeout: limits.frame_timeout,
+                min_frame_rate: limits.min_frame_rate,
                 max_frame_len: limits.max_frame_len,
             },
             hello_timeout: limits.hello_timeout,
             read_buffer: limits.read_buffer,
-            budget: Arc::new(Semaphore::new(self.config.inflight_bytes)),
             shutdown: stop_rx,
             pingers,
         };
-        let slots = Arc::new(Semaphore::new(self.config.max_connections));
-        // Refusals past the cap get a polite `Error` frame from a short task; past this many at
-        // once (a connection flood) they are simply closed.
-        let refusals = Arc::new(Semaphore::new(MAX_POLITE_REFUSALS));
+        let budget = Budget::new(
+            self.config.inflight_bytes,
+            limits.allowance,
+            self.clock.clone(),
+        );
+        let gate = Gate::new(self.config.allow.clone().unwrap_or_else(AllowList::any));
+        let mut admit = Admission::new(ctx, budget, gate, self.config.max_connections);
         let mut tasks = JoinSet::new();
-        let mut summary = ServeSummary::default();
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
                 () = &mut shutdown => break,
                 Some(done) = tasks.join_next(), if !tasks.is_empty() => report_task(done),
                 accepted = self.listener.accept() => match accepted {
-                    Ok((stream, peer)) => {
-                        let Ok(slot) = slots.clone().try_acquire_owned() else {
-                            summary.refused += 1;
-                            tracing::warn!(%peer, "connection refused: too many connections");
-                            if let Ok(permit) = refusals.clone().try_acquire_owned() {
-                                tokio::spawn(async move {
-                                    conn::refuse_busy(stream).await;
-                                    drop(permit);
-                                });
-                            }
-                            continue;
-                        };
-                        if let Err(e) = stream.set_nodelay(true) {
-                            tracing::debug!(%peer, "cannot set TCP_NODELAY: {e}");
-                        }
-                        summary.connections += 1;
-                        let conn_id = summary.connections;
-                        let ctx = ctx.clone();
-                        let (rd, wr) = stream.into_split();
-                        let receipt = Arc::new(AtomicU64::new(0));
-                        let rd = StampedRead::new(rd, ctx.clock.clone(), receipt.clone());
-                        tasks.spawn(async move {
-                            conn::serve(rd, wr, peer, conn_id, ctx, Some(receipt)).await;
-                            drop(slot);
-                        });
-                    }
+                    Ok((stream, peer)) => admit.accept(stream, peer, &mut tasks),
                     Err(e) => {
                         tracing::warn!("accept failed: {e}");
                         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -184,7 +171,8 @@ impl Server {
         if let Some(task) = pinging {
             let _ = task.await;
         }
-        drop(ctx);
+        let mut summary = admit.summary();
+        drop(admit);
         let store = self.store;
         summary.sessions = tokio::task::spawn_blocking(move || store.close())
             .await

@@ -18,16 +18,22 @@ pub enum SpoolError {
         offset: u64,
     },
     /// Corrupt bytes.
-    #[error("corrupt frame at offset {offset}: {source}")]
+    #[error("corrupt frame at offset {offset}: {cause}")]
     Corrupt {
         /// Offset of the bad frame.
         offset: u64,
-        /// The decoder's error.
-        source: DecodeError,
+        /// The decoder's error (in the message, not a `source`).
+        cause: DecodeError,
     },
     /// Reading failed.
     #[error("read failed: {0}")]
-    Io(#[from] io::Error),
+    Io(io::Error),
+}
+
+impl From<io::Error> for SpoolError {
+    fn from(e: io::Error) -> Self {
+        SpoolError::Io(e)
+    }
 }
 
 /// A streaming frame reader over a spool file (one frame in memory at a time).
@@ -60,13 +66,19 @@ impl<R: Read> SpoolReader<R> {
             n if n < h.len() => return Err(SpoolError::Truncated { offset }),
             _ => {}
         }
-        let (len, crc) = frame::parse_header(&h, MAX_FRAME_LEN)
-            .map_err(|source| SpoolError::Corrupt { offset, source })?;
-        let mut f = ReceivedFrame::with_payload_len(len as usize, 0, None);
+        let (len, crc) =
+            frame::parse_header(&h, MAX_FRAME_LEN).map_err(|source| SpoolError::Corrupt {
+                offset,
+                cause: source,
+            })?;
+        let mut f = ReceivedFrame::with_payload_len(len as usize, 0);
         if crate::reader::read_up_to(&mut self.inner, f.payload_mut())? < len as usize {
             return Err(SpoolError::Truncated { offset });
         }
-        frame::check(crc, f.payload()).map_err(|source| SpoolError::Corrupt { offset, source })?;
+        frame::check(crc, f.payload()).map_err(|source| SpoolError::Corrupt {
+            offset,
+            cause: source,
+        })?;
         self.offset += (frame::HEADER_LEN + len as usize) as u64;
         Ok(Some(f))
     }

@@ -33,13 +33,14 @@
 //! reached the disk is the safe way back): every waiting connection gets an `Error` frame and
 //! keeps its unacknowledged frames, and new connections to the session are refused.
 
+use crate::budget::Reservation;
 use crate::clock::RunClock;
 use crate::config::StoreConfig;
 use crate::dedup::Dedup;
 use crate::error::{Error, io_at};
 use crate::layout::{self, StoreLock};
 use crate::receiver::ReceivedFrame;
-use crate::recover::{self, RecoveredState, RecoveryReport};
+use crate::recover::{self, PendingTail, RecoveredState, RecoveryReport};
 use p5_wire::data::Ping;
 use p5_wire::store::{SEGMENT_HEADER_LEN, SEGMENT_VERSION, SampleSource, SegmentHeader};
 use serde::Serialize;
@@ -51,7 +52,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use tokio::sync::mpsc::{self, error::TryRecvError};
-use tokio::sync::{OwnedSemaphorePermit, watch};
+use tokio::sync::watch;
 
 /// What a connection learns from the writer: how many of its data frames are durable, or
 /// that the writer failed.
@@ -91,7 +92,7 @@ pub struct Item {
     record: Vec<u8>,
     data: Option<DataKey>,
     ack: Option<AckSender>,
-    permit: Option<OwnedSemaphorePermit>,
+    reservation: Reservation,
 }
 
 impl Item {
@@ -101,18 +102,18 @@ impl Item {
             record,
             data: None,
             ack: None,
-            permit: None,
+            reservation: Reservation::default(),
         }
     }
 
     /// A data frame: stored as a `StoreData` record unless it is a duplicate.
     pub fn data(frame: ReceivedFrame, key: DataKey, ack: Option<AckSender>) -> Self {
-        let (record, permit) = frame.into_store_data(key.process_uid);
+        let (record, reservation) = frame.into_store_data(key.process_uid);
         Self {
             record,
             data: Some(key),
             ack,
-            permit,
+            reservation,
         }
     }
 }
@@ -293,6 +294,8 @@ impl Store {
             config: self.config.clone(),
             dedup: state.dedup,
             next_index: state.next_index,
+            pending: state.pending,
+            refusing: false,
             segment: None,
             batch: Vec::new(),
             unsynced: false,
@@ -365,12 +368,17 @@ struct Writer {
     config: StoreConfig,
     dedup: Dedup,
     next_index: u64,
+    /// Torn tails recovery had to keep in place: repaired before anything is written.
+    pending: Vec<PendingTail>,
+    /// Whether the last attempt to open a segment failed (items are refused meanwhile).
+    refusing: bool,
     segment: Option<OpenSegment>,
     batch: Vec<u8>,
     /// Whether the current segment holds bytes written since its last sync.
     unsynced: bool,
     acks: Vec<(AckSender, u64)>,
-    permits: Vec<OwnedSemaphorePermit>,
+    /// Memory of the records in the group, given back once they are durable.
+    permits: Vec<Reservation>,
     shared: Arc<SessionShared>,
 }
 
@@ -420,11 +428,22 @@ impl Writer {
             record,
             data,
             ack,
-            permit,
+            reservation,
         } = item;
         if self.failed() {
             if let Some(ack) = ack {
                 let reason = self.shared.failure().unwrap_or_default();
+                ack.send_modify(|d| d.failure = Some(reason.into()));
+            }
+            return;
+        }
+        if self.segment.is_none()
+            && self.batch.is_empty()
+            && let Err(reason) = self.prepare_segment()
+        {
+            // Nothing was admitted or written: refuse this item (its sender keeps it and
+            // comes back) and try again with the next.
+            if let Some(ack) = ack {
                 ack.send_modify(|d| d.failure = Some(reason.into()));
             }
             return;
@@ -462,8 +481,8 @@ impl Writer {
                 }
             }
         }
-        if let Some(p) = permit {
-            self.permits.push(p);
+        if reservation.bytes() > 0 {
+            self.permits.push(reservation);
         }
     }
 
@@ -552,6 +571,33 @@ impl Writer {
         Ok(())
     }
 
+    /// Before the first record of a segment: repairs the torn tails recovery deferred, then
+    /// opens the segment. A failure here is not the writer's failure: nothing was written, so
+    /// the item is refused and the next one tries again (a full disk that gets space back).
+    fn prepare_segment(&mut self) -> Result<(), String> {
+        let opened =
+            recover::retry_pending(&self.dir, &self.session, &mut self.pending, &self.clock)
+                .and_then(|()| self.open_segment());
+        match opened {
+            Ok(seg) => {
+                if self.refusing {
+                    tracing::info!(session = %self.session, "session takes data again");
+                    self.refusing = false;
+                }
+                self.segment = Some(seg);
+                Ok(())
+            }
+            Err(e) => {
+                let reason = crate::error::chain(&e);
+                if !self.refusing {
+                    tracing::warn!(session = %self.session, "session refuses data for now: {reason}");
+                    self.refusing = true;
+                }
+                Err(reason)
+            }
+        }
+    }
+
     fn open_segment(&mut self) -> Result<OpenSegment, Error> {
         if !self.dir.is_dir() {
             std::fs::create_dir_all(&self.dir)
@@ -573,8 +619,15 @@ impl Writer {
             segment_index: index,
             server_boot_id: self.clock.boot_id,
         };
-        file.write_all(&header.encode())
-            .map_err(io_at("cannot write segment header to", &path))?;
+        if let Err(e) = file.write_all(&header.encode()) {
+            // Nothing in it was acknowledged: remove it, or the next try finds it in the way.
+            drop(file);
+            let _ = std::fs::remove_file(&path);
+            return Err(Error::io(
+                format!("cannot write segment header to {}", path.display()),
+                e,
+            ));
+        }
         self.next_index = index + 1;
         self.shared.stats.segments.fetch_add(1, Relaxed);
         self.shared

@@ -28,6 +28,10 @@ use std::time::Duration;
 /// Hang guard for socket reads: far longer than anything a passing test waits for.
 const HANG_GUARD: Duration = Duration::from_secs(60);
 
+mod errors;
+mod full_disk;
+mod hostile;
+
 // ---------------------------------------------------------------------------------------------
 // Frames
 
@@ -1257,41 +1261,37 @@ fn store_write_failure_fails_only_that_session_and_acknowledges_nothing() {
     // A file where the session directory should be: the writer cannot create its segment.
     std::fs::write(dir.path().join("broken"), b"not a directory").unwrap();
     let server = InProc::start(config(dir.path()));
-    let (mut p, _) = Peer::hello(server.addr, 0xb0, "broken");
     let (frames, _) = stream_frames(0, 3, 10);
-    for f in &frames {
-        let _ = p.try_send(f);
+    // Every connection to the session is told and nothing is acknowledged, for as long as
+    // the segment cannot be created; other sessions work.
+    for uid in [0xb0, 0xb1] {
+        let (mut p, _) = Peer::hello(server.addr, uid, "broken");
+        for f in &frames {
+            let _ = p.try_send(f);
+        }
+        let closed = p.expect_closed();
+        assert_eq!(
+            closed.last_ack, 0,
+            "nothing was durable, nothing may be acknowledged"
+        );
+        let error = closed.error.as_deref().unwrap_or("");
+        assert!(error.contains("store write failed"), "{closed:?}");
+        assert!(
+            error.contains("cannot create session directory"),
+            "{closed:?}"
+        );
     }
-    let closed = p.expect_closed();
-    assert_eq!(
-        closed.last_ack, 0,
-        "nothing was durable, nothing may be acknowledged"
-    );
-    assert!(
-        closed
-            .error
-            .as_deref()
-            .unwrap_or("")
-            .contains("store write failed"),
-        "{closed:?}"
-    );
-    drop(p);
-    // New connections to the failed session are refused; other sessions work.
-    let mut q = Peer::connect(server.addr);
-    q.send(&hello_frame(0xb1, "broken", Caps::ALL));
-    let c = q.expect_closed();
-    assert!(
-        c.error
-            .as_deref()
-            .unwrap_or("")
-            .contains("store unavailable"),
-        "{c:?}"
-    );
     write_more_to(server.addr, 0xb2, "fine", &frames);
+    // Nothing was written before the segment existed, so once the cause is gone the session
+    // takes data again, without a restart.
+    std::fs::remove_file(dir.path().join("broken")).unwrap();
+    write_more_to(server.addr, 0xb3, "broken", &frames);
     server.stop();
     let s = stored(dir.path());
-    assert_eq!(s.seqs.len(), 1);
+    assert_eq!(s.seqs.len(), 2);
     assert_eq!(s.seqs[&(0xb2, 0)], vec![0, 1, 2, 3, 4]);
+    assert_eq!(s.seqs[&(0xb3, 0)], vec![0, 1, 2, 3, 4]);
+    assert!(!s.seqs.contains_key(&(0xb0, 0)) && !s.seqs.contains_key(&(0xb1, 0)));
 }
 
 fn write_more_to(addr: SocketAddr, uid: u64, session: &str, frames: &[Vec<u8>]) {
@@ -1409,9 +1409,11 @@ fn lying_headers_do_not_starve_a_real_client() {
     let (frames, _) = stream_frames(0, 1, 10);
     p.send(&frames[0]);
     p.wait_ack(1);
-    let took = t0.elapsed();
-    eprintln!("with 64 lying peers, a real client's first ack took {took:?}");
-    assert!(took < Duration::from_secs(2), "first ack took {took:?}");
+    // The 5 s read timeout above is the hang guard; no assertion measures time.
+    eprintln!(
+        "with 64 lying peers, a real client's first ack took {:?}",
+        t0.elapsed()
+    );
     p.goodbye(1);
     drop(attackers);
     server.stop();
