@@ -48,6 +48,10 @@ pub const CALLS: &[(&str, CommOp)] = &[
     ("epoll_pwait", CommOp::Wait),
 ];
 
+/// Calls an interposer sees that describe sockets without being recorded as calls (their
+/// `Socket` events carry the call's sensor id).
+pub const DESCRIBING: &[&str] = &["socketpair"];
+
 /// The sensor id of interposed call `name`: FNV-1a of `p5-preload/` and the name.
 pub const fn sensor_id(name: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -75,7 +79,9 @@ pub fn manifest() -> Manifest {
         files: Vec::new(),
         sensors: CALLS
             .iter()
-            .map(|&(name, _)| Sensor {
+            .map(|&(name, _)| name)
+            .chain(DESCRIBING.iter().copied())
+            .map(|name| Sensor {
                 id: p5_wire::manifest::format_id(sensor_id(name)),
                 kind: "comm".into(),
                 language: "c".into(),
@@ -125,6 +131,13 @@ pub fn describe(sensor: u64, fd: i32, force: bool, peer_hint: &RawEndpoint) {
     comm::note_socket(ORIGIN, sensor, fd, force, peer_hint);
 }
 
+/// Describes both ends of a new socketpair `(a, b)` of socket type `ty`: each end is named
+/// after its inode and its peer after the other's (see [`crate::unnamed`]). Makes `fstat`
+/// calls; does nothing for pairs that are not unix sockets or while not recording.
+pub fn describe_pair(a: i32, b: i32, ty: i32) {
+    comm::note_pair(ORIGIN, sensor_id("socketpair"), a, b, ty);
+}
+
 /// Forgets that `fd` was described (it is being closed or replaced).
 pub fn forget(fd: i32) {
     comm::forget(fd);
@@ -141,7 +154,8 @@ mod tests {
         ids.dedup();
         assert_eq!(ids.len(), CALLS.len());
         let m = manifest();
-        assert_eq!(m.sensors.len(), CALLS.len());
+        assert_eq!(m.sensors.len(), CALLS.len() + DESCRIBING.len());
+        assert!(m.sensors.iter().any(|s| s.function == "socketpair"));
         let send = &m.sensors[0];
         assert_eq!(
             (send.function.as_str(), send.kind.as_str()),
