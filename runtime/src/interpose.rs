@@ -105,6 +105,13 @@ pub fn read_config() {
     let _ = crate::process::config();
 }
 
+/// Drains what was recorded and waits until the log server has acknowledged it (not merely
+/// spooled it), at most `P5_EXIT_TIMEOUT_MS`; for an interposer's `exec`, after which the
+/// process's spool would belong to nobody. Returns whether that completed.
+pub fn flush_acknowledged() -> bool {
+    crate::process::flush_acknowledged()
+}
+
 /// True on the runtime's own threads (flusher, connector): their calls are never recorded.
 #[inline]
 pub fn on_runtime_thread() -> bool {
