@@ -203,8 +203,8 @@ fn a_python_module_is_named_after_itself() {
     )
     .unwrap();
     let (stdout, stderr) = record(dir.path(), &["python3", "-m", "p5_named_mod"]);
-    assert!(stdout.contains("messages: 1 matched"), "{stdout}\n{stderr}");
     let (procs, _) = merged(dir.path());
     let names: Vec<&str> = procs.iter().map(|p| p.program.as_str()).collect();
     assert_eq!(names, ["p5_named_mod"], "{procs:?}");
+    assert!(stdout.contains("messages: 1 matched"), "{stdout}\n{stderr}");
 }

@@ -54,7 +54,29 @@ pub fn grace(text: &str) -> anyhow::Result<Duration> {
     num.trim()
         .parse::<f64>()
         .ok()
-        .filter(|v| v.is_finite() && *v >= 0.0)
-        .map(|v| Duration::from_secs_f64(v * scale))
+        .and_then(|v| Duration::try_from_secs_f64(v * scale).ok())
         .ok_or_else(|| anyhow::anyhow!("bad --grace {text:?} (give seconds, e.g. 5 or 500ms)"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grace_periods() {
+        assert_eq!(grace("5").unwrap(), Duration::from_secs(5));
+        assert_eq!(grace("2.5s").unwrap(), Duration::from_millis(2500));
+        assert_eq!(grace("500ms").unwrap(), Duration::from_millis(500));
+        for bad in ["", "soon", "-1", "inf", "5 m", "1e300"] {
+            assert!(grace(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn programs_that_cannot_run_are_named() {
+        let e = program(std::ffi::OsStr::new("/nonexistent")).unwrap_err();
+        assert!(e.to_string().contains("/nonexistent"), "{e}");
+        assert!(program(std::ffi::OsStr::new("/etc")).is_err());
+        assert!(program(std::ffi::OsStr::new("sh")).is_ok());
+    }
 }

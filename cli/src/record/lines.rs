@@ -43,35 +43,70 @@ pub fn shell_word(p: &Path) -> String {
 }
 
 /// An error and its causes on one line, each cause once: a cause whose text the line
-/// already holds (a message that repeats its source's) is left out.
+/// already holds is left out, and one that repeats the message before it (`cannot open
+/// store /x: No such file` after `cannot open store /x`) takes its place.
 pub fn one_line(e: &anyhow::Error) -> String {
-    let mut line = String::new();
-    for cause in e.chain() {
-        let text = cause.to_string();
-        if text.is_empty() || line.contains(&text) {
-            continue;
-        }
-        if !line.is_empty() {
-            line += ": ";
-        }
-        line += &text;
-    }
-    line.replace('\n', " ")
+    join(e.chain().map(|c| c.to_string()))
 }
 
 /// [`one_line`] for any error.
 pub fn one_line_text(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut line = String::new();
-    let mut cur = Some(e);
-    while let Some(c) = cur {
-        let text = c.to_string();
-        if !text.is_empty() && !line.contains(&text) {
-            if !line.is_empty() {
-                line += ": ";
-            }
-            line += &text;
+    join(std::iter::successors(Some(e), |c| c.source()).map(|c| c.to_string()))
+}
+
+fn join(texts: impl Iterator<Item = String>) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    for t in texts {
+        let t = t.replace('\n', " ");
+        if t.is_empty() || parts.iter().any(|p| p.contains(&t)) {
+            continue;
         }
-        cur = c.source();
+        match parts.last_mut() {
+            Some(last) if t.contains(last.as_str()) => *last = t,
+            _ => parts.push(t),
+        }
     }
-    line.replace('\n', " ")
+    parts.join(": ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An error whose message repeats its source's, as some libraries' do.
+    #[derive(Debug)]
+    struct Repeats(std::io::Error);
+
+    impl std::fmt::Display for Repeats {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "cannot open store /x: {}", self.0)
+        }
+    }
+
+    impl std::error::Error for Repeats {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+
+    /// A cause already in the line is left out; distinct causes are kept, in order.
+    #[test]
+    fn each_cause_once() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file");
+        let e = anyhow::Error::new(Repeats(io)).context("cannot open store /x");
+        assert_eq!(one_line(&e), "cannot open store /x: No such file");
+        let e = anyhow::anyhow!("disk full").context("cannot write\nthe file");
+        assert_eq!(one_line(&e), "cannot write the file: disk full");
+    }
+
+    #[test]
+    fn shell_words_are_quoted_when_needed() {
+        assert_eq!(
+            shell_word(Path::new("p5-store/x.sqlite")),
+            "p5-store/x.sqlite"
+        );
+        assert_eq!(shell_word(Path::new("my store")), "'my store'");
+        assert_eq!(shell_word(Path::new("it's")), "'it'\\''s'");
+        assert_eq!(shell_word(Path::new("")), "''");
+    }
 }
