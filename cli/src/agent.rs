@@ -4,9 +4,10 @@
 //!
 //! Given processes to watch it watches only those and what they start (`--only-listed`): by
 //! itself an agent also monitors every process on the host that records with the p5 runtime,
-//! which put other users' recordings into a session. It runs in a process group of its own,
-//! so a Ctrl-C at the terminal reaches the program but not the agent, which is stopped after
-//! the program (and can record how it ended).
+//! which put other users' recordings into a session. For `p5 record` it runs in a process
+//! group of its own, so a Ctrl-C at the terminal reaches the program but not the agent,
+//! which is stopped after the program (and can record how it ended), and it is told to end
+//! if `p5 record` dies.
 
 use anyhow::Context as _;
 use std::path::Path;
@@ -36,9 +37,10 @@ pub fn spawn(o: &AgentOptions<'_>) -> anyhow::Result<Child> {
     spawn_with(o, false)
 }
 
-/// [`spawn`]; with `tied`, the agent gets SIGTERM when the calling thread ends (this process
-/// killed), so it never outlives the recording. Only from a thread that lives as long as
-/// the recording (the main thread).
+/// [`spawn`]; with `tied`, the agent runs in a process group of its own (a Ctrl-C at the
+/// terminal does not reach it) and gets SIGTERM when the calling thread ends (this process
+/// killed), so it never outlives the recording. `tied` only from a thread that lives as
+/// long as the recording (the main thread).
 pub fn spawn_with(o: &AgentOptions<'_>, tied: bool) -> anyhow::Result<Child> {
     use std::os::unix::process::CommandExt as _;
     let exe = std::env::current_exe().context("cannot locate the p5 executable")?;
@@ -62,8 +64,8 @@ pub fn spawn_with(o: &AgentOptions<'_>, tied: bool) -> anyhow::Result<Child> {
     if !o.pids.is_empty() {
         cmd.arg("--only-listed");
     }
-    cmd.process_group(0);
     if tied {
+        cmd.process_group(0);
         // SAFETY: prctl is async-signal-safe and touches only the child being started.
         unsafe {
             cmd.pre_exec(|| {

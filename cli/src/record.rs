@@ -5,13 +5,13 @@
 //! host agent (a `p5 hostagent` child watching CMD's process tree and nothing else, with the
 //! OS monitor when `--sched` is given), runs CMD with the runtime's environment
 //! (`P5_LOGSERVER`, `P5_SESSION`, and `P5_DIR` = `STORE/.spool` for what cannot be delivered
-//! live, [`leftovers`]), waits for it *and its descendants* (this process becomes a child
+//! live, `record::leftovers`), waits for it *and its descendants* (this process becomes a child
 //! subreaper, so daemonized children are waited for too), stops the agent and the server
 //! (both drain and sync), imports the spool files left, merges the session into SQLite by
 //! default, and prints the summary and the next commands. The exit status is CMD's.
 //!
 //! SIGINT or SIGTERM stops the program tree and still merges what was recorded; a second one
-//! skips the merge and prints the `p5 merge` command for later ([`stop`]). Every error is one
+//! skips the merge and prints the `p5 merge` command for later (`record::stop`). Every error is one
 //! line, each cause once, saying what to do ([`one_line`]).
 //!
 //! `--preload` records programs p5 never saw the source of: CMD runs with `libp5_preload.so`

@@ -341,3 +341,53 @@ fn errors_are_one_line_once_with_what_to_do() {
         }
     }
 }
+
+/// Ctrl-C at a terminal: the terminal signals the whole foreground process group, so the
+/// program sees its SIGINT once (not again from `p5 record`), the host agent (in a group of
+/// its own) outlives it, and the recording is merged. Run in a pseudo-terminal.
+#[test]
+fn ctrl_c_at_a_terminal_reaches_the_program_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().display();
+    // The program counts the SIGINTs it gets for a second after the first, then says how many.
+    let program = format!(
+        "import signal, time\n\
+         n = []\n\
+         signal.signal(signal.SIGINT, lambda *a: n.append(time.time()))\n\
+         open('{d}/ready', 'w').close()\n\
+         while not n or time.time() - n[0] < 1.0:\n    time.sleep(0.05)\n\
+         open('{d}/count', 'w').write(str(len(n)))\n"
+    );
+    std::fs::write(dir.path().join("prog.py"), program).unwrap();
+    let driver = format!(
+        "import os, pty, select, sys, time\n\
+         pid, fd = pty.fork()\n\
+         if pid == 0:\n    os.execv(sys.argv[1], sys.argv[1:])\n\
+         out = b''\n\
+         def pump(until):\n    \
+             global out\n    \
+             while time.time() < until:\n        \
+                 if select.select([fd], [], [], 0.1)[0]:\n            \
+                     try: out += os.read(fd, 65536)\n            \
+                     except OSError: return\n\
+         end = time.time() + 60\n\
+         while not os.path.exists('{d}/ready') and time.time() < end: pump(time.time() + 0.1)\n\
+         os.write(fd, b'\\x03')\n\
+         pump(time.time() + 30)\n\
+         sys.stdout.write(out.decode(errors='replace'))\n\
+         os.waitpid(pid, 0)\n"
+    );
+    let o = Command::new("python3")
+        .args(["-c", &driver, env!("CARGO_BIN_EXE_p5"), "record", "--store"])
+        .arg(dir.path().join("store"))
+        .args(["--", "python3"])
+        .arg(dir.path().join("prog.py"))
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(text.contains("the terminal sent it"), "{text}");
+    let count = std::fs::read_to_string(dir.path().join("count")).unwrap_or_default();
+    assert_eq!(count, "1", "SIGINTs the program got: {text}");
+    assert!(text.contains("database: sqlite:"), "merged: {text}");
+    assert!(!text.contains("host agent did not stop"), "{text}");
+}

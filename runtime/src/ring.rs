@@ -21,7 +21,7 @@
 //! The drop counter has a single writer (the producer) and is bumped with a plain
 //! load and store rather than a locked read-modify-write.
 //!
-//! The ring memory is a mapping of its own ([`pages`]), so pages are faulted in only as the
+//! The ring memory is a mapping of its own (`ring::pages`), so pages are faulted in only as the
 //! ring fills and go back to the kernel when the ring is freed: an idle or short-lived thread
 //! costs a page or two even with the default 1 Mi slots (16 MiB).
 
