@@ -64,8 +64,10 @@ pub unsafe extern "C" fn socketpair(
         new_socket(b);
         // Both ends are unnamed: each is described now, named after its inode and its
         // peer's, so merge tells the ends apart (a message is then matched to the other
-        // end's thread, not to its sender's).
-        if domain == libc::AF_UNIX && guard::begin().is_some() {
+        // end's thread, not to its sender's). Only if the process records already: a
+        // socketpair alone does not start the runtime (the first use describes the ends,
+        // asking the kernel for the peer).
+        if domain == libc::AF_UNIX && !guard::busy() && !interpose::on_runtime_thread() {
             guard::held(|| {
                 let e = guard::errno();
                 let _ = std::panic::catch_unwind(|| interpose::describe_pair(a, b, ty));

@@ -139,7 +139,7 @@ fn before_exec() {
 /// `exit_group` system call if it cannot be found.
 fn exit_through(real: &Real, status: c_int) -> ! {
     guard::held(|| {
-        let _ = std::panic::catch_unwind(p5_runtime::shutdown);
+        let _ = std::panic::catch_unwind(p5_runtime::interpose::exit_sequence);
     });
     type F = unsafe extern "C" fn(c_int) -> !;
     let p = real.get();

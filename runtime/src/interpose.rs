@@ -112,6 +112,18 @@ pub fn flush_acknowledged() -> bool {
     crate::process::flush_acknowledged()
 }
 
+/// Runs the exit sequence (drain, acknowledgements within `P5_EXIT_TIMEOUT_MS`, spool,
+/// Goodbye) for an interposer's `_exit`, if this process is the one recording: a child that
+/// shares its parent's memory (`clone` with `CLONE_VM`) must not end its parent's recording,
+/// and a process that never recorded has nothing to finish.
+pub fn exit_sequence() {
+    if let Some(p) = crate::process::current()
+        && p.identity.pid == std::process::id()
+    {
+        crate::process::finish();
+    }
+}
+
 /// True on the runtime's own threads (flusher, connector): their calls are never recorded.
 #[inline]
 pub fn on_runtime_thread() -> bool {
@@ -140,7 +152,7 @@ pub fn describe(sensor: u64, fd: i32, force: bool, peer_hint: &RawEndpoint) {
 
 /// Describes both ends of a new socketpair `(a, b)` of socket type `ty`: each end is named
 /// after its inode and its peer after the other's (see [`crate::unnamed`]). Makes `fstat`
-/// calls; does nothing for pairs that are not unix sockets or while not recording.
+/// calls; does nothing while the runtime is not running (it does not start it).
 pub fn describe_pair(a: i32, b: i32, ty: i32) {
     comm::note_pair(ORIGIN, sensor_id("socketpair"), a, b, ty);
 }
