@@ -45,7 +45,19 @@ pub fn launch(
         }
     };
     eprintln!("p5 record: session {session:?}, log server {addr}");
-    let (child, preload) = spawn(args, session, &addr)?;
+    let (child, preload) = match spawn(args, session, &addr) {
+        Ok(started) => started,
+        Err(e) => {
+            // Nothing ran: a store made for this recording goes again.
+            if let Some(server) = server {
+                let _ = server.stop(rt.handle());
+            }
+            if new_store {
+                let _ = std::fs::remove_dir_all(&args.store);
+            }
+            return Err(e);
+        }
+    };
     let mut run = Launched {
         server,
         child,
