@@ -1,6 +1,13 @@
 //! The local host agent as a child process (`p5 hostagent …`), for `p5 record` and `p5 demo`:
 //! started beside the recorded programs, stopped with SIGTERM so it flushes, closes its streams
 //! and waits for the log server's acknowledgements.
+//!
+//! Given processes to watch it watches only those and what they start (`--only-listed`): by
+//! itself an agent also monitors every process on the host that records with the p5 runtime,
+//! which put other users' recordings into a session. For `p5 record` it runs in a process
+//! group of its own, so a Ctrl-C at the terminal reaches the program but not the agent,
+//! which is stopped after the program (and can record how it ended), and it is told to end
+//! if `p5 record` dies.
 
 use anyhow::Context as _;
 use std::path::Path;
@@ -16,7 +23,8 @@ pub struct AgentOptions<'a> {
     pub session: &'a str,
     /// Sampling interval, e.g. `100ms`.
     pub interval: &'a str,
-    /// Processes to monitor besides every instrumented one (found by the agent itself).
+    /// Processes to monitor (with every process they start). None: every process on the
+    /// host that records with the p5 runtime, found by the agent itself.
     pub pids: &'a [u32],
     /// Record kernel scheduling and interrupts (OS monitor).
     pub sched: bool,
@@ -26,6 +34,15 @@ pub struct AgentOptions<'a> {
 
 /// Starts `p5 hostagent` with these options (this same executable), quiet but for errors.
 pub fn spawn(o: &AgentOptions<'_>) -> anyhow::Result<Child> {
+    spawn_with(o, false)
+}
+
+/// [`spawn`]; with `tied`, the agent runs in a process group of its own (a Ctrl-C at the
+/// terminal does not reach it) and gets SIGTERM when the calling thread ends (this process
+/// killed), so it never outlives the recording. `tied` only from a thread that lives as
+/// long as the recording (the main thread).
+pub fn spawn_with(o: &AgentOptions<'_>, tied: bool) -> anyhow::Result<Child> {
+    use std::os::unix::process::CommandExt as _;
     let exe = std::env::current_exe().context("cannot locate the p5 executable")?;
     let mut cmd = Command::new(exe);
     cmd.args([
@@ -43,6 +60,19 @@ pub fn spawn(o: &AgentOptions<'_>) -> anyhow::Result<Child> {
     .stdout(Stdio::null());
     for pid in o.pids {
         cmd.args(["--pid", &pid.to_string()]);
+    }
+    if !o.pids.is_empty() {
+        cmd.arg("--only-listed");
+    }
+    if tied {
+        cmd.process_group(0);
+        // SAFETY: prctl is async-signal-safe and touches only the child being started.
+        unsafe {
+            cmd.pre_exec(|| {
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM, 0, 0, 0);
+                Ok(())
+            });
+        }
     }
     if o.sched {
         // The agent says when its OS monitor records; see `wait_ready`.

@@ -29,7 +29,7 @@ fn cstr(s: &OsStr) -> anyhow::Result<CString> {
 
 /// `program` itself if it names a path, else the first executable file of that name on
 /// `PATH` (as `execvp` would find it).
-fn resolve(program: &OsStr) -> Option<PathBuf> {
+pub fn resolve(program: &OsStr) -> Option<PathBuf> {
     use std::os::unix::fs::PermissionsExt as _;
     if program.as_bytes().contains(&b'/') {
         return Some(PathBuf::from(program));
@@ -179,6 +179,38 @@ impl Held {
         // SAFETY: closing a descriptor we own.
         unsafe { libc::close(self.exec_err) };
         (got == errno.len()).then(|| std::io::Error::from_raw_os_error(i32::from_ne_bytes(errno)))
+    }
+
+    /// Its exit status if it has ended (reaping it), else `None`. Never blocks.
+    pub fn try_wait(&mut self) -> anyhow::Result<Option<ExitStatus>> {
+        let mut status = 0;
+        // SAFETY: waiting (without blocking) for our own child.
+        let r = unsafe { libc::waitpid(self.pid, &mut status, libc::WNOHANG) };
+        if r == self.pid {
+            return Ok(Some(ExitStatus::from_raw(status)));
+        }
+        let e = std::io::Error::last_os_error();
+        if r == 0 || e.kind() == std::io::ErrorKind::Interrupted {
+            return Ok(None);
+        }
+        Err(e).context("cannot wait for the program")
+    }
+
+    /// Kills a program still held at the gate (the recording was interrupted before it ran)
+    /// and reaps it.
+    pub fn kill_held(&mut self) {
+        if self.write < 0 {
+            return;
+        }
+        // SAFETY: signalling and reaping our own child; closing descriptors we own.
+        unsafe {
+            libc::kill(self.pid, libc::SIGKILL);
+            let mut status = 0;
+            libc::waitpid(self.pid, &mut status, 0);
+            libc::close(self.write);
+            libc::close(self.exec_err);
+        }
+        self.write = -1;
     }
 
     /// Releases the program if held and waits for it.

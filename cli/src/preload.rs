@@ -89,7 +89,11 @@ fn which(program: &Path) -> Option<PathBuf> {
 pub fn library() -> anyhow::Result<PathBuf> {
     if let Some(p) = std::env::var_os("P5_PRELOAD_LIB") {
         let p = PathBuf::from(p);
-        anyhow::ensure!(p.is_file(), "P5_PRELOAD_LIB={} is not a file", p.display());
+        anyhow::ensure!(
+            p.is_file(),
+            "P5_PRELOAD_LIB={} is not a file (point it at libp5_preload.so, or unset it)",
+            p.display()
+        );
         return Ok(p);
     }
     let exe = std::env::current_exe().context("cannot find the running executable")?;

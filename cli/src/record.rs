@@ -1,21 +1,35 @@
 //! `p5 record [options] -- CMD ARGS…`: one command from a program to a merged session.
 //!
-//! Starts a log server (in-process, unless `--logserver` names a running one) and the local
-//! host agent (a `p5 hostagent` child, with the OS monitor when `--sched` is given), runs CMD
-//! with the runtime's environment (`P5_LOGSERVER`, `P5_SESSION`), waits for it *and its
-//! descendants* (this process becomes a child subreaper, so daemonized children are waited
-//! for too), stops the agent and the server (both drain and sync), merges the session into
-//! SQLite by default, and prints the summary and the next commands. The exit status is CMD's.
+//! Checks that CMD exists (and that `--logserver` answers) before it creates anything, then
+//! starts a log server (in-process, unless `--logserver` names a running one) and the local
+//! host agent (a `p5 hostagent` child watching CMD's process tree and nothing else, with the
+//! OS monitor when `--sched` is given), runs CMD with the runtime's environment
+//! (`P5_LOGSERVER`, `P5_SESSION`, and `P5_DIR` = `STORE/.spool` for what cannot be delivered
+//! live, `record::leftovers`), waits for it *and its descendants* (this process becomes a child
+//! subreaper, so daemonized children are waited for too), stops the agent and the server
+//! (both drain and sync), imports the spool files left, merges the session into SQLite by
+//! default, and prints the summary and the next commands. The exit status is CMD's.
+//!
+//! SIGINT or SIGTERM stops the program tree and still merges what was recorded; a second one
+//! skips the merge and prints the `p5 merge` command for later (`record::stop`). Every error is one
+//! line, each cause once, saying what to do ([`one_line`]).
 //!
 //! `--preload` records programs p5 never saw the source of: CMD runs with `libp5_preload.so`
 //! in `LD_PRELOAD` (inherited by every process it starts), whose socket calls are recorded and
 //! named after the call ([`crate::preload`]).
 
 use anyhow::Context as _;
-use p5_logserver::LocalServer;
 use std::ffi::OsString;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
+
+mod checks;
+mod launch;
+mod leftovers;
+pub mod lines;
+mod stop;
+
+pub use lines::{one_line, one_line_text};
 
 /// Options of `p5 record`.
 #[derive(clap::Args, Debug, Clone)]
@@ -56,13 +70,28 @@ pub struct RecordArgs {
     /// that call libc; not static binaries, not Go).
     #[arg(long)]
     pub preload: bool,
+    /// After SIGINT or SIGTERM, how long the program tree has to end (the signal is
+    /// forwarded to it) before it is killed; a second signal kills it at once and skips the
+    /// merge.
+    #[arg(long, default_value = "5s", value_name = "SECONDS")]
+    pub grace: String,
     /// The program and its arguments.
     #[arg(trailing_var_arg = true, required = true, value_name = "CMD")]
     pub cmd: Vec<OsString>,
 }
 
-/// Runs `p5 record`; returns CMD's exit code.
+/// Runs `p5 record`; returns CMD's exit code. An error is one line (each cause once).
 pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
+    run_checked(args).map_err(|e| anyhow::anyhow!(one_line(&e)))
+}
+
+fn run_checked(args: &RecordArgs) -> anyhow::Result<i32> {
+    // Nothing is created before the program is known to exist.
+    checks::program(&args.cmd[0])?;
+    if let Some(a) = &args.logserver {
+        checks::logserver(a)?;
+    }
+    let grace = checks::grace(&args.grace)?;
     let program = args
         .cmd
         .first()
@@ -77,135 +106,72 @@ pub fn run(args: &RecordArgs) -> anyhow::Result<i32> {
         Some(s) => s.clone(),
         None => default_session(&program),
     };
+    stop::install();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
         .build()
         .context("cannot start the async runtime")?;
 
-    // 1. The log server.
-    let (addr, server) = match &args.logserver {
-        Some(a) => (a.clone(), None),
-        None => {
-            let server = LocalServer::start(rt.handle(), &args.store)?;
-            (server.addr().to_string(), Some(server))
-        }
-    };
-    eprintln!("p5 record: session {session:?}, log server {addr}");
-
-    // 2. The program, with this process as the subreaper of its descendants. With --sched
-    // it is held before exec behind a gate until the agent's OS monitor follows its pid, so
-    // kernel tracing covers the program from its first instruction, children included.
-    // SAFETY: prctl with PR_SET_CHILD_SUBREAPER takes an integer flag and affects only us.
-    unsafe { libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) };
-    let gated = args.sched && !args.no_agent;
+    // 1–3. The log server, the program (held until the OS monitor follows it, with
+    // --sched) and the host agent.
     let started = Instant::now();
-    let preload = if args.preload {
-        Some(crate::preload::Setup::prepare(&args.store, &args.cmd)?)
-    } else {
-        None
-    };
-    let mut env = vec![
-        ("P5_LOGSERVER", addr.as_str()),
-        ("P5_SESSION", session.as_str()),
-    ];
-    if let Some(p) = &preload {
-        env.push(("LD_PRELOAD", p.ld_preload.as_str()));
-    }
-    let mut child = crate::gate::Held::spawn(&args.cmd, &env)
-        .with_context(|| format!("cannot start {:?}", args.cmd[0]))?;
-    if !gated && let Some(e) = child.release() {
-        eprintln!("p5 record: cannot start {:?}: {e}", args.cmd[0]);
-    }
+    let mut run = launch::launch(args, &session, &rt)?;
 
-    // 3. The host agent, watching the program (and, with --sched, its whole process tree).
-    let mut agent = if args.no_agent {
-        None
-    } else {
-        let spool_dir = args.store.join(".agent-spool");
-        let options = crate::agent::AgentOptions {
-            logserver: &addr,
-            session: &session,
-            interval: &args.interval,
-            pids: &[child.id()],
-            sched: args.sched,
-            spool_dir: &spool_dir,
-        };
-        match crate::agent::spawn(&options) {
-            Ok(a) => Some(a),
-            Err(e) => {
-                eprintln!("p5 record: no host agent: {e:#}");
-                None
-            }
-        }
-    };
-
-    if gated {
-        if let Some(a) = agent.as_mut() {
-            match crate::agent::wait_ready(a, Duration::from_secs(10)) {
-                Some(state) => eprintln!("p5 record: os monitor: {state}"),
-                None => eprintln!(
-                    "p5 record: the OS monitor did not report ready (within 10 s); running the program anyway"
-                ),
-            }
-        }
-        if let Some(e) = child.release() {
-            eprintln!("p5 record: cannot start {:?}: {e}", args.cmd[0]);
-        }
-    }
-
-    // 4. Wait for the program and every descendant it left behind.
-    let child_pid = child.id();
-    let status = child.wait()?;
-    let agent_pid = agent.as_ref().map(|a| a.id());
-    wait_descendants(agent_pid);
-    let took = started.elapsed();
+    // 4. Wait for the program and every descendant it left behind (and act on signals).
+    let child_pid = run.child.id();
+    let agent_pid = run.agent.as_ref().map(|a| a.id());
+    let mut stopping = stop::Stopping::new(grace, agent_pid);
+    let status = launch::wait_tree(&mut run.child, agent_pid, &mut stopping)?;
     eprintln!(
-        "p5 record: {} exited ({status}) after {:.2} s",
-        program,
-        took.as_secs_f64()
+        "p5 record: {program} exited ({status}) after {:.2} s",
+        started.elapsed().as_secs_f64()
     );
 
-    // 5. Stop the agent and the log server; both drain what they hold.
-    if let Some(a) = agent.as_mut()
+    // 5. Stop the agent and the log server; both drain what they hold. Then what the
+    // programs spooled instead of delivering goes into the store too.
+    if let Some(a) = run.agent.as_mut()
         && !crate::agent::stop(a, Duration::from_secs(15))
     {
         eprintln!("p5 record: the host agent did not stop in time; killed it");
     }
-    if let Some(server) = server {
+    if let Some(server) = run.server.take() {
         server.stop(rt.handle())?;
+        leftovers::import(&args.store, &run.spool_dir);
+    } else {
+        leftovers::list(&run.spool_dir);
     }
 
     // 6. Merge.
-    let preload = preload.as_ref();
-    if args.logserver.is_none() && !args.no_merge {
-        if !merge_and_print(&rt, args, &session, preload, child_pid)? {
-            return Ok(status.code().unwrap_or(128 + status_signal(&status)));
-        }
-    } else if args.logserver.is_some() {
+    let code = status.code().unwrap_or(128 + status_signal(&status));
+    let preload = run.preload.as_ref();
+    let later = lines::merge_command(args, &session, preload);
+    if args.logserver.is_some() {
+        let store = lines::shell_word(&args.store);
         println!(
-            "recorded into the running log server's store; merge there with `p5 merge STORE --session {session}`"
+            "recorded into the running log server's store; merge there with `{}`",
+            later.replacen(&store, "STORE", 1)
         );
-    }
-    if let Some(p) = preload
-        && (args.no_merge || args.logserver.is_some())
-    {
-        println!(
-            "names of the recorded calls: merge with --manifest {}",
-            p.manifest.display()
-        );
+    } else if args.no_merge {
+        println!("not merged (--no-merge); merge with `{later}`");
+    } else if stopping.skip_merge() {
+        eprintln!("p5 record: not merged; merge later with `{later}`");
+        return Ok(code);
+    } else if !merge_and_print(&rt, args, &session, preload, child_pid)? {
+        return Ok(code);
     }
     println!(
         "store: {}   (details: p5 inspect {})",
         args.store.display(),
         args.store.display()
     );
-    Ok(status.code().unwrap_or(128 + status_signal(&status)))
+    Ok(code)
 }
 
 /// Merges the session (with the preload's call names, if any) and prints its summary; with
 /// `--preload`, says whether the started process (`child_pid`) recorded anything. False if
-/// nothing at all was recorded under `--preload` (nothing to merge).
+/// nothing at all was recorded (nothing to merge). A signal during the merge ends the
+/// process with the command that merges later ([`stop::merging`]).
 fn merge_and_print(
     rt: &tokio::runtime::Runtime,
     args: &RecordArgs,
@@ -223,14 +189,28 @@ fn merge_and_print(
         ..p5_merge::MergeArgs::new(&args.store)
     };
     let db = merge.db_url();
-    let summaries = match rt.block_on(p5_merge::merge_store(&merge)) {
-        Err(p5_merge::Error::NoSession(_)) if preload.is_some() => Vec::new(),
-        r => r?,
+    let later = lines::merge_command(args, session, preload);
+    stop::merging(Some(format!("merge later with `{later}`")));
+    let merged = rt.block_on(p5_merge::merge_store(&merge));
+    stop::merging(None);
+    let summaries = match merged {
+        Err(p5_merge::Error::NoSession(_)) => Vec::new(),
+        Err(e) => anyhow::bail!(
+            "the merge failed: {}; the recording is kept in {}: merge it with `{later}` once \
+             that is fixed",
+            one_line_text(&e),
+            args.store.display()
+        ),
+        Ok(s) => s,
     };
-    if let Some(p) = preload
-        && summaries.is_empty()
-    {
-        p.report(child_pid, &p5_merge::SessionSummary::default());
+    if summaries.is_empty() {
+        match preload {
+            Some(p) => p.report(child_pid, &p5_merge::SessionSummary::default()),
+            None => eprintln!(
+                "p5 record: nothing reached the log server: is the program instrumented \
+                 (p5-instrument)? An unmodified program is recorded with --preload"
+            ),
+        }
         eprintln!("p5 record: nothing was recorded, so there is nothing to merge");
         return Ok(false);
     }
@@ -271,41 +251,6 @@ fn default_session(program: &str) -> String {
         clean
     };
     format!("{clean}-{when}")
-}
-
-/// Waits for orphaned descendants reparented to this process (the child subreaper), other
-/// than `except` (the host agent).
-fn wait_descendants(except: Option<u32>) {
-    loop {
-        let children = children_of_self();
-        let others: Vec<u32> = children
-            .into_iter()
-            .filter(|&p| Some(p) != except)
-            .collect();
-        if others.is_empty() {
-            return;
-        }
-        for p in others {
-            let mut status = 0;
-            // SAFETY: waiting (without blocking) for our own child.
-            unsafe { libc::waitpid(p as i32, &mut status, libc::WNOHANG) };
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// Children of every thread of this process (`/proc/self/task/*/children`).
-fn children_of_self() -> Vec<u32> {
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
-        return Vec::new();
-    };
-    let mut out = Vec::new();
-    for t in tasks.flatten() {
-        if let Ok(s) = std::fs::read_to_string(t.path().join("children")) {
-            out.extend(s.split_whitespace().filter_map(|p| p.parse::<u32>().ok()));
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! Descriptor life cycle: `socket`, `socketpair`, `connect`, `accept`/`accept4`, `shutdown`,
 //! `close` and `dup`/`dup2`/`dup3`. Connect and accept are recorded with the peer and
-//! describe the socket's endpoints (what merge matches messages by); close and shutdown are
-//! recorded on sockets; the rest only keep [`crate::fds`] and the runtime's "described"
-//! bitmap right.
+//! describe the socket's endpoints (what merge matches messages by); a unix socketpair's two
+//! ends are described at once, each named after its inode (`p5_runtime::unnamed`); close and
+//! shutdown are recorded on sockets; the rest only keep [`crate::fds`] and the runtime's
+//! "described" bitmap right.
 
 use crate::call_real;
 use crate::fds;
@@ -61,6 +62,18 @@ pub unsafe extern "C" fn socketpair(
         let (a, b) = unsafe { (*sv, *sv.add(1)) };
         new_socket(a);
         new_socket(b);
+        // Both ends are unnamed: each is described now, named after its inode and its
+        // peer's, so merge tells the ends apart (a message is then matched to the other
+        // end's thread, not to its sender's). Only if the process records already: a
+        // socketpair alone does not start the runtime (the first use describes the ends,
+        // asking the kernel for the peer).
+        if domain == libc::AF_UNIX && !guard::busy() && !interpose::on_runtime_thread() {
+            guard::held(|| {
+                let e = guard::errno();
+                let _ = std::panic::catch_unwind(|| interpose::describe_pair(a, b, ty));
+                guard::set_errno(e);
+            });
+        }
     }
     r
 }

@@ -43,7 +43,8 @@ pub fn errno() -> i32 {
     unsafe { *libc::__errno_location() }
 }
 
-fn set_errno(e: i32) {
+/// Sets the calling thread's `errno`.
+pub fn set_errno(e: i32) {
     // SAFETY: as above.
     unsafe { *libc::__errno_location() = e };
 }

@@ -8,7 +8,8 @@
 //! sockets, `sendfile`, `splice`, `connect`, `accept`/`accept4`, `close`, `shutdown` ([`io`]
 //! and [`conn`]); `poll`, `ppoll`, `select`, `pselect`, `epoll_wait`, `epoll_pwait` as waits
 //! ([`waits`]); `socket`, `socketpair`, `dup*` only update what is known about descriptors;
-//! `fork`/`vfork` and the `exec` family keep children recording ([`procs`]).
+//! `fork`/`vfork` and the `exec` family keep children recording, and `_exit`/`_Exit` flush
+//! before the process ends ([`procs`]).
 //!
 //! Rules:
 //! - a thread-local re-entrancy guard ([`guard`]) passes every call made while recording
@@ -20,7 +21,8 @@
 //!
 //! Limits: static binaries and runtimes that make raw system calls (Go) never call these
 //! symbols and record nothing; calls glibc makes internally (`execl*`, `posix_spawn`,
-//! `fclose`, `getaddrinfo`'s sockets) are not seen.
+//! `fclose`, `getaddrinfo`'s sockets) are not seen; a process ended by `exit_group` through
+//! `syscall(2)` or by a signal loses what it recorded since the last drain.
 
 // `call_real!` forwards its arguments into the unsafe call of the real function.
 #![allow(clippy::macro_metavars_in_unsafe)]

@@ -1,4 +1,4 @@
-//! Keeping a process tree recording: `fork`/`vfork` and the `exec` family.
+//! Keeping a process tree recording: `fork`/`vfork`, the `exec` family and `_exit`.
 //!
 //! A forked child inherits the interposer; the runtime's fork handler resets its state and
 //! the child records anew (its own process, streams and connection) from its first recorded
@@ -8,8 +8,19 @@
 //! is not recorded.
 //!
 //! Before `execve`, `execv`, `execvp` and `execvpe` replace the image, what was recorded is
-//! flushed (bounded by `P5_EXIT_TIMEOUT_MS`); the new program loads the interposer again and
-//! records under its own name. An environment passed without `LD_PRELOAD` gets the one this
+//! flushed until the log server has acknowledged it (bounded by `P5_EXIT_TIMEOUT_MS`): a
+//! forked child that records and `exec`s at once is often still connecting, and a flush that
+//! settled for the spool left its events in a file of a process that no longer exists. The
+//! new program loads the interposer again and records under its own name.
+//!
+//! `_exit` and `_Exit` end a process without `atexit` handlers — prefork servers' workers,
+//! Python's `os._exit` (`multiprocessing`), `daemon()`'s parent —, so they run the runtime's
+//! exit sequence first (drain, wait for acknowledgements within `P5_EXIT_TIMEOUT_MS`, spool
+//! the rest, Goodbye). Not seen: `exit_group` made with `syscall(2)` or inline assembly,
+//! glibc's internal calls of `_exit` (after a failed `posix_spawn`), and death by a signal;
+//! what those processes recorded since the last drain (every `P5_FLUSH_MS`) is lost. A
+//! `_exit` from a signal handler that interrupted the runtime's own exit or flush could wait
+//! on the lock that code holds: the exit sequence is bounded, the lock is not. An environment passed without `LD_PRELOAD` gets the one this
 //! process started with (and its `P5_*` variables), so the program stays recorded. The
 //! runtime's configuration is read when the library is loaded, for the same reason: nginx
 //! clears its workers' environment before they first communicate.
@@ -26,6 +37,8 @@ use std::sync::OnceLock;
 static FORK: Real = Real::new(c"fork");
 static EXECVE: Real = Real::new(c"execve");
 static EXECVPE: Real = Real::new(c"execvpe");
+static EXIT_NOW: Real = Real::new(c"_exit");
+static EXIT_C99: Real = Real::new(c"_Exit");
 
 /// `LD_PRELOAD=…` and `P5_*=…` as this process started.
 static INHERITED: OnceLock<Vec<CString>> = OnceLock::new();
@@ -115,11 +128,49 @@ unsafe fn completed(envp: *const *const c_char) -> Option<Vec<*const c_char>> {
     Some(out)
 }
 
-/// Flushes what this process recorded (its image is about to be replaced).
+/// Flushes what this process recorded to the log server (its image is about to be replaced).
 fn before_exec() {
     guard::held(|| {
-        let _ = std::panic::catch_unwind(p5_runtime::flush);
+        let _ = std::panic::catch_unwind(p5_runtime::interpose::flush_acknowledged);
     });
+}
+
+/// Runs the exit sequence and ends the process through `real` (`_exit` or `_Exit`), or the
+/// `exit_group` system call if it cannot be found.
+fn exit_through(real: &Real, status: c_int) -> ! {
+    guard::held(|| {
+        let _ = std::panic::catch_unwind(p5_runtime::interpose::exit_sequence);
+    });
+    type F = unsafe extern "C" fn(c_int) -> !;
+    let p = real.get();
+    if !p.is_null() {
+        // SAFETY: `p` is libc's function of this name, whose C signature is `F`.
+        let f: F = unsafe { std::mem::transmute::<*mut std::ffi::c_void, F>(p) };
+        // SAFETY: as `_exit(2)`.
+        unsafe { f(status) }
+    }
+    // SAFETY: ends the process; no return.
+    unsafe { libc::syscall(libc::SYS_exit_group, status) };
+    unreachable!("exit_group returned")
+}
+
+/// `_exit(2)`, after the runtime's exit sequence.
+///
+/// # Safety
+/// As for `_exit(2)`.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _exit(status: c_int) -> ! {
+    exit_through(&EXIT_NOW, status)
+}
+
+/// `_Exit(3)`, after the runtime's exit sequence.
+///
+/// # Safety
+/// As for `_Exit(3)`.
+#[allow(non_snake_case)]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn _Exit(status: c_int) -> ! {
+    exit_through(&EXIT_C99, status)
 }
 
 /// `fork(2)`, with the guard held through the fork handlers.

@@ -9,12 +9,16 @@
 //! cleared by the close wrappers and after fork; larger descriptors are described on
 //! connect/accept only.
 //!
+//! Unix sockets whose both ends are unnamed (socketpairs) are named after their inodes
+//! ([`crate::unnamed`]) so that merge can tell the ends apart.
+//!
 //! The helpers here make system calls (`getsockname`, ...) that may change `errno`; the C
 //! wrappers save and restore it around them.
 
 use crate::clock;
 use crate::record::{RawEndpoint, Record};
 use crate::sensor::{self, ACTIVE};
+use crate::unnamed;
 use p5_wire::{CommOp, RuntimeKind, SocketProto};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -137,8 +141,16 @@ pub fn note_socket(
     if rc != 0 {
         return; // not a socket (a pipe or file read through the wrappers)
     }
-    let (local, family) = sockaddr_of(fd, libc::getsockname).unwrap_or((RawEndpoint::NONE, 0));
-    let peer = sockaddr_of(fd, libc::getpeername).map_or(*peer_hint, |p| p.0);
+    let (mut local, family) = sockaddr_of(fd, libc::getsockname).unwrap_or((RawEndpoint::NONE, 0));
+    let mut peer = sockaddr_of(fd, libc::getpeername).map_or(*peer_hint, |p| p.0);
+    if family == libc::AF_UNIX
+        && unnamed::is_unnamed(&local)
+        && unnamed::is_unnamed(&peer)
+        && let Some(p) = crate::process::current()
+        && let Some((l, r)) = unnamed::identify(fd, &p.identity.boot_id)
+    {
+        (local, peer) = (l, r);
+    }
     let proto = match (family, ty) {
         (libc::AF_INET | libc::AF_INET6, libc::SOCK_STREAM) => SocketProto::Tcp,
         (libc::AF_INET | libc::AF_INET6, libc::SOCK_DGRAM) => SocketProto::Udp,
@@ -149,6 +161,32 @@ pub fn note_socket(
     sensor::emit_record(origin, |ring| {
         Record::socket(ring.now_rel(), sensor_id, fd as i64, proto, &local, &peer)
     });
+}
+
+/// Describes both ends of a new unix socketpair `(a, b)` (`Socket` events naming each end
+/// after its inode, [`unnamed`]), so they pair without asking the kernel for the peer.
+pub fn note_pair(origin: RuntimeKind, sensor_id: u64, a: i32, b: i32, ty: i32) {
+    if !ACTIVE.load(Ordering::Relaxed) {
+        return;
+    }
+    let Some(p) = crate::process::current() else {
+        return;
+    };
+    let Some((ea, eb)) = unnamed::pair(a, b, &p.identity.boot_id) else {
+        return;
+    };
+    let proto = match ty & 0xf {
+        libc::SOCK_STREAM => SocketProto::UnixStream,
+        _ => SocketProto::UnixDgram,
+    };
+    for (fd, local, peer) in [(a, &ea, &eb), (b, &eb, &ea)] {
+        if let Some((w, bit)) = bit(fd) {
+            w.fetch_or(bit, Ordering::Relaxed);
+        }
+        sensor::emit_record(origin, |ring| {
+            Record::socket(ring.now_rel(), sensor_id, fd as i64, proto, local, peer)
+        });
+    }
 }
 
 /// `result` of a call returning a count/descriptor or −1 with `errno`.

@@ -13,6 +13,11 @@
 //!    each carrying the ring's cumulative drop count), and a `StreamClose` once a closed
 //!    ring is empty, after which the ring is freed.
 //!
+//! A flush request ([`crate::flush`]) completes once the frames produced before it are
+//! acknowledged or spooled; one made before an `exec` (`interpose::flush_acknowledged`)
+//! waits, up to `P5_EXIT_TIMEOUT_MS`, until they are acknowledged and the spool is gone, so a
+//! child that records and execs before its first connection is up still delivers.
+//!
 //! Allocation is fine here (frames are owned `Vec`s); the application threads never wait
 //! for this thread.
 
@@ -70,6 +75,23 @@ impl Stream {
     }
 }
 
+/// A flush request being served: complete once the frames produced before it are settled
+/// (acknowledged or spooled) — or, if asked for, acknowledged and not merely spooled, which
+/// it waits for until `acked_until`.
+#[derive(Debug, Clone, Copy)]
+struct PendingFlush {
+    ticket: u64,
+    target: u64,
+    acked_until: Option<Instant>,
+}
+
+impl PendingFlush {
+    fn done(&self, outbox: &Outbox, now: Instant) -> bool {
+        outbox.settled() >= self.target
+            && (!outbox.spooling() || self.acked_until.is_none_or(|d| now >= d))
+    }
+}
+
 struct Flusher {
     p: &'static Process,
     timebase: Timebase,
@@ -78,7 +100,7 @@ struct Flusher {
     enc: EventEncoder,
     next_drain: Instant,
     flush_seen: u64,
-    flush_pending: Option<(u64, u64)>,
+    flush_pending: Option<PendingFlush>,
     /// Calls of each listed site at its last report.
     reported: HashMap<u64, u64>,
     /// The sensor tables sent so far.
@@ -142,18 +164,28 @@ impl Flusher {
                 busy = self.drain() >= BUSY_SLOTS;
                 self.next_drain = now + self.p.config.flush_interval;
                 if flush_asked {
+                    let acked = ctl.acked_req > self.flush_seen;
+                    let until = now + self.p.config.exit_timeout;
+                    let before = self.flush_pending.and_then(|f| f.acked_until);
                     self.flush_seen = ctl.flush_req;
-                    self.flush_pending = Some((ctl.flush_req, self.outbox.produced()));
+                    self.flush_pending = Some(PendingFlush {
+                        ticket: ctl.flush_req,
+                        target: self.outbox.produced(),
+                        acked_until: before.or(acked.then_some(until)),
+                    });
                 }
             }
             self.outbox.service(Instant::now());
-            if let Some((ticket, target)) = self.flush_pending
-                && self.outbox.settled() >= target
+            if let Some(f) = self.flush_pending
+                && f.done(&self.outbox, Instant::now())
             {
-                self.p.control.flush_done(ticket);
+                self.p.control.flush_done(f.ticket);
                 self.flush_pending = None;
             }
             let mut deadline = self.next_drain;
+            if let Some(d) = self.flush_pending.and_then(|f| f.acked_until) {
+                deadline = deadline.min(d);
+            }
             for d in [self.outbox.next_ping(), self.outbox.next_connect()]
                 .into_iter()
                 .flatten()

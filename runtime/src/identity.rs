@@ -2,11 +2,15 @@
 //!
 //! A forked child gets a new identity (new `process_uid`, pid, ppid and start time) so the log
 //! server keeps its data apart from its parent's; everything else is re-read because it is
-//! cheap and a child may have changed it (argv via `prctl`, for instance).
+//! cheap and a child may have changed it (argv via `prctl`, for instance). The program's name
+//! is chosen by [`program_name`] (interpreters are named after their script).
 
 use crate::clock::Origin;
 use p5_wire::hello::ClockKind;
 use p5_wire::{Caps, Hello, Identity, PROTOCOL_VERSION, RuntimeKind};
+
+mod program;
+pub use program::program_name;
 
 /// A random 64-bit id (getrandom, with a time/pid mix as fallback).
 pub fn random_u64() -> u64 {
@@ -28,19 +32,6 @@ fn read_trimmed(path: &str) -> Option<String> {
     let s = std::fs::read_to_string(path).ok()?;
     let s = s.trim();
     (!s.is_empty()).then(|| s.to_string())
-}
-
-/// The program's name: the last path component of `argv0`, unless the program rewrote its
-/// title there (`nginx: master process /usr/sbin/nginx -c /etc/nginx.conf`, which contains
-/// spaces) or left it empty; then the kernel's name for it (`comm`: the executable's name).
-fn program_name(argv0: Option<&str>, comm: impl FnOnce() -> Option<String>) -> String {
-    argv0
-        .filter(|a| !a.contains(' '))
-        .and_then(|a| a.rsplit('/').next())
-        .filter(|p| !p.is_empty())
-        .map(str::to_string)
-        .or_else(comm)
-        .unwrap_or_default()
 }
 
 /// Splits `/proc/self/cmdline` content into arguments.
@@ -124,9 +115,7 @@ pub fn gather(origin: &Origin, runtime: RuntimeKind, session: &str) -> Identity 
                 .collect()
         });
     cap_args(&mut argv, MAX_ARGV_BYTES);
-    let program = program_name(argv.first().map(String::as_str), || {
-        read_trimmed("/proc/self/comm")
-    });
+    let program = program_name(&argv, || read_trimmed("/proc/self/comm"));
     Identity {
         process_uid: random_u64(),
         // SAFETY: getpid/getppid cannot fail.
@@ -200,21 +189,6 @@ mod tests {
     fn cmdline_split() {
         assert_eq!(parse_cmdline(b"./a\0-x\0\0y\0"), vec!["./a", "-x", "y"]);
         assert!(parse_cmdline(b"").is_empty());
-    }
-
-    #[test]
-    fn rewritten_titles_name_the_executable() {
-        let comm = || Some("nginx".to_string());
-        assert_eq!(program_name(Some("/usr/sbin/nginx"), comm), "nginx");
-        assert_eq!(
-            program_name(
-                Some("nginx: master process /usr/sbin/nginx -c /x/nginx.conf"),
-                comm
-            ),
-            "nginx"
-        );
-        assert_eq!(program_name(Some(""), comm), "nginx");
-        assert_eq!(program_name(None, || None), "");
     }
 
     #[test]

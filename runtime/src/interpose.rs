@@ -48,6 +48,10 @@ pub const CALLS: &[(&str, CommOp)] = &[
     ("epoll_pwait", CommOp::Wait),
 ];
 
+/// Calls an interposer sees that describe sockets without being recorded as calls (their
+/// `Socket` events carry the call's sensor id).
+pub const DESCRIBING: &[&str] = &["socketpair"];
+
 /// The sensor id of interposed call `name`: FNV-1a of `p5-preload/` and the name.
 pub const fn sensor_id(name: &str) -> u64 {
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
@@ -75,7 +79,9 @@ pub fn manifest() -> Manifest {
         files: Vec::new(),
         sensors: CALLS
             .iter()
-            .map(|&(name, _)| Sensor {
+            .map(|&(name, _)| name)
+            .chain(DESCRIBING.iter().copied())
+            .map(|name| Sensor {
                 id: p5_wire::manifest::format_id(sensor_id(name)),
                 kind: "comm".into(),
                 language: "c".into(),
@@ -97,6 +103,25 @@ pub fn manifest() -> Manifest {
 /// and forked children inherit what was read.
 pub fn read_config() {
     let _ = crate::process::config();
+}
+
+/// Drains what was recorded and waits until the log server has acknowledged it (not merely
+/// spooled it), at most `P5_EXIT_TIMEOUT_MS`; for an interposer's `exec`, after which the
+/// process's spool would belong to nobody. Returns whether that completed.
+pub fn flush_acknowledged() -> bool {
+    crate::process::flush_acknowledged()
+}
+
+/// Runs the exit sequence (drain, acknowledgements within `P5_EXIT_TIMEOUT_MS`, spool,
+/// Goodbye) for an interposer's `_exit`, if this process is the one recording: a child that
+/// shares its parent's memory (`clone` with `CLONE_VM`) must not end its parent's recording,
+/// and a process that never recorded has nothing to finish.
+pub fn exit_sequence() {
+    if let Some(p) = crate::process::current()
+        && p.identity.pid == std::process::id()
+    {
+        crate::process::finish();
+    }
 }
 
 /// True on the runtime's own threads (flusher, connector): their calls are never recorded.
@@ -125,6 +150,13 @@ pub fn describe(sensor: u64, fd: i32, force: bool, peer_hint: &RawEndpoint) {
     comm::note_socket(ORIGIN, sensor, fd, force, peer_hint);
 }
 
+/// Describes both ends of a new socketpair `(a, b)` of socket type `ty`: each end is named
+/// after its inode and its peer after the other's (see [`crate::unnamed`]). Makes `fstat`
+/// calls; does nothing while the runtime is not running (it does not start it).
+pub fn describe_pair(a: i32, b: i32, ty: i32) {
+    comm::note_pair(ORIGIN, sensor_id("socketpair"), a, b, ty);
+}
+
 /// Forgets that `fd` was described (it is being closed or replaced).
 pub fn forget(fd: i32) {
     comm::forget(fd);
@@ -141,7 +173,8 @@ mod tests {
         ids.dedup();
         assert_eq!(ids.len(), CALLS.len());
         let m = manifest();
-        assert_eq!(m.sensors.len(), CALLS.len());
+        assert_eq!(m.sensors.len(), CALLS.len() + DESCRIBING.len());
+        assert!(m.sensors.iter().any(|s| s.function == "socketpair"));
         let send = &m.sensors[0];
         assert_eq!(
             (send.function.as_str(), send.kind.as_str()),

@@ -26,7 +26,7 @@
 //! their adaptive throttling), `registry` (thread registration),
 //! `process` (life cycle: init, exit, fork), `flusher` (draining and framing), `outbox` and [`pings`] (when to ping),
 //! `conn` and `spool` (delivery and durability), [`fdtable`] (the runtime threads' own
-//! descriptor table), `comm` and [`net`] (communication events),
+//! descriptor table), `comm` and [`net`] (communication events), [`unnamed`] (names for unnamed unix sockets),
 //! [`mod@describe`] (the instrumented files' sensor tables), [`ffi`] (the C ABI), [`interpose`] (for `libp5_preload.so`), [`config`], [`identity`], [`mod@stats`].
 //! Environment variables are listed in [`config`].
 
@@ -52,6 +52,7 @@ mod sensor;
 pub mod site;
 pub mod spool;
 pub mod stats;
+pub mod unnamed;
 mod waker;
 
 pub use config::{Config, Mode};

@@ -168,6 +168,11 @@ impl Outbox {
         }
     }
 
+    /// True while frames wait in the spool for a log server (server mode).
+    pub fn spooling(&self) -> bool {
+        matches!(self.mode, Mode::Server(_)) && self.spool.is_some()
+    }
+
     /// True when nothing is waiting for the server (no in-flight frames, no spool).
     pub fn all_acked(&self) -> bool {
         !matches!(self.mode, Mode::Server(_)) || (self.inflight.is_empty() && self.spool.is_none())

@@ -67,6 +67,9 @@ pub struct Ctl {
     pub flush_req: u64,
     /// Flush requests completed so far.
     pub flush_done: u64,
+    /// The latest flush request that waits for the log server's acknowledgement rather than
+    /// the spool ([`flush_acknowledged`]).
+    pub acked_req: u64,
     /// Exit (or shutdown) requested.
     pub exit_req: bool,
     /// The exit sequence finished.
@@ -329,6 +332,16 @@ fn install_hooks() {
 /// Asks a flush of everything recorded so far and waits until it is acknowledged or spooled
 /// (bounded by the exit timeout). True if it completed.
 pub fn flush() -> bool {
+    flush_until(false)
+}
+
+/// [`flush`], but a spooled frame does not count until the log server acknowledged it
+/// (for `exec`: a spool left behind would belong to no process).
+pub fn flush_acknowledged() -> bool {
+    flush_until(true)
+}
+
+fn flush_until(acked: bool) -> bool {
     let Some(p) = current() else {
         return true;
     };
@@ -338,6 +351,9 @@ pub fn flush() -> bool {
     let ticket = {
         let mut c = p.control.lock();
         c.flush_req += 1;
+        if acked {
+            c.acked_req = c.flush_req;
+        }
         c.flush_req
     };
     p.waker.wake();

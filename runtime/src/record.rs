@@ -77,6 +77,14 @@ impl std::fmt::Debug for RawEndpoint {
     }
 }
 
+impl PartialEq for RawEndpoint {
+    fn eq(&self, other: &Self) -> bool {
+        self.as_bytes() == other.as_bytes()
+    }
+}
+
+impl Eq for RawEndpoint {}
+
 impl Default for RawEndpoint {
     fn default() -> Self {
         Self::NONE
@@ -114,6 +122,12 @@ impl RawEndpoint {
             SocketAddr::V4(a) => Self::from_parts(4, &[&a.ip().octets(), &a.port().to_be_bytes()]),
             SocketAddr::V6(a) => Self::from_parts(6, &[&a.ip().octets(), &a.port().to_be_bytes()]),
         }
+    }
+
+    /// A unix endpoint with this path (cut to 108 bytes).
+    pub fn unix(path: &[u8]) -> Self {
+        let path = &path[..path.len().min(108)];
+        Self::from_parts(1, &[&[path.len() as u8], path])
     }
 
     /// From an optional Rust socket address.

@@ -21,16 +21,18 @@
 //! The drop counter has a single writer (the producer) and is bumped with a plain
 //! load and store rather than a locked read-modify-write.
 //!
-//! The ring memory comes from a zeroed allocation, so pages are faulted in only as the ring
-//! fills: an idle thread costs little even with the default 64 Ki slots (1 MiB).
+//! The ring memory is a mapping of its own (`ring::pages`), so pages are faulted in only as the
+//! ring fills and go back to the kernel when the ring is freed: an idle or short-lived thread
+//! costs a page or two even with the default 1 Mi slots (16 MiB).
 
 use crate::record::{Kind, Slot, head_word};
 use crate::waker::Waker;
-use std::alloc::{Layout, alloc_zeroed, dealloc};
 use std::cell::UnsafeCell;
 use std::ptr::NonNull;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
+
+mod pages;
 
 /// How long a [`Full::Grace`] ring waits for a flusher that frees nothing before it drops,
 /// by default. A starved flusher on a busy 2-core machine can go 10–20 ms without a turn.
@@ -160,9 +162,7 @@ impl Ring {
         meta: StreamMeta,
     ) -> Option<Self> {
         let cap = slots.clamp(64, 1 << 28).next_power_of_two();
-        let layout = Layout::array::<Slot>(cap).ok()?;
-        // SAFETY: the layout has non-zero size.
-        let ptr = NonNull::new(unsafe { alloc_zeroed(layout) } as *mut Slot)?;
+        let ptr = pages::map(cap)?;
         Some(Ring {
             p: Producer {
                 head: AtomicU64::new(0),
@@ -488,10 +488,8 @@ impl Ring {
 
 impl Drop for Ring {
     fn drop(&mut self) {
-        if let Ok(layout) = Layout::array::<Slot>(self.cap as usize) {
-            // SAFETY: allocated in `new` with this layout.
-            unsafe { dealloc(self.p.slots.as_ptr() as *mut u8, layout) };
-        }
+        // SAFETY: mapped in `with_full` with this capacity; the ring is being dropped.
+        unsafe { pages::unmap(self.p.slots, self.cap as usize) };
     }
 }
 
