@@ -26,7 +26,7 @@ use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 
 /// What to rank patterns by for the top-N rate.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RankBy {
     /// Instance count (nesting, convolution).
@@ -35,6 +35,8 @@ pub enum RankBy {
     /// Expectation, Σ probability (linking).
     Expectation,
 }
+
+crate::choices!(RankBy { "count" => RankBy::Count, "expectation" => RankBy::Expectation });
 
 /// Options of [`score`].
 #[derive(Debug, Clone)]

@@ -36,7 +36,7 @@ enum Cmd {
     Web(p5_web::WebArgs),
     /// Causal paths from message traces: Project 5 nesting (nesting), the ground-truth
     /// generator (maketrace), accuracy scores (score), import, show and convert.
-    Analyze(p5_analyze::cli::AnalyzeArgs),
+    Analyze(p5_cli::analyze::AnalyzeArgs),
     /// Summarize a session store (sessions, processes, streams, events per sensor, offsets).
     Inspect {
         /// Store directory.

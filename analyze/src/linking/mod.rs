@@ -20,25 +20,25 @@
 //! Beside the paper's weights, off by default: [`kernel`] (a delay distribution learned from
 //! the trace, refitted by EM) and [`exclusive`] (one child per receiver).
 
-pub mod cli;
 pub mod exclusive;
 mod found;
 mod gallop;
+pub mod job;
 pub mod kernel;
 pub mod links;
 pub mod offsets;
 pub mod trees;
 
-use crate::cli::Progress;
 use crate::clients::aggregate_names;
 use crate::pattern::{AnalysisResult, Collector, Rank};
+use crate::progress::Progress;
 use crate::trace::{NodeId, Time, Trace};
 use links::EdgeDelay;
 use std::borrow::Cow;
 use trees::{Builder, TreeCounts};
 
 /// How a candidate parent is weighed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum KernelKind {
     /// \[WAP5\]'s `e^(−λ·gap)` with `λ` = 1 / the edge's mean gap to the newest message in.
@@ -48,6 +48,8 @@ pub enum KernelKind {
     /// ([`kernel`]).
     Empirical,
 }
+
+crate::choices!(KernelKind { "exponential" => KernelKind::Exponential, "empirical" => KernelKind::Empirical });
 
 /// Parameters of [`linking`].
 #[derive(Debug, Clone, Copy, PartialEq)]

@@ -39,8 +39,8 @@
 use super::found::{Best, Found, RootFound, VisitRec};
 use super::links::{Class, Links, arrival, departure};
 use super::offsets::Offsets;
-use crate::cli::Progress;
 use crate::pattern::Collector;
+use crate::progress::Progress;
 use crate::trace::{Kind, NO_TIME, NodeId, Time, Trace};
 use bit_vec::BitVec;
 use std::ops::Range;

@@ -5,8 +5,8 @@
 //! Steps, one module each: [`pairs`] (FindCallPairs), [`repair`] (ours: a pair that lost
 //! its call or its return keeps its place, the lost half estimated), [`assign`] (candidate
 //! parents, ScoreNestings with the [`bins`] scoreboard, FindNestedPairs with the penalties),
-//! [`paths`] (FindCallPaths into the shared pattern output). The algorithm is pure; [`cli`]
-//! reads the input and writes the result.
+//! [`paths`] (FindCallPaths into the shared pattern output). The algorithm is pure; [`job`]
+//! is how a [`crate::job`] runs it.
 //!
 //! Ours, where the paper is silent or inconsistent (analysis.md §1.1): penalties scale a
 //! score by `(1 + c)^-x`; a child whose best score is 0 is a root; smoothing σ = 2 bins, on
@@ -21,7 +21,7 @@
 
 pub mod assign;
 pub mod bins;
-pub mod cli;
+pub mod job;
 pub mod pairs;
 pub mod paths;
 pub mod repair;
