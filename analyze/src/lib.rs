@@ -12,7 +12,7 @@
 //!   caller, its connections kept), and the one driver [`job`] that reads a [`source`], runs
 //!   an analysis and stores the run. [`import`] writes a trace or capture as a session.
 //! - **Algorithms** — [`nesting`], [`convolution`], [`linking`], [`flows`], [`score`],
-//!   [`maketrace`]: pure functions of a trace and their parameters (no files, sockets, SQL,
+//!   [`maketrace`], and [`causality`] (what a recorded session's threads say): pure functions of a trace and their parameters (no files, sockets, SQL,
 //!   clocks or printing); each reports progress through a callback ([`progress`]).
 //! - **Formats and transforms** — the Project 5 text format ([`text`]), captures ([`pcap`]),
 //!   the pattern output ([`pattern`], [`output`]), the mapping of database rows
@@ -24,6 +24,7 @@
 //! No command-line parser and no printing here: the `p5` binary holds the front (options,
 //! progress bars, what is printed) and passes plain option structs down.
 
+pub mod causality;
 pub mod choice;
 pub mod clients;
 pub mod convolution;

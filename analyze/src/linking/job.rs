@@ -83,6 +83,7 @@ impl Counts {
             t.pruned,
             t.dead_ends,
         )];
+        lines.extend(self.threads.map(|t| t.summary(name)));
         if !self.untraced.is_empty() {
             lines.push(format!(
                 "untraced (timed by their peers; only A→B→A causality): {}",

@@ -586,7 +586,7 @@ mod tests {
         let (names, _) = Names::of(&trace, &p);
         let client = |n| names.name(n) == crate::clients::CLIENT;
         let roles = links::Roles::of(&trace, p.client_roots, client);
-        let l = links::link(&trace, &p, &names.of, &roles);
+        let l = links::link(&trace, &p, &names.of, &roles, None);
         let offsets = Offsets::estimate(&trace);
         let b = Builder::new(
             &trace,

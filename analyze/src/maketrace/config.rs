@@ -255,6 +255,21 @@ fn pair(s: &str) -> Result<(String, String), String> {
 }
 
 impl Config {
+    /// Sets every tracelet's number of parallel clients and its think time bounds (ns),
+    /// where given: the load a closed-loop run is generated at (`--clients`, `--think`).
+    pub fn set_load(&mut self, clients: Option<u32>, think: Option<(Time, Time)>) {
+        for t in &mut self.tracelets {
+            if let Some(c) = clients {
+                t.parallel = c.max(1);
+            }
+            if let Some(th) = think {
+                t.think = th;
+            }
+        }
+    }
+}
+
+impl Config {
     /// Parses and checks a TOML configuration; `path` names it in errors.
     pub fn parse(text: &str, path: &Path) -> Result<Config, Error> {
         let err = |message: String| Error::Config {

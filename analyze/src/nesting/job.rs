@@ -61,6 +61,7 @@ impl Counts {
     /// What the front end prints about a run of input `name` that found `patterns`.
     pub fn summary(&self, name: &str, patterns: usize) -> Vec<String> {
         let mut lines = Vec::new();
+        lines.extend(self.threads.map(|t| t.summary(name)));
         if self.reversed > 0 {
             lines.push(format!(
                 "{name}: {} returns seemed to leave before their call arrived (by more than \

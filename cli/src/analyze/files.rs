@@ -9,7 +9,7 @@ use p5_analyze::import::{ImportOptions, read_truth};
 use p5_analyze::maketrace::{self, Config, Record};
 use p5_analyze::node::NodeKey;
 use p5_analyze::output::Format;
-use p5_analyze::parse::{parse_capture, parse_duration, parse_skew, parse_top};
+use p5_analyze::parse::{flag_duration, parse_capture, parse_duration, parse_skew, parse_top};
 use p5_analyze::pattern::{read_json, write_json_file};
 use p5_analyze::score::{RankBy, ScoreOptions, score as score_of};
 use p5_analyze::source::Source;
@@ -96,6 +96,14 @@ pub struct MaketraceArgs {
     /// Clock skew of a node, e.g. WS2=+30ms (repeatable; a bare number is milliseconds).
     #[arg(long, value_name = "NODE=±MS")]
     pub skew: Vec<String>,
+    /// Parallel clients of every tracelet (overrides the configuration): the load of a
+    /// closed-loop run.
+    #[arg(long, value_name = "N")]
+    pub clients: Option<u32>,
+    /// Think time between a client's runs (overrides the configuration): `MAX` (uniform from
+    /// 0) or `MIN..MAX`, e.g. `1ms` for a closed loop.
+    #[arg(long, value_name = "[MIN..]MAX")]
+    pub think: Option<String>,
     /// Sniffer peak capture rate in packets/s (default: capture everything).
     #[arg(long)]
     pub capture_rate: Option<f64>,
@@ -162,7 +170,18 @@ pub struct ConvertArgs {
 /// Runs `p5 analyze maketrace`.
 pub fn maketrace(a: &MaketraceArgs, progress: &mut dyn FnMut(Progress)) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&a.config).map_err(|e| Error::io(&a.config, e))?;
-    let cfg = Config::parse(&text, &a.config)?;
+    let mut cfg = Config::parse(&text, &a.config)?;
+    let think = match a.think.as_deref() {
+        None => None,
+        Some(t) => Some(match t.split_once("..") {
+            Some((lo, hi)) => (flag_duration("think", lo)?, flag_duration("think", hi)?),
+            None => (0, flag_duration("think", t)?),
+        }),
+    };
+    if think.is_some_and(|(lo, hi)| lo < 0 || hi < lo) {
+        return Err(Error::Usage("--think: 0 ≤ MIN ≤ MAX".into()).into());
+    }
+    cfg.set_load(a.clients, think);
     let duration = a
         .duration
         .as_deref()

@@ -64,6 +64,11 @@ pub struct NestingArgs {
     /// call with three DB calls — to a candidate parent the move leaves with fewer such).
     #[arg(long)]
     pub no_rebalance: bool,
+    /// Ignore what the recorded threads say and infer every parent from timing alone, as
+    /// the paper's black box does (the default on a p5 session: each call's parent is the
+    /// request its caller's thread was serving; traces and captures know no threads).
+    #[arg(long)]
+    pub black_box: bool,
     /// Output format.
     #[arg(long, value_parser = choice::<Format>(), default_value_t = Format::Table)]
     pub format: Format,
@@ -131,6 +136,11 @@ pub struct LinkingArgs {
     /// Print step 1's mean delay of every edge.
     #[arg(long)]
     pub delays: bool,
+    /// Ignore what the recorded threads say and infer every parent from timing alone, as
+    /// the paper's black box does (the default on a p5 session: each call's parent is the
+    /// request its caller's thread was serving; traces and captures know no threads).
+    #[arg(long)]
+    pub black_box: bool,
     /// Output format.
     #[arg(long, value_parser = choice::<Format>(), default_value_t = Format::Table)]
     pub format: Format,
@@ -196,6 +206,7 @@ pub fn nesting(a: &NestingArgs, progress: &mut dyn FnMut(Progress)) -> anyhow::R
         repair: !a.no_repair,
         root_below: a.root_below,
         rebalance: !a.no_rebalance,
+        threads: !a.black_box,
     };
     params.validate()?;
     let mut opened = Opened::new(&a.input, &a.save)?;
@@ -228,6 +239,7 @@ impl LinkingArgs {
             exclusive: self.exclusive,
             refits: self.refits,
             client_roots: self.client_roots,
+            threads: !self.black_box,
         };
         p.validate()?;
         Ok(p)
