@@ -871,7 +871,7 @@ pub fn link(
     }
     drop(arrivals);
     if keep && pins.is_some() {
-        w.pin(&pin);
+        w.pin(pin);
     }
     let balancer = p.exclusive.then(|| {
         let to: Vec<NodeId> = trace.messages.iter().map(|m| g(m.dst)).collect();
