@@ -6,8 +6,7 @@
 //! Run: `cargo bench -p p5-analyze --bench pcap`. Criterion's `thrpt` line is packets/s (the
 //! middle value is the median).
 
-#[path = "../tests/pcap/forge.rs"]
-mod forge;
+use p5_analyze::testing::forge;
 
 use criterion::{Criterion, Throughput, criterion_group, criterion_main};
 use forge::{Conv, Writer, frame};

@@ -194,6 +194,7 @@ pub fn aggregate_clients(trace: &Trace, min_peers: usize) -> Aggregated {
         })
         .collect();
     out.trace.call_id_names = trace.call_id_names.clone();
+    out.trace.threads = trace.threads.clone();
     out.map = map;
     out
 }

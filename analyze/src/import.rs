@@ -1,25 +1,59 @@
 //! `p5 analyze import`: a text trace or pcap captures become a session of the trace
 //! database, so that software that was never instrumented opens in the viewer with its
-//! arrows (the rows are [`crate::session::import_rows`]); `--truth` adds maketrace's ground
-//! truth as an analysis run (`algorithm = "truth"`), its messages mapped to the imported
-//! message ids and to the pattern nodes they enter.
+//! arrows (the rows are [`crate::session::import_rows`]); with a ground truth, maketrace's
+//! truth is stored as an analysis run too (`algorithm = "truth"`), its messages mapped to
+//! the imported message ids and to the pattern nodes they enter.
 
-use crate::cli::{ImportArgs, Progress};
-use crate::input::InputArgs;
+use crate::db::Database;
 use crate::maketrace::GroundTruth;
+use crate::progress::Progress;
 use crate::session::ImportSource;
+use crate::source::Source;
 use crate::store::MessageIds;
-use crate::{Error, Result};
+use crate::{Error, ReadReport, Result};
 use std::path::Path;
 
-/// The default session name: the file name without its extension.
-fn default_name(path: &str) -> String {
+/// Options of [`import`].
+#[derive(Debug, Clone)]
+pub struct ImportOptions {
+    /// A text trace or captures (not a session).
+    pub source: Source,
+    /// Session name (default: the input file's name without extension); an existing
+    /// session of that name is replaced.
+    pub session: Option<String>,
+    /// Ground truth of a text trace, stored as an analysis run.
+    pub truth: Option<GroundTruth>,
+    /// Wall clock of the import (ns since the epoch), the session's `merged_at`.
+    pub now_wall_ns: i64,
+}
+
+/// What [`import`] wrote.
+#[derive(Debug, Clone)]
+pub struct Imported {
+    /// What the reader skipped.
+    pub report: ReadReport,
+    /// What was read.
+    pub name: String,
+    /// The session's name and id.
+    pub session: (String, i64),
+    /// Nodes and messages written.
+    pub nodes: usize,
+    /// Messages written.
+    pub messages: usize,
+    /// The ground truth's run, if one was given.
+    pub truth_run: Option<i64>,
+}
+
+/// The session name a file gives: its name without extension (and without a capture's
+/// `@±offset`).
+pub fn default_name(path: &str) -> String {
     let p = Path::new(path.rsplit_once('@').map_or(path, |(p, _)| p));
     p.file_stem()
         .map_or_else(|| "import".to_owned(), |s| s.to_string_lossy().into_owned())
 }
 
-fn read_truth(path: &Path) -> Result<GroundTruth> {
+/// Reads a ground truth maketrace wrote.
+pub fn read_truth(path: &Path) -> Result<GroundTruth> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
     serde_json::from_slice(&bytes).map_err(|cause| Error::Json {
         path: path.into(),
@@ -27,62 +61,58 @@ fn read_truth(path: &Path) -> Result<GroundTruth> {
     })
 }
 
-fn now_wall_ns() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
-}
-
-/// Runs `p5 analyze import`.
-pub fn run(a: &ImportArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
-    let url = crate::db::parse_url(&a.db)?;
-    if a.truth.is_some() && a.trace.is_none() {
+/// Writes the input of `o` into `db` as a session.
+pub fn import(
+    db: &mut Database,
+    o: ImportOptions,
+    progress: &mut dyn FnMut(Progress),
+) -> Result<Imported> {
+    let (store, first) = match &o.source {
+        Source::Trace(p) => (format!("trace:{}", p.display()), p.display().to_string()),
+        Source::Pcap { files, .. } => {
+            let names: Vec<String> = files.iter().map(|f| f.path.display().to_string()).collect();
+            (
+                format!("pcap:{}", names.join(",")),
+                names.first().cloned().unwrap_or_default(),
+            )
+        }
+        Source::Session { .. } => {
+            return Err(Error::Usage(
+                "import reads a text trace or captures, not a session".into(),
+            ));
+        }
+    };
+    if o.truth.is_some() && !matches!(o.source, Source::Trace(_)) {
         return Err(Error::Usage(
             "--truth needs the --trace maketrace wrote it for".into(),
         ));
     }
-    // Read the ground truth first: a bad file should not leave a half-finished import.
-    let truth = a.truth.as_deref().map(read_truth).transpose()?;
-    let input = InputArgs {
-        trace: a.trace.clone(),
-        pcap: a.pcap.clone(),
-        node: a.node,
-        ..InputArgs::default()
-    };
     progress(Progress::Phase("reading", None));
-    let mut t = input.read_with_progress(false, progress)?;
-    if !t.report.counts.is_empty() {
-        eprintln!("{}: {}", t.name, t.report);
-    }
+    let mut t = o.source.read(None, false, progress)?;
     t.trace.sort();
-    let (store, first) = match &a.trace {
-        Some(p) => (format!("trace:{}", p.display()), p.display().to_string()),
-        None => (
-            format!("pcap:{}", a.pcap.join(",")),
-            a.pcap.first().cloned().unwrap_or_default(),
-        ),
-    };
-    let name = a.session.clone().unwrap_or_else(|| default_name(&first));
+    let name = o.session.unwrap_or_else(|| default_name(&first));
     let source = ImportSource {
         store: store.clone(),
-        now_wall_ns: now_wall_ns(),
+        now_wall_ns: o.now_wall_ns,
     };
-    let (sid, mut ids) = crate::db::import(&url, &name, &t.trace, &source, progress)?;
-    eprintln!(
-        "{url}: session {name:?} (id {sid}): {} nodes, {} messages",
-        t.trace.nodes.len(),
-        t.trace.messages.len()
-    );
-    if let Some(gt) = truth {
-        ids.positions = truth_positions(&gt, &ids);
-        let run = crate::db::save_result(&url, &name, &gt.result, &store, &ids)?;
-        eprintln!("ground truth saved as analysis run {run}");
-    }
-    Ok(())
+    let (sid, mut ids) = db.import(&name, &t.trace, &source, progress)?;
+    let truth_run = match o.truth {
+        Some(gt) => {
+            ids.positions = truth_positions(&gt, &ids);
+            Some(db.save_result(&name, (&gt.result, &store, &ids), |_, _, _| {})?)
+        }
+        None => None,
+    };
+    Ok(Imported {
+        report: t.report,
+        name: t.name,
+        session: (name, sid),
+        nodes: t.trace.nodes.len(),
+        messages: t.trace.messages.len(),
+        truth_run,
+    })
 }
 
-/// The pattern node each ground-truth message enters, by `msg_ref`; a truth message that
-/// the trace does not hold is left out.
 fn truth_positions(gt: &GroundTruth, ids: &MessageIds) -> std::collections::HashMap<u64, u32> {
     gt.messages
         .iter()

@@ -4,11 +4,10 @@
 //! [`NodeKey`] picks how they become a node name. The text format has only names, which are
 //! used as written whatever the key; captures know hosts (IP addresses) and endpoints.
 
-use std::fmt;
 use std::net::SocketAddr;
 
 /// How message ends are grouped into nodes.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub enum NodeKey {
     /// The host (for captures: the IP address).
     Host,
@@ -16,7 +15,6 @@ pub enum NodeKey {
     Program,
     /// The program on its host (`web@node1`).
     #[default]
-    #[value(name = "program@host")]
     ProgramAtHost,
     /// One process (`web:1234@node1`).
     Process,
@@ -26,18 +24,7 @@ pub enum NodeKey {
     Endpoint,
 }
 
-impl fmt::Display for NodeKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            NodeKey::Host => "host",
-            NodeKey::Program => "program",
-            NodeKey::ProgramAtHost => "program@host",
-            NodeKey::Process => "process",
-            NodeKey::Thread => "thread",
-            NodeKey::Endpoint => "endpoint",
-        })
-    }
-}
+crate::choices!(NodeKey { "host" => NodeKey::Host, "program" => NodeKey::Program, "program@host" => NodeKey::ProgramAtHost, "process" => NodeKey::Process, "thread" => NodeKey::Thread, "endpoint" => NodeKey::Endpoint });
 
 /// What a reader knows about one end of a message.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

@@ -12,7 +12,7 @@ use crate::pattern::{AnalysisResult, Pattern, Stats};
 use std::io::{self, Write};
 
 /// Output format of an analysis.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Format {
     /// Human-readable table.
     #[default]
@@ -22,6 +22,8 @@ pub enum Format {
     /// Graphviz DOT.
     Dot,
 }
+
+crate::choices!(Format { "table" => Format::Table, "json" => Format::Json, "dot" => Format::Dot });
 
 /// Writes `result` in `format`, keeping only the first `top` patterns if given (JSON keeps
 /// only the instances of the kept patterns).

@@ -191,6 +191,17 @@ pub fn read_json(path: &Path) -> Result<AnalysisResult> {
     })
 }
 
+/// Writes `value` as one line of JSON to `path` (a result, a ground truth).
+pub fn write_json_file<T: Serialize>(value: &T, path: &Path) -> Result<()> {
+    use std::io::Write;
+    let f = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+    let mut w = std::io::BufWriter::new(f);
+    serde_json::to_writer(&mut w, value).map_err(|e| Error::io(path, std::io::Error::other(e)))?;
+    w.write_all(b"\n")
+        .and_then(|()| w.flush())
+        .map_err(|e| Error::io(path, e))
+}
+
 /// A call tree: a node and its callees in call order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CallTree {
@@ -469,7 +480,7 @@ struct Acc {
 }
 
 /// How [`Collector::finish_ranked`] orders patterns (\[WAP5\] §6.6).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Rank {
     /// Instance count.
@@ -484,6 +495,8 @@ pub enum Rank {
     /// Expectation / √count.
     ExpectationPerSqrtCount,
 }
+
+crate::choices!(Rank { "count" => Rank::Count, "expectation" => Rank::Expectation, "max-prob" => Rank::MaxProb, "expectation-per-count" => Rank::ExpectationPerCount, "expectation-per-sqrt-count" => Rank::ExpectationPerSqrtCount });
 
 impl Rank {
     /// The value patterns are sorted by (descending).

@@ -17,6 +17,7 @@
 //! none (text traces) one connection per `(caller, callee, call id)` — so ordinals pair each
 //! call with its return exactly. Free-form messages without a connection get none.
 
+use crate::causality::NO_THREAD;
 use crate::node::{NodeKey, NodeParts};
 use crate::trace::{CallId, Conn, ConnId, Kind, Message, NO_CALL_ID, NO_CONN, NO_TIME, NodeId};
 use crate::{Proto, Trace};
@@ -202,6 +203,11 @@ impl Loader {
             (Kind::Call | Kind::Ret, Some(c), Some(o)) => call_id(c, o),
             _ => NO_CALL_ID,
         };
+        let thread = |t: Option<i64>| t.and_then(|t| u32::try_from(t).ok()).unwrap_or(NO_THREAD);
+        if m.send_thread.is_some() || m.recv_thread.is_some() {
+            let (s, r) = (thread(m.send_thread), thread(m.recv_thread));
+            self.trace.threads.set(m.id as u64, s, r);
+        }
         self.trace.messages.push(Message {
             t_send: m.send_t.unwrap_or(NO_TIME),
             t_recv: m.recv_end.unwrap_or(NO_TIME),

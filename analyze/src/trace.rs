@@ -203,6 +203,9 @@ pub struct Trace {
     /// Names of call ids, when the source named them (the text format): id `i` is named
     /// `call_id_names[i]`. Empty when ids are plain numbers.
     pub call_id_names: Vec<String>,
+    /// The recorded threads that sent and received each message (a session's; empty for
+    /// text traces and captures), by `msg_ref`: what [`crate::causality`] reads.
+    pub threads: crate::causality::ThreadEnds,
 }
 
 impl Trace {

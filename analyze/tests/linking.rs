@@ -375,7 +375,7 @@ fn the_spontaneous_weight_is_e_to_the_minus_y() {
     );
     // Remove the jitter's effect: every gap is exactly 10 ms.
     let roles = links::Roles::of(&t, true, |_| false);
-    let l = links::link(&t, &Params::paper(), &[0, 1, 2], &roles);
+    let l = links::link(&t, &Params::paper(), &[0, 1, 2], &roles, None);
     let kid = l.kids(0)[0];
     let want = (-1f64).exp() / ((-1f64).exp() + (-4f64).exp());
     assert!(

@@ -6,8 +6,7 @@
 
 #[path = "pcap/convolution.rs"]
 mod convolution;
-#[path = "pcap/forge.rs"]
-mod forge;
+use p5_analyze::testing::forge;
 #[path = "pcap/forwarding.rs"]
 mod forwarding;
 #[path = "pcap/loopback.rs"]
@@ -547,17 +546,14 @@ proptest! {
 /// second capture's `@+OFFSET` applied, and `--node program` refused.
 #[test]
 fn convert_writes_a_capture_as_a_text_trace() {
-    use clap::Parser;
-    #[derive(Parser, Debug)]
-    struct Top {
-        #[command(flatten)]
-        args: p5_analyze::cli::AnalyzeArgs,
-    }
-    let p5 = |words: &[&str]| {
-        let mut argv = vec!["analyze"];
-        argv.extend_from_slice(words);
-        let top = Top::try_parse_from(argv).expect("arguments parse");
-        p5_analyze::cli::run(&top.args, &mut |_| {})
+    use p5_analyze::node::NodeKey;
+    use p5_analyze::parse::parse_capture;
+    use p5_analyze::source::Source;
+    // `p5 analyze convert --pcap CAP [--node KEY] -o OUT`, as the front runs it.
+    let p5 = |cap: &str, node: Option<NodeKey>, out: &std::path::Path| {
+        let source = Source::pcap(vec![parse_capture(cap)?], node)?;
+        let t = source.read(None, true, &mut |_| {})?;
+        p5_analyze::text::write_file(&t.trace, &t.layout, out)
     };
     let mut a = Conv::new("10.0.0.1:40000", "10.0.0.2:80", [7, 9], T0);
     a.handshake();
@@ -567,8 +563,8 @@ fn convert_writes_a_capture_as_a_text_trace() {
     let cap = dir.path().join("a.pcap");
     std::fs::write(&cap, a.pcap(1, true)).unwrap();
     let out = dir.path().join("a.p5t");
-    let (cap_s, out_s) = (cap.to_str().unwrap(), out.to_str().unwrap());
-    p5(&["convert", "--pcap", cap_s, "-o", out_s]).unwrap();
+    let cap_s = cap.to_str().unwrap();
+    p5(cap_s, None, &out).unwrap();
     let text = std::fs::read_to_string(&out).unwrap();
     let count = |op: &str| {
         text.lines()
@@ -583,10 +579,7 @@ fn convert_writes_a_capture_as_a_text_trace() {
     );
     // Endpoints, and a clock offset on the capture.
     let shifted = format!("{cap_s}@+1s");
-    p5(&[
-        "convert", "--pcap", &shifted, "--node", "endpoint", "-o", out_s,
-    ])
-    .unwrap();
+    p5(&shifted, Some(NodeKey::Endpoint), &out).unwrap();
     let text2 = std::fs::read_to_string(&out).unwrap();
     assert!(text2.contains("10.0.0.1:40000\t10.0.0.2:80"), "{text2}");
     let first = |t: &str| -> String { t.lines().next().unwrap().split('.').next().unwrap().into() };
@@ -599,6 +592,6 @@ fn convert_writes_a_capture_as_a_text_trace() {
         1,
         "a one-second offset moves every time by one second"
     );
-    let err = p5(&["convert", "--pcap", cap_s, "--node", "program", "-o", out_s]).unwrap_err();
+    let err = p5(cap_s, Some(NodeKey::Program), &out).unwrap_err();
     assert!(err.to_string().contains("hosts and endpoints"), "{err}");
 }

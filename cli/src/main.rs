@@ -36,7 +36,7 @@ enum Cmd {
     Web(p5_web::WebArgs),
     /// Causal paths from message traces: Project 5 nesting (nesting), the ground-truth
     /// generator (maketrace), accuracy scores (score), import, show and convert.
-    Analyze(p5_analyze::cli::AnalyzeArgs),
+    Analyze(p5_cli::analyze::AnalyzeArgs),
     /// Export a merged session to another tool's format: `p5 export perfetto --db URL
     /// --session NAME -o FILE.pftrace` for Perfetto's UI and trace processor.
     Export(p5_cli::export::ExportArgs),

@@ -5,10 +5,10 @@
 //! [`signal`] (square-root indicator functions, linear cross-correlation by FFT), [`spikes`]
 //! (N standard deviations up, separated by S-deviation valleys), [`graph`] (the depth-first
 //! path graph from a root, with the filters the paper only names). The algorithm is pure;
-//! [`cli`] reads the input and writes the result.
+//! [`job`] is how a [`crate::job`] runs it, stores its graph and prints it.
 
-pub mod cli;
 pub mod graph;
+pub mod job;
 pub mod signal;
 pub mod spikes;
 
@@ -132,43 +132,6 @@ pub fn convolution(trace: &Trace, roots: &[NodeId], p: &Params) -> Result<Graph>
         spikes,
         result,
     })
-}
-
-/// The graph's `conv_edge` and `conv_spike` rows (ids 1-based, as stored).
-pub fn store_rows(g: &Graph, sid: i64, run: i64, rows: &mut p5_tracedb::analysis::RunResults) {
-    use p5_tracedb::schema::{ConvEdge, ConvSpike};
-    let id = |i: u32| i64::from(i) + 1;
-    rows.conv_edges = g
-        .edges
-        .iter()
-        .enumerate()
-        .map(|(i, e)| ConvEdge {
-            session_id: sid,
-            run_id: run,
-            id: i as i64 + 1,
-            parent_id: e.parent.map(id),
-            from_node: e.from.clone(),
-            to_node: e.to.clone(),
-            messages: e.messages as i64,
-            delay_ns: e.delay_ns,
-            height_sd: e.height_sd,
-        })
-        .collect();
-    rows.conv_spikes = g
-        .spikes
-        .iter()
-        .map(|s| ConvSpike {
-            session_id: sid,
-            run_id: run,
-            edge_id: id(s.edge),
-            to_node: s.to.clone(),
-            lag_ns: s.lag_ns,
-            height_sd: s.height_sd,
-            messages: s.messages as i64,
-            verdict: s.verdict.to_owned(),
-            child_edge_id: s.child.map(id),
-        })
-        .collect();
 }
 
 /// Every root-to-leaf path as a pattern: `A>B(C(D))`.

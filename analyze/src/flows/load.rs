@@ -4,11 +4,7 @@
 
 use super::model::{Events, Instant, Interval, Msg, SensorInfo, ThreadInfo};
 use crate::Result;
-use crate::db::{block_on, find_session};
-use p5_tracedb::analysis::FlowResults;
 use p5_tracedb::read::{self, Reader, Session};
-use p5_tracedb::schema::AnalysisRun;
-use p5_tracedb::{Db, DbUrl};
 use std::collections::HashMap;
 
 /// Reads what the flow analysis needs of session `s`.
@@ -88,36 +84,5 @@ pub async fn read_events(db: &Reader, s: &Session) -> Result<Events> {
         messages,
         marks,
         counters,
-    })
-}
-
-/// Reads sessions `names` of `url` (in that order).
-pub fn load(url: &DbUrl, names: &[&str]) -> Result<Vec<(Session, Events)>> {
-    block_on(async {
-        let db = Reader::open(url).await?;
-        let mut out = Vec::with_capacity(names.len());
-        for name in names {
-            let s = find_session(&db, url, name).await?;
-            let ev = read_events(&db, &s).await?;
-            out.push((s, ev));
-        }
-        db.close().await;
-        Ok(out)
-    })
-}
-
-/// Writes a run of session `s`: `make(run_id)` gives its rows. Returns the run id.
-pub fn save(
-    url: &DbUrl,
-    s: &Session,
-    make: impl FnOnce(i64) -> (AnalysisRun, FlowResults),
-) -> Result<i64> {
-    block_on(async {
-        let mut db = Db::open(url).await?;
-        let run_id = db.next_run_id(s.id).await?;
-        let (run, rows) = make(run_id);
-        db.write_flows(run, rows).await?;
-        db.close().await?;
-        Ok(run_id)
     })
 }

@@ -9,12 +9,13 @@
 //! * [`profiles`]: coverage and composite profiles, L1 distance;
 //! * [`anomaly`]: suspect scores (k-th nearest flow, or nearest known-normal flow);
 //! * [`rootcause`]: Δa/Δn, prefix pruning, leaf merging, two rankings;
-//! * [`load`] (the database edge), [`store`] (rows), [`report`] (terminal), [`cli`].
+//! * [`load`] (the database edge, read through [`crate::db::Database`]), [`store`] (rows),
+//!   [`report`] (terminal and JSON), [`job`] (the two commands, reading and storing).
 //!
 //! Algorithms are pure; only `load` does I/O.
 
 pub mod anomaly;
-pub mod cli;
+pub mod job;
 pub mod load;
 pub mod model;
 pub mod paths;

@@ -10,7 +10,7 @@ use super::paths::PathId;
 use super::rules::{Flows, PathStat};
 
 /// Which profile.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ProfileKind {
     /// Call-path coverage bits.
@@ -19,6 +19,8 @@ pub enum ProfileKind {
     /// Time fractions and byte fractions per call path.
     Composite,
 }
+
+crate::choices!(ProfileKind { "coverage" => ProfileKind::Coverage, "composite" => ProfileKind::Composite });
 
 /// A sparse profile: `(component, value)` sorted by component; a component is a path id
 /// times two, plus one for the communication half.

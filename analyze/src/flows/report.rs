@@ -9,7 +9,7 @@ use serde_json::json;
 use std::io::{self, Write};
 
 /// Output format.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum FlowFormat {
     /// Human-readable table.
     #[default]
@@ -18,8 +18,10 @@ pub enum FlowFormat {
     Json,
 }
 
+crate::choices!(FlowFormat { "table" => FlowFormat::Table, "json" => FlowFormat::Json });
+
 /// Order of the root-cause table.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Rank {
     /// First occurrence first.
     #[default]
@@ -27,6 +29,8 @@ pub enum Rank {
     /// Shortest path first.
     Length,
 }
+
+crate::choices!(Rank { "time" => Rank::Time, "length" => Rank::Length });
 
 fn ms(ns: i64) -> String {
     format!("{:.3}", ns as f64 / 1e6)

@@ -368,6 +368,27 @@ impl Weighed {
         spont
     }
 
+    /// Keeps, for every child `pin` gives a cause, only that candidate's weight (none for
+    /// [`ROOT`](crate::causality::ROOT)), so that refits and balancing learn from the links
+    /// the threads gave.
+    fn pin(&mut self, pin: impl Fn(usize) -> Option<u32>) {
+        for i in 0..self.spont.len() {
+            let Some(cause) = pin(i) else { continue };
+            let r = self.off[i] as usize..self.off[i + 1] as usize;
+            // A cause beyond the candidates weighs nothing here: spontaneity keeps the
+            // child's total above 0.
+            let among = self.parent[r.clone()].contains(&cause);
+            for l in r {
+                if self.parent[l] != cause {
+                    self.w[l] = 0.0;
+                }
+            }
+            if among {
+                self.spont[i] = 0.0;
+            }
+        }
+    }
+
     /// Child `i`'s candidates, their weights and its spontaneous weight.
     pub fn of(&self, i: usize) -> (&[u32], &[f32], f64) {
         let r = self.off[i] as usize..self.off[i + 1] as usize;
@@ -679,6 +700,23 @@ fn classify(
     }
 }
 
+/// Classifies child `i` whose cause the recorded threads gave: that link (or spontaneity,
+/// for [`ROOT`](crate::causality::ROOT)) with probability 1.
+fn classify_pinned(
+    i: u32,
+    to: NodeId,
+    cause: u32,
+    p: &Params,
+    out: &mut Links,
+    raw: &mut Vec<(u32, Kid)>,
+) {
+    if cause == crate::causality::ROOT {
+        classify(i, to, &[], &[], 1.0, p, out, raw);
+    } else {
+        classify(i, to, &[cause], &[1.0], 0.0, p, out, raw);
+    }
+}
+
 /// What step 2 reads, shared by the threads that weigh.
 struct Step2<'a> {
     trace: &'a Trace,
@@ -754,7 +792,21 @@ impl Step2<'_> {
 
 /// Steps 1 and 2 on a trace sorted by time; `group` maps each node to its aggregated id
 /// (the empirical kernel's key), `roles` tells which nodes are untraced or only start paths.
-pub fn link(trace: &Trace, p: &Params, group: &[NodeId], roles: &Roles) -> Links {
+///
+/// `pins` (p5 mode, by message: [`crate::causality::Causes::cause`]) fixes the cause of
+/// every message the recorded threads placed, with probability 1; the weights decide only
+/// the [`FREE`](crate::causality::FREE) ones, and the kernel learns from the pinned links.
+pub fn link(
+    trace: &Trace,
+    p: &Params,
+    group: &[NodeId],
+    roles: &Roles,
+    pins: Option<&[u32]>,
+) -> Links {
+    let pin = |i: usize| {
+        pins.and_then(|v| v.get(i).copied())
+            .filter(|&c| c != crate::causality::FREE)
+    };
     let n = trace.messages.len();
     let arrivals = Arrivals::build(trace, group);
     let (edge_of, edges) = estimate(trace, &arrivals, roles, p.window);
@@ -809,12 +861,18 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId], roles: &Roles) -> Links
             parents.clear();
             parents.extend(cands.iter().map(|c| c.0));
             let to = g(trace.messages[i].dst);
-            classify(
-                i as u32, to, &parents, &weights, spont_w, p, &mut out, &mut raw,
-            );
+            match pin(i) {
+                Some(c) => classify_pinned(i as u32, to, c, p, &mut out, &mut raw),
+                None => classify(
+                    i as u32, to, &parents, &weights, spont_w, p, &mut out, &mut raw,
+                ),
+            }
         }
     }
     drop(arrivals);
+    if keep && pins.is_some() {
+        w.pin(pin);
+    }
     let balancer = p.exclusive.then(|| {
         let to: Vec<NodeId> = trace.messages.iter().map(|m| g(m.dst)).collect();
         let whole: Vec<bool> = trace.messages.iter().map(|m| m.kind == Kind::Ret).collect();
@@ -834,10 +892,14 @@ pub fn link(trace: &Trace, p: &Params, group: &[NodeId], roles: &Roles) -> Links
     }
     drop(balancer);
     for i in (0..n).filter(|_| keep) {
+        let to = g(trace.messages[i].dst);
+        if let Some(c) = pin(i) {
+            classify_pinned(i as u32, to, c, p, &mut out, &mut raw);
+            continue;
+        }
         let (parents, ws, spont_w) = w.of(i);
         weights.clear();
         weights.extend(ws.iter().map(|&x| f64::from(x)));
-        let to = g(trace.messages[i].dst);
         classify(
             i as u32, to, parents, &weights, spont_w, p, &mut out, &mut raw,
         );

@@ -20,25 +20,25 @@
 //! Beside the paper's weights, off by default: [`kernel`] (a delay distribution learned from
 //! the trace, refitted by EM) and [`exclusive`] (one child per receiver).
 
-pub mod cli;
 pub mod exclusive;
 mod found;
 mod gallop;
+pub mod job;
 pub mod kernel;
 pub mod links;
 pub mod offsets;
 pub mod trees;
 
-use crate::cli::Progress;
 use crate::clients::aggregate_names;
 use crate::pattern::{AnalysisResult, Collector, Rank};
+use crate::progress::Progress;
 use crate::trace::{NodeId, Time, Trace};
 use links::EdgeDelay;
 use std::borrow::Cow;
 use trees::{Builder, TreeCounts};
 
 /// How a candidate parent is weighed.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, serde::Serialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 #[serde(rename_all = "lowercase")]
 pub enum KernelKind {
     /// \[WAP5\]'s `e^(−λ·gap)` with `λ` = 1 / the edge's mean gap to the newest message in.
@@ -48,6 +48,8 @@ pub enum KernelKind {
     /// ([`kernel`]).
     Empirical,
 }
+
+crate::choices!(KernelKind { "exponential" => KernelKind::Exponential, "empirical" => KernelKind::Empirical });
 
 /// Parameters of [`linking`].
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -87,6 +89,12 @@ pub struct Params {
     /// out of a node that was only ever answered, never called, is spontaneous. Without it a
     /// closed-loop client chains each request to the reply before it.
     pub client_roots: bool,
+    /// p5 mode: where the trace knows which recorded thread sent and received each message
+    /// (a p5 session), a message's cause is the last message its sender's thread received
+    /// for the request it was serving ([`crate::causality`]), with probability 1; the
+    /// weights decide only the rest (messages of untraced nodes). On by default; off, or on
+    /// a trace without threads, linking runs as the paper's black box.
+    pub threads: bool,
 }
 
 impl Default for Params {
@@ -117,6 +125,7 @@ impl Params {
             exclusive: false,
             refits: 0,
             client_roots: true,
+            threads: true,
         }
     }
 
@@ -156,6 +165,8 @@ pub struct Counts {
     pub trees: TreeCounts,
     /// Step 1's delay estimates, per edge between the printed (aggregated) names.
     pub edges: Vec<NamedDelay>,
+    /// What the recorded threads placed (p5 mode; `None`: the black box ran alone).
+    pub threads: Option<crate::causality::CauseCounts>,
 }
 
 /// Step 1's estimate for the edges between two printed names.
@@ -274,7 +285,14 @@ fn run(
     let roles = links::Roles::of(trace, p.client_roots, |n| {
         names.name(n) == crate::clients::CLIENT
     });
-    let links = links::link(trace, p, &names.of, &roles);
+    let causes = p
+        .threads
+        .then(|| crate::causality::from_threads(trace, &trace.threads))
+        .flatten();
+    counts.threads = causes.as_ref().map(|c| c.counts);
+    let pins = causes.as_ref().map(|c| &c.cause[..]);
+    let links = links::link(trace, p, &names.of, &roles, pins);
+    drop(causes);
     counts.true_links = links.kept.0;
     counts.try_both_links = links.kept.1;
     counts.false_links = links.dropped;
@@ -321,6 +339,8 @@ fn run(
         "kernel": p.kernel,
         "exclusive": p.exclusive,
         "client_roots": p.client_roots,
+        "causality": if counts.threads.is_some() { "threads" } else { "timing" },
+        "threads": counts.threads,
         "clock_offsets": clock_offsets,
     });
     let result = collector.finish_ranked("linking", params, p.rank);

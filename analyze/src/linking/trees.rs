@@ -39,8 +39,8 @@
 use super::found::{Best, Found, RootFound, VisitRec};
 use super::links::{Class, Links, arrival, departure};
 use super::offsets::Offsets;
-use crate::cli::Progress;
 use crate::pattern::Collector;
+use crate::progress::Progress;
 use crate::trace::{Kind, NO_TIME, NodeId, Time, Trace};
 use bit_vec::BitVec;
 use std::ops::Range;
@@ -586,7 +586,7 @@ mod tests {
         let (names, _) = Names::of(&trace, &p);
         let client = |n| names.name(n) == crate::clients::CLIENT;
         let roles = links::Roles::of(&trace, p.client_roots, client);
-        let l = links::link(&trace, &p, &names.of, &roles);
+        let l = links::link(&trace, &p, &names.of, &roles, None);
         let offsets = Offsets::estimate(&trace);
         let b = Builder::new(
             &trace,

@@ -36,6 +36,7 @@
 //! variants nor its own `tree`/`steps` is an error.
 
 use crate::Error;
+use crate::parse::parse_duration;
 use crate::pattern::{CallTree, parse_signature};
 use crate::trace::{Kind, Time};
 use serde::Deserialize;
@@ -49,30 +50,6 @@ pub struct Gauss {
     pub mean: f64,
     /// Standard deviation (ns).
     pub sd: f64,
-}
-
-/// Parses `"10ms"`, `"2.5s"`, `"100us"`, `"7ns"`, `"1m"` into nanoseconds.
-pub fn parse_duration(s: &str) -> Result<Time, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == '+'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let v: f64 = num.parse().map_err(|_| format!("bad duration {s:?}"))?;
-    let scale = match unit.trim() {
-        "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" | "" => 1e9,
-        "m" | "min" => 60e9,
-        "h" => 3600e9,
-        _ => return Err(format!("bad duration unit in {s:?} (ns, us, ms, s, m, h)")),
-    };
-    let ns = v * scale;
-    if !ns.is_finite() || ns.abs() > 9e18 {
-        return Err(format!("duration {s:?} out of range"));
-    }
-    Ok(ns.round() as Time)
 }
 
 /// A delay as written: `"5ms"` or `["5ms", "1ms"]`.
@@ -192,7 +169,7 @@ pub struct ConfigSpec {
 }
 
 /// Which ends of a message are written.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Record {
     /// `*_SENT` lines, stamped by the sender's clock (a sniffer at the sender; \[P5\]).
     #[default]
@@ -202,6 +179,8 @@ pub enum Record {
     /// Both.
     Both,
 }
+
+crate::choices!(Record { "send" => Record::Send, "recv" => Record::Recv, "both" => Record::Both });
 
 /// One message template of a variant.
 #[derive(Debug, Clone, PartialEq)]
@@ -272,6 +251,21 @@ fn pair(s: &str) -> Result<(String, String), String> {
             Ok((a.trim().to_owned(), b.trim().to_owned()))
         }
         _ => Err(format!("{s:?} is not \"SENDER>RECEIVER\"")),
+    }
+}
+
+impl Config {
+    /// Sets every tracelet's number of parallel clients and its think time bounds (ns),
+    /// where given: the load a closed-loop run is generated at (`--clients`, `--think`).
+    pub fn set_load(&mut self, clients: Option<u32>, think: Option<(Time, Time)>) {
+        for t in &mut self.tracelets {
+            if let Some(c) = clients {
+                t.parallel = c.max(1);
+            }
+            if let Some(th) = think {
+                t.think = th;
+            }
+        }
     }
 }
 
@@ -569,15 +563,6 @@ fn link(root: &str, mut steps: Vec<Step>) -> Result<Vec<Step>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn durations_parse() {
-        assert_eq!(parse_duration("10ms"), Ok(10_000_000));
-        assert_eq!(parse_duration("2.5s"), Ok(2_500_000_000));
-        assert_eq!(parse_duration("-30ms"), Ok(-30_000_000));
-        assert_eq!(parse_duration("7"), Ok(7_000_000_000));
-        assert!(parse_duration("5 parsecs").is_err());
-    }
 
     #[test]
     fn a_tree_expands_into_serial_calls_and_returns() {

@@ -173,6 +173,15 @@ fn penalty(n: usize, x: f64) -> f64 {
 /// No parent: the pair is a root.
 pub const ROOT: u32 = u32::MAX;
 
+/// In the `fixed` parents [`assign`] and [`rebalance`] take: a child whose parent is left to
+/// the scoreboard. Any other value is the child's parent, or [`ROOT`].
+pub const FREE: u32 = u32::MAX - 1;
+
+/// The fixed parent of child `c`, if any (`fixed` may be empty: none is fixed).
+fn fixed_of(fixed: &[u32], c: usize) -> Option<u32> {
+    fixed.get(c).copied().filter(|&f| f != FREE)
+}
+
 /// Who nests in whom: each pair's parent ([`ROOT`] for none) and each parent's children
 /// as a list from the last (in call order) back through `prev_sib` (`u32::MAX` ends it).
 #[derive(Debug, Default)]
@@ -246,7 +255,7 @@ pub fn assign(
     sb: &Scores,
     pen: Penalties,
     gaps: Option<(&Scores<GapKey>, &BinLut)>,
-    root_below: f64,
+    (root_below, fixed): (f64, &[u32]),
 ) -> Tree {
     // Children assigned so far, per parent, as a list from the newest back.
     let mut t = Tree {
@@ -255,6 +264,14 @@ pub fn assign(
         prev_sib: vec![u32::MAX; pairs.len()],
     };
     for (ci, c) in pairs.iter().enumerate() {
+        if let Some(f) = fixed_of(fixed, ci) {
+            if f != ROOT {
+                t.parent[ci] = f;
+                t.prev_sib[ci] = t.last_kid[f as usize];
+                t.last_kid[f as usize] = ci as u32;
+            }
+            continue;
+        }
         // (score, parent, score before the penalties)
         let mut best: Option<(f64, u32, f64)> = None;
         let (ps, bs) = cands.of(ci);
@@ -459,6 +476,7 @@ pub fn rebalance(
     sb: &Scores,
     gaps: Option<(&Scores<GapKey>, &BinLut)>,
     t: &mut Tree,
+    fixed: &[u32],
 ) -> u64 {
     let rules = count_rules(pairs, t);
     if rules.is_empty() {
@@ -508,7 +526,10 @@ pub fn rebalance(
     let mut moved = 0;
     for (ci, c) in pairs.iter().enumerate() {
         let p = t.parent[ci];
-        if p == ROOT || rare(t, p, c.callee, 0) + rare(t, p, ANY, 0) == 0 {
+        if p == ROOT
+            || fixed_of(fixed, ci).is_some()
+            || rare(t, p, c.callee, 0) + rare(t, p, ANY, 0) == 0
+        {
             continue;
         }
         // (rare numbers after the move, score, candidate)
@@ -531,6 +552,7 @@ pub fn rebalance(
         };
         let k = kids(t, p)
             .filter(|&k| pairs[k as usize].callee == c.callee)
+            .filter(|&k| fixed_of(fixed, k as usize).is_none())
             .filter_map(|k| Some((kept(k)?, k)))
             .max_by(|a, b| a.0.total_cmp(&b.0))
             .map_or(ci as u32, |(_, k)| k);

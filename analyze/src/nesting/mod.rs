@@ -5,8 +5,8 @@
 //! Steps, one module each: [`pairs`] (FindCallPairs), [`repair`] (ours: a pair that lost
 //! its call or its return keeps its place, the lost half estimated), [`assign`] (candidate
 //! parents, ScoreNestings with the [`bins`] scoreboard, FindNestedPairs with the penalties),
-//! [`paths`] (FindCallPaths into the shared pattern output). The algorithm is pure; [`cli`]
-//! reads the input and writes the result.
+//! [`paths`] (FindCallPaths into the shared pattern output). The algorithm is pure; [`job`]
+//! is how a [`crate::job`] runs it.
 //!
 //! Ours, where the paper is silent or inconsistent (analysis.md §1.1): penalties scale a
 //! score by `(1 + c)^-x`; a child whose best score is 0 is a root; smoothing σ = 2 bins, on
@@ -21,7 +21,7 @@
 
 pub mod assign;
 pub mod bins;
-pub mod cli;
+pub mod job;
 pub mod pairs;
 pub mod paths;
 pub mod repair;
@@ -72,6 +72,12 @@ pub struct Params {
     /// multi-tier trace 5.63–6.33 → 2.10–2.46 % instance false negatives over seven seeds,
     /// and half of what dropped messages cost).
     pub rebalance: bool,
+    /// p5 mode: where the trace knows which recorded thread sent and received each message
+    /// (a p5 session), a child's parent is the request its caller's thread was serving when
+    /// it sent the call ([`crate::causality`]); the scoreboard places only the rest (calls
+    /// of untraced nodes). On by default; off, or on a trace without threads, nesting runs
+    /// as the paper's black box.
+    pub threads: bool,
 }
 
 impl Default for Params {
@@ -90,6 +96,7 @@ impl Default for Params {
             repair: true,
             root_below: 0.0,
             rebalance: true,
+            threads: true,
         }
     }
 }
@@ -115,6 +122,8 @@ pub struct Counts {
     /// Children moved where their parents' numbers of children were rare
     /// ([`Params::rebalance`]).
     pub rebalanced: u64,
+    /// What the recorded threads placed (p5 mode; `None`: the black box ran alone).
+    pub threads: Option<crate::causality::CauseCounts>,
 }
 
 /// Infers the causal paths of `trace` (messages in time order) — on a copy: see
@@ -128,6 +137,10 @@ pub fn nesting(trace: &Trace, p: &Params) -> (AnalysisResult, Counts) {
 /// the run holds little more than the trace did (on the 2 M-message multi-tier trace,
 /// 121.4 MB at the peak with the trace's 117.5).
 pub fn nesting_owned(trace: Trace, p: &Params) -> (AnalysisResult, Counts) {
+    let causes = p
+        .threads
+        .then(|| crate::causality::from_threads(&trace, &trace.threads))
+        .flatten();
     let Trace {
         nodes, messages, ..
     } = trace;
@@ -157,6 +170,10 @@ pub fn nesting_owned(trace: Trace, p: &Params) -> (AnalysisResult, Counts) {
     } else {
         assign::candidates(&pairs, n, w, &bins, p.returns, &slack)
     };
+    let fixed = causes
+        .as_ref()
+        .map_or_else(Vec::new, |c| fixed_parents(&pairs, c));
+    let threads = causes.map(|c| c.counts);
     let sb = assign::score(&pairs, &cands, &bins).scores(p.smooth);
     // The last pass leaves a child whose best parent is too unlikely a root.
     let root_below = |pass: u32| {
@@ -166,7 +183,14 @@ pub fn nesting_owned(trace: Trace, p: &Params) -> (AnalysisResult, Counts) {
             0.0
         }
     };
-    let mut tree = assign::assign(&pairs, &cands, &sb, p.penalties, None, root_below(0));
+    let mut tree = assign::assign(
+        &pairs,
+        &cands,
+        &sb,
+        p.penalties,
+        None,
+        (root_below(0), &fixed),
+    );
     let mut last_gaps = None;
     for pass in 1..=p.gap_passes {
         let gaps = assign::gap_scoreboard(&pairs, &tree, &bins, p.returns).scores(p.smooth);
@@ -177,13 +201,13 @@ pub fn nesting_owned(trace: Trace, p: &Params) -> (AnalysisResult, Counts) {
             &sb,
             p.penalties,
             Some((&gaps, &bins)),
-            root_below(pass),
+            (root_below(pass), &fixed),
         );
         last_gaps = Some(gaps);
     }
     let rebalanced = if p.rebalance {
         let gaps = last_gaps.as_ref().map(|g| (g, &bins));
-        assign::rebalance(&pairs, &cands, &sb, gaps, &mut tree)
+        assign::rebalance(&pairs, &cands, &sb, gaps, &mut tree, &fixed)
     } else {
         0
     };
@@ -197,6 +221,7 @@ pub fn nesting_owned(trace: Trace, p: &Params) -> (AnalysisResult, Counts) {
         reversed,
         repaired,
         rebalanced,
+        threads,
     };
     let params = serde_json::json!({
         "overlap": p.penalties.overlap,
@@ -215,10 +240,36 @@ pub fn nesting_owned(trace: Trace, p: &Params) -> (AnalysisResult, Counts) {
         "repaired_returns": repaired.rets,
         "reversed_pairs": reversed,
         "local_call_delays": both_ends,
+        "causality": if threads.is_some() { "threads" } else { "timing" },
+        "threads": threads,
     });
     let paths = paths::Paths::of(pairs, kept);
     drop(sb);
     let col = paths::collect(&nodes, &paths, tree, both_ends);
     drop(paths);
     (col.finish("nesting", params), counts)
+}
+
+/// Each pair's parent as the threads placed its call ([`crate::causality`]): the pair of the
+/// call its caller was serving, [`assign::ROOT`] for a request that starts a path, or
+/// [`assign::FREE`] where the threads do not tell (the scoreboard decides).
+fn fixed_parents(pairs: &[pairs::CallPair], c: &crate::causality::Causes) -> Vec<u32> {
+    use crate::causality::{FREE, ROOT};
+    let mut pair_of_call = crate::hash::FxHashMap::default();
+    for (k, p) in pairs.iter().enumerate() {
+        if p.call != repair::LOST {
+            pair_of_call.insert(p.call, k as u32);
+        }
+    }
+    pairs
+        .iter()
+        .map(|p| {
+            let serving = c.serving.get(p.call as usize).copied().unwrap_or(FREE);
+            match serving {
+                ROOT => assign::ROOT,
+                FREE => assign::FREE,
+                s => pair_of_call.get(&s).copied().unwrap_or(assign::FREE),
+            }
+        })
+        .collect()
 }

@@ -261,7 +261,7 @@ impl Flows {
             nodes: self.nodes,
             conns: self.conns,
             messages: self.sink.messages,
-            call_id_names: Vec::new(),
+            ..Trace::default()
         };
         trace.sort();
         trace

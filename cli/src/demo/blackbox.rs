@@ -215,7 +215,7 @@ pub fn analyze(
     merged: &[p5_merge::SessionSummary],
     s: &Sizes,
 ) -> anyhow::Result<Report> {
-    let url = p5_analyze::db::parse_url(db)?;
+    let mut handle = p5_analyze::db::Database::open(db)?;
     let mut report = Report {
         requests: s.blackbox_requests,
         injected_ns: i64::from(s.blackbox_delay_us) * 1000,
@@ -226,12 +226,13 @@ pub fn analyze(
             .iter()
             .find(|m| m.name == name)
             .with_context(|| format!("session {name} was not merged"))?;
-        let loaded = p5_analyze::db::load(&url, name, NodeKey::Program, &mut |_| {})
+        let loaded = handle
+            .load_trace(name, NodeKey::Program, &mut |_| {})
             .with_context(|| format!("reading session {name}"))?;
         let (nest, counts) =
             p5_analyze::nesting::nesting(&loaded.trace, &p5_analyze::nesting::Params::default());
         let ids = p5_analyze::store::MessageIds::default();
-        let nesting_run = p5_analyze::db::save_result(&url, name, &nest, "sql", &ids)?;
+        let nesting_run = handle.save_result(name, (&nest, "sql", &ids), |_, _, _| {})?;
         let mut patterns = rt.block_on(read_patterns(db, loaded.session_id, nesting_run))?;
         patterns.sort_by_key(|p| (std::cmp::Reverse(p.instances), p.rank, p.id));
         let (linked, _) = p5_analyze::linking::linking(
@@ -239,7 +240,7 @@ pub fn analyze(
             &p5_analyze::linking::Params::default(),
             &mut |_| {},
         );
-        let linking_run = p5_analyze::db::save_result(&url, name, &linked, "sql", &ids)?;
+        let linking_run = handle.save_result(name, (&linked, "sql", &ids), |_, _, _| {})?;
         report.sides.push(Side {
             session: name.to_owned(),
             session_id: loaded.session_id,

@@ -20,13 +20,16 @@
 //! wrongly (on the multi-tier trace, an application call that lost one of its two DB calls
 //! to another joins the one-DB pattern with twice its latency), the median much less.
 
+pub mod requests;
+
 use crate::pattern::{AnalysisResult, Pattern, Stats};
+pub use requests::{RequestLevel, score_requests, truth_requests};
 use serde::{Deserialize, Serialize};
 use std::collections::{HashMap, HashSet};
 use std::io::{self, Write};
 
 /// What to rank patterns by for the top-N rate.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum RankBy {
     /// Instance count (nesting, convolution).
@@ -35,6 +38,8 @@ pub enum RankBy {
     /// Expectation, Σ probability (linking).
     Expectation,
 }
+
+crate::choices!(RankBy { "count" => RankBy::Count, "expectation" => RankBy::Expectation });
 
 /// Options of [`score`].
 #[derive(Debug, Clone)]
@@ -130,6 +135,10 @@ pub struct Scores {
     pub instances: Level,
     /// Message level.
     pub messages: MessageLevel,
+    /// Request level: each true instance against the inferred one holding its first
+    /// message ([`requests`]).
+    #[serde(default)]
+    pub requests: RequestLevel,
     /// Top-N rates, by tolerance then N.
     pub top_n: Vec<TopN>,
     /// Per-node delay errors of the patterns found.
@@ -180,6 +189,7 @@ pub fn score(truth: &AnalysisResult, inferred: &AnalysisResult, opts: &ScoreOpti
         s.instances.false_positives += c.saturating_sub(ct.get(sig).copied().unwrap_or(0));
     }
     s.messages = message_level(truth, inferred);
+    s.requests = score_requests(&truth_requests(truth), inferred);
     s.top_n = top_n(truth, inferred, opts);
     s.node_delays = node_delays(truth, inferred);
     let rel: Vec<f64> = s
@@ -331,6 +341,17 @@ pub fn write_table<W: Write>(s: &Scores, mut w: W) -> io::Result<()> {
         w,
         "message: {} of {} not placed in an inferred instance of their true pattern",
         s.messages.misplaced, s.messages.total
+    )?;
+    let r = &s.requests;
+    writeln!(
+        w,
+        "request: {} of {} exact ({:.2} %, expected {:.2} %), mean Jaccard {:.4}, {} without an instance",
+        r.exact,
+        r.requests,
+        r.exact_share * 100.0,
+        r.expected_exact_share * 100.0,
+        r.mean_jaccard,
+        r.without_instance
     )?;
     let mut tols: Vec<f64> = s.top_n.iter().map(|t| t.tolerance).collect();
     tols.dedup();

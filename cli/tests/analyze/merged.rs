@@ -5,6 +5,7 @@
 //! one call id that no other connection uses; the same store merged into PostgreSQL reads
 //! as the same trace.
 
+use p5_analyze::db::Database;
 use p5_analyze::node::NodeKey;
 use p5_analyze::{Kind, Trace};
 use p5_tracedb::{DbUrl, Reader, read};
@@ -95,7 +96,9 @@ fn a_merged_session_reads_with_every_node_key() {
         NodeKey::Thread,
         NodeKey::Endpoint,
     ] {
-        let l = p5_analyze::db::load(&u, &session.name, key, &mut |_| {}).unwrap();
+        let l = Database::open(u.as_str())
+            .and_then(|mut db| db.load_trace(&session.name, key, &mut |_| {}))
+            .unwrap();
         let t = l.trace;
         assert_eq!(t.messages.len() as i64, session.messages, "{key}");
         assert_eq!(l.unknown_ends, 0, "{key}");
@@ -154,8 +157,12 @@ fn a_merged_session_reads_with_every_node_key() {
     );
     let pu = DbUrl::parse(&pg.url()).unwrap();
     for key in [NodeKey::ProgramAtHost, NodeKey::Endpoint] {
-        let a = p5_analyze::db::load(&u, &session.name, key, &mut |_| {}).unwrap();
-        let b = p5_analyze::db::load(&pu, &session.name, key, &mut |_| {}).unwrap();
+        let a = Database::open(u.as_str())
+            .and_then(|mut db| db.load_trace(&session.name, key, &mut |_| {}))
+            .unwrap();
+        let b = Database::open(pu.as_str())
+            .and_then(|mut db| db.load_trace(&session.name, key, &mut |_| {}))
+            .unwrap();
         assert_eq!(a.trace.messages, b.trace.messages, "{key}");
         let names = |t: &Trace| t.nodes.names().map(str::to_owned).collect::<Vec<_>>();
         assert_eq!(names(&a.trace), names(&b.trace), "{key}");
@@ -216,7 +223,8 @@ fn the_cascade_demos_2000_requests_are_2000_flows() {
     let flows = v["flows"].as_array().unwrap();
     assert_eq!(flows.len(), 2000);
     let u = DbUrl::parse(&url).unwrap();
-    let (s, ev) = p5_analyze::flows::load::load(&u, &["cascade"])
+    let (s, ev) = Database::open(u.as_str())
+        .and_then(|mut db| db.flow_events(&["cascade"]))
         .unwrap()
         .remove(0);
     let sent = ev.messages.iter().filter(|m| m.send.is_some()).count() as u64;

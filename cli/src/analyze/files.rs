@@ -1,72 +1,22 @@
-//! `p5 analyze …`: the command line (clap) and its [`run`]. The umbrella binary parses
-//! [`AnalyzeArgs`] and calls [`run`] with a progress callback it draws as it likes.
-//!
-//! Subcommands: `maketrace` (ground-truth generator), `score` (accuracy against ground
-//! truth), `convert` (text trace normalisation and export), `import` (a trace or capture
-//! into the trace database, optionally with its ground truth as an analysis run), `show` (a
-//! result from JSON or from the database as a table, JSON or DOT; `--save-db` stores it).
-//! `nesting` and `convolution` (Project 5's algorithms, [`crate::nesting`],
-//! [`crate::convolution`]), `linking` (WAP5's, [`crate::linking`]), `flows` and `diff`
-//! (self-propelled instrumentation's, [`crate::flows`]).
+//! The file-level subcommands of `p5 analyze`: `maketrace`, `score`, `convert`, `show` and
+//! `import` — options → the library's readers, writers and transforms, and what is printed.
 
-use crate::clients::{FIXED_PORT_PEERS, aggregate_clients};
-use crate::input::InputArgs;
-use crate::maketrace::{self, Config, Record};
-use crate::output::Format;
-use crate::pattern::read_json;
-use crate::score::{RankBy, ScoreOptions, score};
-use crate::text;
-use crate::{Error, Result, fat};
+use super::choice;
+use super::input::{InputArgs, print_report};
+use p5_analyze::clients::{FIXED_PORT_PEERS, aggregate_clients};
+use p5_analyze::db::Database;
+use p5_analyze::import::{ImportOptions, read_truth};
+use p5_analyze::maketrace::{self, Config, Record};
+use p5_analyze::node::NodeKey;
+use p5_analyze::output::Format;
+use p5_analyze::parse::{flag_duration, parse_capture, parse_duration, parse_skew, parse_top};
+use p5_analyze::pattern::{read_json, write_json_file};
+use p5_analyze::score::{RankBy, ScoreOptions, score as score_of};
+use p5_analyze::source::Source;
+use p5_analyze::store::MessageIds;
+use p5_analyze::{Error, Progress, fat, text};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-
-/// What a long operation reports to whoever draws progress.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Progress {
-    /// A phase begins, with its total if known.
-    Phase(&'static str, Option<u64>),
-    /// Position within the phase.
-    At(u64),
-    /// The operation is over.
-    Done,
-}
-
-/// `p5 analyze`.
-#[derive(Debug, clap::Args)]
-pub struct AnalyzeArgs {
-    /// The subcommand.
-    #[command(subcommand)]
-    pub cmd: AnalyzeCmd,
-}
-
-/// The subcommands of `p5 analyze`.
-#[derive(Debug, clap::Subcommand)]
-pub enum AnalyzeCmd {
-    /// Generate a Project 5 text trace and its ground truth from tracelets (Project 5 paper §7.1.1).
-    Maketrace(MaketraceArgs),
-    /// Score an analysis result against ground truth (Project 5 paper §7.5.1).
-    Score(ScoreArgs),
-    /// Read a text trace and write it back normalised (optionally coalesced, aggregated).
-    Convert(ConvertArgs),
-    /// Print an analysis result or ground truth (JSON, or a run in the trace database) as a
-    /// table, JSON or DOT.
-    Show(ShowArgs),
-    /// Write a text trace or pcap captures into the trace database as a session (the viewer
-    /// then shows it), optionally with its ground truth as an analysis run.
-    Import(ImportArgs),
-    /// Causal paths from the timing of calls and returns (Project 5 nesting, its paper §5.1).
-    Nesting(crate::nesting::cli::NestingArgs),
-    /// Causal paths and delays of free-form messages by cross-correlating their timing
-    /// (Project 5 convolution, its paper §5.2).
-    Convolution(crate::convolution::cli::ConvolutionArgs),
-    /// Probabilistic causal trees of free-form messages, calls and returns alike (WAP5
-    /// message linking, its paper §5).
-    Linking(crate::linking::cli::LinkingArgs),
-    /// Flows, suspect scores and root-cause differences (self-propelled instrumentation):
-    /// `flows` and `diff`.
-    #[command(flatten)]
-    Flows(crate::flows::cli::FlowsCmd),
-}
 
 /// `p5 analyze import`.
 #[derive(Debug, clap::Args)]
@@ -83,8 +33,8 @@ pub struct ImportArgs {
     #[arg(long, value_name = "FILE[@±OFFSET]", num_args = 1..)]
     pub pcap: Vec<String>,
     /// Node naming of captures: `host` (IP address, the default) or `endpoint`.
-    #[arg(long, value_enum)]
-    pub node: Option<crate::node::NodeKey>,
+    #[arg(long, value_parser = choice::<NodeKey>())]
+    pub node: Option<NodeKey>,
     /// Trace database to write (`sqlite:PATH` or `postgres://…`; created if missing).
     #[arg(long, value_name = "URL")]
     pub db: String,
@@ -116,7 +66,7 @@ pub struct ShowArgs {
     #[arg(long, value_name = "URL", requires = "session")]
     pub save_db: Option<String>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Format::Table)]
+    #[arg(long, value_parser = choice::<Format>(), default_value_t = Format::Table)]
     pub format: Format,
     /// Only the N most frequent patterns.
     #[arg(long)]
@@ -141,11 +91,19 @@ pub struct MaketraceArgs {
     #[arg(long)]
     pub duration: Option<String>,
     /// Which ends of each message are written (overrides the configuration).
-    #[arg(long, value_enum)]
+    #[arg(long, value_parser = choice::<Record>())]
     pub record: Option<Record>,
     /// Clock skew of a node, e.g. WS2=+30ms (repeatable; a bare number is milliseconds).
     #[arg(long, value_name = "NODE=±MS")]
     pub skew: Vec<String>,
+    /// Parallel clients of every tracelet (overrides the configuration): the load of a
+    /// closed-loop run.
+    #[arg(long, value_name = "N")]
+    pub clients: Option<u32>,
+    /// Think time between a client's runs (overrides the configuration): `MAX` (uniform from
+    /// 0) or `MIN..MAX`, e.g. `1ms` for a closed loop.
+    #[arg(long, value_name = "[MIN..]MAX")]
+    pub think: Option<String>,
     /// Sniffer peak capture rate in packets/s (default: capture everything).
     #[arg(long)]
     pub capture_rate: Option<f64>,
@@ -173,7 +131,7 @@ pub struct ScoreArgs {
     #[arg(long, value_delimiter = ',', default_value = "0.02,0.06")]
     pub tolerance: Vec<f64>,
     /// Rank patterns by count or by expectation (linking).
-    #[arg(long, value_enum, default_value_t = RankBy::Count)]
+    #[arg(long, value_parser = choice::<RankBy>(), default_value_t = RankBy::Count)]
     pub rank: RankBy,
     /// Print JSON instead of a table.
     #[arg(long)]
@@ -209,102 +167,48 @@ pub struct ConvertArgs {
     pub skew: Vec<String>,
 }
 
-/// Runs `p5 analyze …`.
-pub fn run(args: &AnalyzeArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
-    let r = match &args.cmd {
-        AnalyzeCmd::Maketrace(a) => run_maketrace(a, progress),
-        AnalyzeCmd::Score(a) => run_score(a),
-        AnalyzeCmd::Convert(a) => run_convert(a, progress),
-        AnalyzeCmd::Show(a) => run_show(a),
-        AnalyzeCmd::Import(a) => crate::import::run(a, progress),
-        AnalyzeCmd::Nesting(a) => crate::nesting::cli::run(a, progress),
-        AnalyzeCmd::Convolution(a) => crate::convolution::cli::run(a, progress),
-        AnalyzeCmd::Linking(a) => crate::linking::cli::run(a, progress),
-        AnalyzeCmd::Flows(a) => crate::flows::cli::run(a, progress),
-    };
-    progress(Progress::Done);
-    r
-}
-
-/// Parses `NODE=+30ms` (a bare number is milliseconds).
-pub fn parse_skew(s: &str) -> Result<(String, i64)> {
-    let bad = || {
-        Error::Usage(format!(
-            "--skew {s:?}: expected NODE=±DURATION, e.g. WS2=+30ms"
-        ))
-    };
-    let (node, v) = s.rsplit_once('=').ok_or_else(bad)?;
-    let v = v.trim();
-    let ns = if v
-        .trim_start_matches(['+', '-'])
-        .chars()
-        .all(|c| c.is_ascii_digit() || c == '.')
-    {
-        maketrace::config::parse_duration(&format!("{v}ms"))
-    } else {
-        maketrace::config::parse_duration(v)
-    }
-    .map_err(|_| bad())?;
-    if node.is_empty() {
-        return Err(bad());
-    }
-    Ok((node.to_owned(), ns))
-}
-
-/// Parses `1..40`, `1..=40`, `1,5,10` or `7`.
-pub fn parse_top(s: &str) -> Result<Vec<usize>> {
-    let bad = || Error::Usage(format!("--top {s:?}: expected 1..40, 1,5,10 or 7"));
-    let num = |x: &str| x.trim().parse::<usize>().map_err(|_| bad());
-    let v: Vec<usize> = if let Some((a, b)) = s.split_once("..") {
-        let b = b.strip_prefix('=').unwrap_or(b);
-        (num(a)?..=num(b)?).collect()
-    } else {
-        s.split(',').map(num).collect::<Result<_>>()?
-    };
-    if v.is_empty() || v.contains(&0) || v.len() > 100_000 {
-        return Err(bad());
-    }
-    Ok(v)
-}
-
-fn write_json_file<T: serde::Serialize>(value: &T, path: &Path) -> Result<()> {
-    let f = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
-    let mut w = std::io::BufWriter::new(f);
-    serde_json::to_writer(&mut w, value).map_err(|e| Error::io(path, std::io::Error::other(e)))?;
-    w.write_all(b"\n")
-        .and_then(|()| w.flush())
-        .map_err(|e| Error::io(path, e))
-}
-
-fn run_maketrace(a: &MaketraceArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
+/// Runs `p5 analyze maketrace`.
+pub fn maketrace(a: &MaketraceArgs, progress: &mut dyn FnMut(Progress)) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&a.config).map_err(|e| Error::io(&a.config, e))?;
-    let cfg = Config::parse(&text, &a.config)?;
+    let mut cfg = Config::parse(&text, &a.config)?;
+    let think = match a.think.as_deref() {
+        None => None,
+        Some(t) => Some(match t.split_once("..") {
+            Some((lo, hi)) => (flag_duration("think", lo)?, flag_duration("think", hi)?),
+            None => (0, flag_duration("think", t)?),
+        }),
+    };
+    if think.is_some_and(|(lo, hi)| lo < 0 || hi < lo) {
+        return Err(Error::Usage("--think: 0 ≤ MIN ≤ MAX".into()).into());
+    }
+    cfg.set_load(a.clients, think);
     let duration = a
         .duration
         .as_deref()
-        .map(maketrace::config::parse_duration)
+        .map(parse_duration)
         .transpose()
         .map_err(Error::Usage)?;
     let skew: Vec<(String, i64)> = a
         .skew
         .iter()
         .map(|s| parse_skew(s))
-        .collect::<Result<_>>()?;
+        .collect::<p5_analyze::Result<_>>()?;
     let nodes = cfg.nodes();
     if let Some((n, _)) = skew.iter().find(|(n, _)| !nodes.contains(n.as_str())) {
         return Err(Error::Usage(format!(
             "--skew {n}: no such node in {} (nodes: {})",
             a.config.display(),
             nodes.iter().copied().collect::<Vec<_>>().join(", ")
-        )));
+        ))
+        .into());
     }
     if a.capture_rate.is_some_and(|r| !(r.is_finite() && r > 0.0)) {
-        return Err(Error::Usage(
-            "--capture-rate must be a positive number of packets/s".into(),
-        ));
+        return Err(
+            Error::Usage("--capture-rate must be a positive number of packets/s".into()).into(),
+        );
     }
     if duration.is_some_and(|d| d < 0) {
-        return Err(Error::Usage("--duration must not be negative".into()));
+        return Err(Error::Usage("--duration must not be negative".into()).into());
     }
     let opts = maketrace::Options {
         seed: a.seed,
@@ -339,7 +243,8 @@ fn run_maketrace(a: &MaketraceArgs, progress: &mut dyn FnMut(Progress)) -> Resul
     Ok(())
 }
 
-fn run_score(a: &ScoreArgs) -> Result<()> {
+/// Runs `p5 analyze score`.
+pub fn score(a: &ScoreArgs) -> anyhow::Result<()> {
     let truth = read_json(&a.truth)?;
     let result = read_json(&a.result)?;
     let opts = ScoreOptions {
@@ -347,7 +252,7 @@ fn run_score(a: &ScoreArgs) -> Result<()> {
         tolerances: a.tolerance.clone(),
         rank_by: a.rank,
     };
-    let s = score(&truth, &result, &opts);
+    let s = score_of(&truth, &result, &opts);
     let mut out: Box<dyn Write> = match &a.output {
         Some(p) => Box::new(std::io::BufWriter::new(
             std::fs::File::create(p).map_err(|e| Error::io(p, e))?,
@@ -355,25 +260,24 @@ fn run_score(a: &ScoreArgs) -> Result<()> {
         None => Box::new(std::io::stdout().lock()),
     };
     if a.json {
-        serde_json::to_writer(&mut out, &s).map_err(std::io::Error::other)?;
+        serde_json::to_writer(&mut out, &s)?;
         writeln!(out)?;
     } else {
-        crate::score::write_table(&s, &mut out)?;
+        p5_analyze::score::write_table(&s, &mut out)?;
     }
     out.flush()?;
     Ok(())
 }
 
-fn run_show(a: &ShowArgs) -> Result<()> {
+/// Runs `p5 analyze show`.
+pub fn show(a: &ShowArgs) -> anyhow::Result<()> {
     let r = match (&a.result, &a.db, &a.session) {
         (Some(path), ..) => read_json(path)?,
-        (None, Some(url), Some(session)) => {
-            crate::db::load_result(&crate::db::parse_url(url)?, session, a.run)?
-        }
+        (None, Some(url), Some(session)) => Database::open(url)?.load_result(session, a.run)?,
         _ => {
-            return Err(Error::Usage(
-                "give a result file or --db URL --session NAME".into(),
-            ));
+            return Err(
+                Error::Usage("give a result file or --db URL --session NAME".into()).into(),
+            );
         }
     };
     if let (Some(url), Some(session)) = (&a.save_db, &a.session) {
@@ -381,20 +285,22 @@ fn run_show(a: &ShowArgs) -> Result<()> {
             .result
             .as_ref()
             .map_or_else(|| "sql".to_owned(), |p| format!("file:{}", p.display()));
-        let ids = crate::store::MessageIds::default();
-        let run = crate::db::save_result(&crate::db::parse_url(url)?, session, &r, &source, &ids)?;
+        let ids = MessageIds::default();
+        let mut db = Database::open(url)?;
+        let run = db.save_result(session, (&r, &source, &ids), |_, _, _| {})?;
+        db.close()?;
         eprintln!("saved as analysis run {run} of session {session}");
     }
-    crate::output::write(&r, a.format, a.top, std::io::stdout().lock())?;
+    p5_analyze::output::write(&r, a.format, a.top, std::io::stdout().lock())?;
     Ok(())
 }
 
-fn run_convert(a: &ConvertArgs, progress: &mut dyn FnMut(Progress)) -> Result<()> {
+/// Runs `p5 analyze convert`.
+pub fn convert(a: &ConvertArgs, progress: &mut dyn FnMut(Progress)) -> anyhow::Result<()> {
     progress(Progress::Phase("reading", None));
-    let mut t = a.input.read(true)?;
-    if !t.report.counts.is_empty() {
-        eprintln!("{}: {}", t.name, t.report);
-    }
+    let mut db = a.input.database()?;
+    let mut t = a.input.source()?.read(db.as_mut(), true, progress)?;
+    print_report(&t.name, &t.report);
     // Coalesce first: a flow is a pair of the original nodes, before clients merge.
     if a.coalesce {
         let merged = fat::coalesce(&mut t.trace);
@@ -412,7 +318,7 @@ fn run_convert(a: &ConvertArgs, progress: &mut dyn FnMut(Progress)) -> Result<()
             })?;
             offsets.push((id, ns));
         }
-        crate::skew::apply(&mut t.trace, &offsets);
+        p5_analyze::skew::apply(&mut t.trace, &offsets);
         // The lines' order changes with their times: write them in time order.
         t.layout.order.clear();
     }
@@ -422,27 +328,50 @@ fn run_convert(a: &ConvertArgs, progress: &mut dyn FnMut(Progress)) -> Result<()
     progress(Progress::Phase("writing", None));
     if a.output == Path::new("-") {
         text::write(&t.trace, &t.layout, std::io::stdout().lock())?;
-        Ok(())
     } else {
-        text::write_file(&t.trace, &t.layout, &a.output)
+        text::write_file(&t.trace, &t.layout, &a.output)?;
     }
+    Ok(())
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn skews_and_tops_parse() {
-        assert_eq!(parse_skew("WS2=+30ms").unwrap(), ("WS2".into(), 30_000_000));
-        assert_eq!(parse_skew("a=b=-5").unwrap(), ("a=b".into(), -5_000_000));
-        assert_eq!(parse_skew("X=1.5s").unwrap().1, 1_500_000_000);
-        assert!(parse_skew("WS2").is_err());
-        assert!(parse_skew("=5ms").is_err());
-        assert_eq!(parse_top("1..40").unwrap().len(), 40);
-        assert_eq!(parse_top("1..=3").unwrap(), [1, 2, 3]);
-        assert_eq!(parse_top("1,5").unwrap(), [1, 5]);
-        assert!(parse_top("0").is_err());
-        assert!(parse_top("x").is_err());
+/// Runs `p5 analyze import`.
+pub fn import(a: &ImportArgs, progress: &mut dyn FnMut(Progress)) -> anyhow::Result<()> {
+    let mut db = Database::open(&a.db)?;
+    // Read the ground truth first: a bad file should not leave a half-finished import.
+    let truth = a.truth.as_deref().map(read_truth).transpose()?;
+    let source = match &a.trace {
+        Some(p) => Source::trace(p.clone(), a.node)?,
+        None => {
+            let files = a
+                .pcap
+                .iter()
+                .map(|s| parse_capture(s))
+                .collect::<p5_analyze::Result<Vec<_>>>()?;
+            Source::pcap(files, a.node)?
+        }
+    };
+    let o = ImportOptions {
+        source,
+        session: a.session.clone(),
+        truth,
+        now_wall_ns: now_wall_ns(),
+    };
+    let done = p5_analyze::import::import(&mut db, o, progress)?;
+    db.close()?;
+    print_report(&done.name, &done.report);
+    let (name, sid) = &done.session;
+    eprintln!(
+        "{}: session {name:?} (id {sid}): {} nodes, {} messages",
+        a.db, done.nodes, done.messages
+    );
+    if let Some(run) = done.truth_run {
+        eprintln!("ground truth saved as analysis run {run}");
     }
+    Ok(())
+}
+
+fn now_wall_ns() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
 }

@@ -13,44 +13,27 @@
 #[path = "flows/sim.rs"]
 mod sim;
 
-use clap::Parser;
-use p5_analyze::cli::{AnalyzeArgs, run};
+use crate::{p5, rt};
+use p5_analyze::db::Database;
 use p5_analyze::flows::model::{Events, Join, Rules, Start};
 use p5_analyze::flows::paths::PathTable;
 use p5_analyze::flows::report::{FlowFormat, write_flows};
 use p5_analyze::flows::rules::{self, Flows};
-use p5_analyze::flows::{anomaly, load, profiles};
+use p5_analyze::flows::{anomaly, profiles};
 use p5_tracedb::{DbUrl, Reader, read};
 use sim::{MS, Sim, Th, US};
 use std::collections::BTreeSet;
-
-#[derive(Parser, Debug)]
-struct Top {
-    #[command(flatten)]
-    args: AnalyzeArgs,
-}
-
-fn p5(words: &[&str]) -> p5_analyze::Result<()> {
-    let mut argv = vec!["analyze"];
-    argv.extend_from_slice(words);
-    let top = Top::try_parse_from(argv).expect("arguments parse");
-    run(&top.args, &mut |_| {})
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
 
 fn sqlite(dir: &std::path::Path) -> String {
     format!("sqlite:{}", dir.join("p5.sqlite").display())
 }
 
 fn events(url: &str, session: &str) -> Events {
-    let u = DbUrl::parse(url).unwrap();
-    load::load(&u, &[session]).unwrap().remove(0).1
+    Database::open(url)
+        .and_then(|mut db| db.flow_events(&[session]))
+        .unwrap()
+        .remove(0)
+        .1
 }
 
 fn build(ev: &Events, starts: &[&str], joins: &[&str]) -> (Flows, PathTable) {
@@ -508,8 +491,9 @@ fn five_jobs_references_find_the_faulty_one_and_its_cause() {
         "--no-save",
     ])
     .unwrap();
-    let u = DbUrl::parse(&url).unwrap();
-    let mut loaded = load::load(&u, &["jobs", "jobs-ref"]).unwrap();
+    let mut loaded = Database::open(&url)
+        .and_then(|mut db| db.flow_events(&["jobs", "jobs-ref"]))
+        .unwrap();
     let mut paths = PathTable::default();
     let rules = Rules {
         starts: vec![Start::parse(start[0]).unwrap()],

@@ -5,12 +5,10 @@
 //! and read back (`show --db`), `--node` variants, and bad input. PostgreSQL:
 //! `P5_TEST_PG_URL`, else `postgres://postgres@127.0.0.1:5432/test`, a fresh schema per test.
 
-#[path = "pcap/forge.rs"]
-mod forge;
+use p5_analyze::testing::forge;
 
-use clap::Parser;
-use p5_analyze::cli::{AnalyzeArgs, run};
-use p5_analyze::input::InputArgs;
+use crate::{fixture, p5, rt, s};
+use p5_analyze::db::Database;
 use p5_analyze::maketrace::GroundTruth;
 use p5_analyze::node::NodeKey;
 use p5_analyze::pattern::{AnalysisResult, Stats};
@@ -25,46 +23,24 @@ use sqlx::Connection;
 use std::collections::HashMap;
 use std::path::Path;
 
-#[derive(Parser, Debug)]
-struct Top {
-    #[command(flatten)]
-    args: AnalyzeArgs,
+fn read_db(url: &str, session: &str, node: Option<NodeKey>) -> Trace {
+    let mut db = Database::open(url).expect("a database URL");
+    db.load_trace(session, node.unwrap_or_default(), &mut |_| {})
+        .expect("the session reads")
+        .trace
 }
 
-fn p5(words: &[&str]) -> p5_analyze::Result<()> {
-    let mut argv = vec!["analyze"];
-    argv.extend_from_slice(words);
-    let top = Top::try_parse_from(argv).expect("arguments parse");
-    run(&top.args, &mut |_| {})
-}
-
-fn rt() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap()
-}
-
-fn fixture(name: &str) -> String {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("fixtures")
-        .join(name)
-        .display()
+fn read_err(url: &str, session: &str) -> String {
+    Database::open(url)
+        .and_then(|mut db| db.load_trace(session, NodeKey::default(), &mut |_| {}))
+        .unwrap_err()
         .to_string()
 }
 
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
-}
-
-fn read_db(url: &str, session: &str, node: Option<NodeKey>) -> Trace {
-    let input = InputArgs {
-        db: Some(url.to_owned()),
-        session: Some(session.to_owned()),
-        node,
-        ..InputArgs::default()
-    };
-    input.read(false).expect("the session reads").trace
+fn load_result(url: &str, session: &str) -> AnalysisResult {
+    Database::open(url)
+        .and_then(|mut db| db.load_result(session, None))
+        .expect("the run reads")
 }
 
 /// For each message, the index of the message it pairs with (the k-th call and the k-th
@@ -190,7 +166,7 @@ fn text_round_trip(url: &str) {
 
     let gt: GroundTruth = serde_json::from_slice(&std::fs::read(&truth).unwrap()).unwrap();
     let url_p = DbUrl::parse(url).unwrap();
-    let stored = p5_analyze::db::load_result(&url_p, "fig10", None).unwrap();
+    let stored = load_result(url, "fig10");
     let ids = MessageIds::of_import(&original);
     let want = stored_form(&gt.result, &ids);
     assert_eq!(stored.patterns.len(), want.patterns.len());
@@ -235,7 +211,7 @@ fn text_round_trip(url: &str) {
         "json",
     ];
     p5(&nest).unwrap();
-    let stored = p5_analyze::db::load_result(&url_p, "fig10", None).unwrap();
+    let stored = load_result(url, "fig10");
     assert_eq!(stored.algorithm, "nesting");
     let session = read_db(url, "fig10", None);
     let (want, counts) = p5_analyze::nesting::nesting(&session, &Default::default());
@@ -281,7 +257,7 @@ fn text_round_trip(url: &str) {
         "json",
     ];
     p5(&[&["nesting", "--trace", s(&trace)][..], &save[..]].concat()).unwrap();
-    let again = p5_analyze::db::load_result(&url_p, "fig10", None).unwrap();
+    let again = load_result(url, "fig10");
     assert_eq!(sig(&again), sig(&stored));
     assert_eq!(again.instances, stored.instances);
     assert_eq!(again.params["gap_passes"], 3);
@@ -303,7 +279,7 @@ fn text_round_trip(url: &str) {
     ]
     .concat())
     .unwrap();
-    let paper = p5_analyze::db::load_result(&url_p, "fig10", None).unwrap();
+    let paper = load_result(url, "fig10");
     let p = p5_analyze::nesting::Params {
         returns: false,
         gap_passes: 0,
@@ -332,7 +308,7 @@ fn text_round_trip(url: &str) {
         "json",
     ])
     .unwrap();
-    let linked = p5_analyze::db::load_result(&url_p, "fig10", None).unwrap();
+    let linked = load_result(url, "fig10");
     assert_eq!(linked.algorithm, "linking");
     let p = p5_analyze::linking::Params {
         window: 500_000_000,
@@ -382,7 +358,7 @@ fn text_round_trip(url: &str) {
     ]
     .concat())
     .unwrap();
-    let from_text = p5_analyze::db::load_result(&url_p, "fig10", None).unwrap();
+    let from_text = load_result(url, "fig10");
     assert_eq!(from_text.algorithm, "linking");
     assert_eq!(sig(&from_text), sig(&linked));
     assert_eq!(from_text.instances, linked.instances);
@@ -543,12 +519,7 @@ fn bad_sessions_and_foreign_databases_are_clear_errors() {
     let url = format!("sqlite:{}", dir.path().join("c.sqlite").display());
     p5(&["import", "--pcap", s(&cap), "--db", &url, "--session", "a"]).unwrap();
     p5(&["import", "--pcap", s(&cap), "--db", &url, "--session", "b"]).unwrap();
-    let input = InputArgs {
-        db: Some(url.clone()),
-        session: Some("nope".into()),
-        ..InputArgs::default()
-    };
-    let e = input.read(false).unwrap_err().to_string();
+    let e = read_err(&url, "nope");
     assert!(
         e.contains("no session \"nope\"") && e.contains("sessions: a, b"),
         "{e}"
@@ -565,27 +536,16 @@ fn bad_sessions_and_foreign_databases_are_clear_errors() {
         c.close().await.unwrap();
     });
     let furl = format!("sqlite:{}", foreign.display());
-    let input = InputArgs {
-        db: Some(furl.clone()),
-        session: Some("a".into()),
-        ..InputArgs::default()
-    };
-    let e = input.read(false).unwrap_err().to_string();
+    let e = read_err(&furl, "a");
     assert!(e.contains("not a p5 database"), "{e}");
     let e = p5(&["import", "--pcap", s(&cap), "--db", &furl]).unwrap_err();
     assert!(e.to_string().contains("not a p5 database"), "{e}");
     let garbage = dir.path().join("garbage.sqlite");
     std::fs::write(&garbage, vec![0x5a; 8192]).unwrap();
-    let input = InputArgs {
-        db: Some(format!("sqlite:{}", garbage.display())),
-        session: Some("a".into()),
-        ..InputArgs::default()
-    };
-    let e = input.read(false).unwrap_err().to_string();
+    let e = read_err(&format!("sqlite:{}", garbage.display()), "a");
     assert!(e.contains("not a p5 database"), "{e}");
     // A text trace's ground truth needs a text trace.
-    let argv = [
-        "analyze",
+    assert!(crate::refused(&[
         "import",
         "--pcap",
         s(&cap),
@@ -593,9 +553,7 @@ fn bad_sessions_and_foreign_databases_are_clear_errors() {
         &url,
         "--truth",
         "g",
-    ];
-    let top = Top::try_parse_from(argv);
-    assert!(top.is_err() || run(&top.unwrap().args, &mut |_| {}).is_err());
+    ]));
 }
 
 /// A convolution run stores its graph: every edge (`conv_edge`, parents and delays as the

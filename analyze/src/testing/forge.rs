@@ -1,7 +1,6 @@
 //! Capture files written by hand for the tests and the bench: pcap and pcapng writers, link
 //! headers around IP packets built with etherparse's `PacketBuilder`, and a TCP conversation
 //! that keeps its own sequence numbers.
-#![allow(dead_code)]
 
 use etherparse::PacketBuilder;
 use std::net::{IpAddr, SocketAddr};

@@ -4,7 +4,7 @@
 //! database — so the flow analysis reads what the merge of a recording would give it.
 #![allow(dead_code)]
 
-#[path = "../../../merge/tests/fixture/mod.rs"]
+#[path = "../../../../merge/tests/fixture/mod.rs"]
 mod fixture;
 
 use fixture::{Clock, SimProcess, StoreBuilder, identity, write_sim};
