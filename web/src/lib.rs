@@ -78,12 +78,10 @@ pub fn run(args: &WebArgs) -> Result<(), error::StartError> {
             },
         };
         let (app, state) = server::app(&cfg).await?;
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .map_err(|source| error::StartError::Listen {
-                addr: args.listen,
-                source,
-            })?;
+        let listener = serve::bind(args.listen).map_err(|source| error::StartError::Listen {
+            addr: args.listen,
+            source,
+        })?;
         let addr = listener.local_addr()?;
         server::warm(state);
         match &args.token {

@@ -919,6 +919,7 @@ async fn slow_and_idle_sockets_cannot_stop_the_service() {
     let limits = p5_web::serve::Limits {
         header_timeout: Duration::from_secs(1),
         max_connections: 8,
+        ..p5_web::serve::Limits::default()
     };
     tokio::spawn(p5_web::serve::serve(
         listener,
