@@ -4,8 +4,10 @@
 //!
 //! Access: with a token, every request must carry it as `Authorization: Bearer TOKEN`, as the
 //! `p5_token` cookie, or once as `?token=TOKEN` on the page URL (which sets the cookie).
-//! Without one (loopback only), the `Host` header must name a loopback host, which keeps
-//! DNS-rebinding pages on other origins out.
+//! Without one (loopback only), the `Host` header must be exactly a loopback name or address
+//! with an optional numeric port, and so must the authority of an absolute-form request
+//! target (which HTTP says overrides `Host`), which keeps DNS-rebinding pages on other
+//! origins out (`Host: 127.0.0.1:8055@evil.example` is refused).
 //!
 //! State-changing requests (anything but GET, HEAD and OPTIONS) must also be `application/json`
 //! and either carry no `Origin` (curl, scripts) or an `Origin` naming exactly this server's
@@ -125,12 +127,7 @@ async fn access(State(token): State<Arc<Option<String>>>, req: Request, next: Ne
         return forbidden(why);
     }
     let Some(token) = token.as_ref() else {
-        let host = req
-            .headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("");
-        if !loopback_host(host) {
+        if !names_loopback_only(&req) {
             return ApiError::Unauthorized.into_response();
         }
         return next.run(req).await;
@@ -211,17 +208,46 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// True when a `Host` header names a loopback host.
+/// True when every host the request names is a loopback one: its `Host` header, and the
+/// authority of an absolute-form target (`GET http://evil.example/ HTTP/1.1`, which HTTP
+/// says overrides `Host`).
+fn names_loopback_only(req: &Request) -> bool {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    loopback_host(host)
+        && req
+            .uri()
+            .authority()
+            .is_none_or(|a| loopback_host(a.as_str()))
+}
+
+/// True when `host` (a `Host` header or a URI authority) is exactly a loopback name or
+/// address with an optional numeric port: `localhost`, `127.0.0.1:8055`, `[::1]:8055`.
+/// Anything else is refused, user information (`127.0.0.1:8055@evil.example`) included.
 fn loopback_host(host: &str) -> bool {
-    let name = if let Some(rest) = host.strip_prefix('[') {
-        rest.split(']').next().unwrap_or("")
+    let (name, port) = if let Some(rest) = host.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((name, tail)) => (
+                name,
+                tail.strip_prefix(':').or(tail.is_empty().then_some("")),
+            ),
+            None => return false,
+        }
     } else {
-        host.rsplit_once(':').map_or(host, |(h, _)| h)
+        match host.split_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (host, Some("")),
+        }
     };
-    name.eq_ignore_ascii_case("localhost")
-        || name
-            .parse::<std::net::IpAddr>()
+    let port_ok = port.is_some_and(|p| p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
+    let ip = || {
+        name.parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback())
+    };
+    port_ok && (name.eq_ignore_ascii_case("localhost") || ip())
 }
 
 #[cfg(test)]
@@ -245,5 +271,17 @@ mod tests {
         assert!(loopback_host("[::1]:8055"));
         assert!(!loopback_host("evil.example:8055"));
         assert!(!loopback_host(""));
+        assert!(
+            loopback_host("localhost") && loopback_host("[::1]") && loopback_host("127.0.0.1:")
+        );
+        // User information, stray characters, bare IPv6, non-numeric ports.
+        assert!(!loopback_host("127.0.0.1:8055@evil.example"));
+        assert!(!loopback_host("localhost@evil.example"));
+        assert!(!loopback_host("[::1]:8055@evil.example"));
+        assert!(!loopback_host("[::1]x"));
+        assert!(!loopback_host("::1"));
+        assert!(!loopback_host("127.0.0.1:80:80"));
+        assert!(!loopback_host("127.0.0.1:123456"));
+        assert!(!loopback_host("127.0.0.1 :80"));
     }
 }

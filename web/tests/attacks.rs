@@ -1,7 +1,7 @@
 //! Attacks on a real `p5 web` with real sockets (issue 46 D6, D10): idle sockets over the
 //! descriptor limit, request bodies trickling in, pipelined requests whose answers are never
-//! read (with and without a token), a flood re-opening thousands of sockets, and accept failing for
-//! want of descriptors. Each test
+//! read (with and without a token), a flood re-opening thousands of sockets, accept failing for
+//! want of descriptors, and `Host` headers or request targets naming another host. Each test
 //! runs the server as a child process (this test binary, re-run as [`child_server`]) under a
 //! descriptor limit of its own, as `prlimit --nofile=N:N p5 web …` would, and asserts that a
 //! real client is answered, status and body, while the attack goes on; how long each answer
@@ -179,4 +179,59 @@ fn accept_out_of_descriptors_closes_an_idle_connection() {
     let attack = Attack::start(server.addr, Kind::Idle, 200);
     served_during(&server, &attack, "EMFILE", None, 5);
     assert!(attack.connects() >= 60, "the attack connected");
+}
+
+/// DNS rebinding: without a token only requests that name a loopback host are served; a
+/// `Host` with user information and an absolute-form target naming another host are refused.
+#[test]
+fn requests_naming_another_host_are_refused() {
+    let dir = database();
+    let server = server(dir.path(), 1024, None, "");
+    let a = server.addr;
+    let cases = [
+        (format!("GET /api/v1/sessions HTTP/1.1\r\nHost: {a}"), 200),
+        (
+            format!(
+                "GET /api/v1/sessions HTTP/1.1\r\nHost: localhost:{}",
+                a.port()
+            ),
+            200,
+        ),
+        (
+            format!("GET http://{a}/api/v1/sessions HTTP/1.1\r\nHost: {a}"),
+            200,
+        ),
+        (
+            format!("GET /api/v1/sessions HTTP/1.1\r\nHost: {a}@evil.example"),
+            401,
+        ),
+        (
+            format!(
+                "GET /api/v1/sessions HTTP/1.1\r\nHost: evil.example:{}",
+                a.port()
+            ),
+            401,
+        ),
+        (
+            format!("GET http://evil.example/api/v1/sessions HTTP/1.1\r\nHost: {a}"),
+            401,
+        ),
+        (
+            format!("GET http://{a}@evil.example/api/v1/sessions HTTP/1.1\r\nHost: {a}"),
+            401,
+        ),
+        (
+            format!("GET http://evil.example/ HTTP/1.1\r\nHost: {a}"),
+            401,
+        ),
+    ];
+    for (head, want) in cases {
+        let got = peers::ask(a, &head).unwrap_or_else(|e| panic!("{head:?}: {e}"));
+        assert_eq!(got.status, want, "{head:?}: {}", got.body);
+        if want == 200 {
+            assert!(got.body.contains("\"cracker\""), "{}", got.body);
+        } else {
+            assert!(!got.body.contains("cracker"), "{}", got.body);
+        }
+    }
 }
