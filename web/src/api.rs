@@ -51,6 +51,12 @@ pub struct AppState {
     pub cache: Cache,
     /// Where `POST /selection` writes `p5.select.toml`, if enabled.
     pub select_dir: Option<PathBuf>,
+    /// What the integrity check found, once it found damage (see [`crate::integrity`]):
+    /// every request is then answered with it.
+    pub damaged: std::sync::OnceLock<String>,
+    /// The database was too large to check before starting; [`crate::server::warm`] checks it
+    /// after indexing.
+    pub unchecked: bool,
 }
 
 pub(crate) type St = State<Arc<AppState>>;
@@ -93,7 +99,23 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/selection/toml", post(selection_toml))
         .route("/selection", post(selection_save))
         .fallback(|| async { ApiError::NotFound("no such api route".into()) })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            refuse_if_damaged,
+        ))
         .with_state(state)
+}
+
+/// Answers every request with the damage once the integrity check found some.
+async fn refuse_if_damaged(
+    State(st): St,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    match st.damaged.get() {
+        Some(d) => ApiError::Damaged(d.clone()).into_response(),
+        None => next.run(req).await,
+    }
 }
 
 async fn config(State(st): St) -> ApiResult {
@@ -392,7 +414,7 @@ async fn stats(State(st): St, Path(s): Path<String>) -> ApiResult {
             .clone()
     })
     .await
-    .map_err(|e| ApiError::Io(std::io::Error::other(e.to_string())))?;
+    .map_err(|e| ApiError::Internal(format!("computing the statistics failed: {e}")))?;
     // Throttled sensors: from `sensor_calls`, not from the index (their calls are counted,
     // not intervals).
     let calls = query::sensor_calls(&st.db, ix.session.id).await?;

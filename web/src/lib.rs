@@ -15,6 +15,7 @@ pub mod error;
 pub mod flows;
 pub mod index;
 pub mod instance;
+pub mod integrity;
 pub mod lod;
 pub mod paths;
 pub mod selection;

@@ -19,6 +19,7 @@ use crate::api::{self, AppState};
 use crate::assets;
 use crate::error::{ApiError, StartError};
 use crate::index::Cache;
+use crate::integrity;
 use crate::snapshot::Snapshots;
 use axum::Router;
 use axum::extract::{Request, State};
@@ -58,6 +59,14 @@ pub fn check_listen(listen: &SocketAddr, token: Option<&str>) -> Result<(), Star
 pub async fn app(cfg: &Config) -> Result<(Router, Arc<AppState>), StartError> {
     let url = DbUrl::parse(&cfg.db)?;
     let db = Db::open(&url).await?;
+    let checked = integrity::check_at_start(&url);
+    if checked && let Some(problems) = integrity::quick_check(&db).await? {
+        db.close().await;
+        return Err(StartError::Damaged {
+            url: url.to_string(),
+            problems,
+        });
+    }
     if let Some(d) = &cfg.select_dir
         && !d.is_dir()
     {
@@ -80,6 +89,8 @@ pub async fn app(cfg: &Config) -> Result<(Router, Arc<AppState>), StartError> {
         db,
         cache: Cache::new(snapshots),
         select_dir: cfg.select_dir.clone(),
+        damaged: std::sync::OnceLock::new(),
+        unchecked: !checked,
     });
     Ok((router(state.clone(), cfg.token.clone()), state))
 }
@@ -119,7 +130,24 @@ pub fn warm(state: Arc<AppState>) {
                 Err(e) => tracing::warn!("session {}: {e}", s.name),
             }
         }
+        if state.unchecked {
+            check_later(&state).await;
+        }
     });
+}
+
+/// The integrity check of a database too large to check before starting.
+async fn check_later(state: &AppState) {
+    let t = std::time::Instant::now();
+    match integrity::quick_check(&state.db).await {
+        Ok(None) => tracing::info!("database checked in {:?}: no damage", t.elapsed()),
+        Ok(Some(problems)) => {
+            let e = ApiError::Damaged(problems.clone());
+            tracing::error!("{e}; every request is answered with this from now on");
+            let _ = state.damaged.set(problems);
+        }
+        Err(e) => tracing::warn!("cannot check the database for damage: {e}"),
+    }
 }
 
 async fn access(State(token): State<Arc<Option<String>>>, req: Request, next: Next) -> Response {
