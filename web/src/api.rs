@@ -30,7 +30,8 @@ use crate::error::ApiError;
 use crate::index::{Cache, STATES, SessionIndex};
 use crate::lod::Item;
 use crate::selection::{self, Selection};
-use axum::extract::{Path, Query, State};
+use axum::extract::rejection::StringRejection;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -58,6 +59,10 @@ pub struct AppState {
     /// after indexing.
     pub unchecked: bool,
 }
+
+/// Largest request body (a selection): with the connection cap, what bodies being read can
+/// hold in memory is bounded (1024 × 256 KiB).
+pub const MAX_BODY: usize = 256 * 1024;
 
 pub(crate) type St = State<Arc<AppState>>;
 pub(crate) type Params = Query<HashMap<String, String>>;
@@ -99,6 +104,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/selection/toml", post(selection_toml))
         .route("/selection", post(selection_save))
         .fallback(|| async { ApiError::NotFound("no such api route".into()) })
+        .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),
             refuse_if_damaged,
@@ -492,8 +498,13 @@ fn parse_selection(body: &str) -> Result<Selection, ApiError> {
     Ok(sel)
 }
 
-async fn selection_toml(body: String) -> Result<Response, ApiError> {
-    let sel = parse_selection(&body)?;
+/// A request body as text, or the JSON error of a body too large or not UTF-8.
+fn body_text(body: Result<String, StringRejection>) -> Result<String, ApiError> {
+    body.map_err(|e| ApiError::Rejected(e.status(), e.body_text().to_lowercase()))
+}
+
+async fn selection_toml(body: Result<String, StringRejection>) -> Result<Response, ApiError> {
+    let sel = parse_selection(&body_text(body)?)?;
     Ok((
         [
             (header::CONTENT_TYPE, "application/toml; charset=utf-8"),
@@ -507,8 +518,8 @@ async fn selection_toml(body: String) -> Result<Response, ApiError> {
         .into_response())
 }
 
-async fn selection_save(State(st): St, body: String) -> ApiResult {
-    let sel = parse_selection(&body)?;
+async fn selection_save(State(st): St, body: Result<String, StringRejection>) -> ApiResult {
+    let sel = parse_selection(&body_text(body)?)?;
     let dir = st.select_dir.as_ref().ok_or_else(|| {
         ApiError::Conflict("saving is off: start p5 web with --select-dir DIR".into())
     })?;

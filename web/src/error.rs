@@ -1,5 +1,5 @@
 //! API errors and their JSON form: `{"error": "<lowercase message>"}` with 400 for malformed
-//! parameters, 404 for unknown sessions, sensors and files, 401 without the access token and
+//! parameters, 413 for a body over [`crate::api::MAX_BODY`], 404 for unknown sessions, sensors and files, 401 without the access token and
 //! 500 for failures, which say in one line what went wrong and what to do ("database damaged:
 //! database disk image is malformed; re-merge the session …", "database unavailable: …"),
 //! never a bare "internal error"; the same line goes to the server log.
@@ -78,6 +78,9 @@ pub enum ApiError {
     /// Work the server does for a request failed (a task that panicked or was cancelled).
     #[error("{0}")]
     Internal(String),
+    /// A request axum refused before the handler (a body too large or not UTF-8).
+    #[error("{1}")]
+    Rejected(StatusCode, String),
 }
 
 /// What to do about a damaged database.
@@ -110,6 +113,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
+            ApiError::Rejected(status, _) => *status,
             ApiError::Db(_) | ApiError::Damaged(_) | ApiError::Io(_) | ApiError::Internal(_) => {
                 StatusCode::INTERNAL_SERVER_ERROR
             }

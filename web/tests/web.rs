@@ -479,6 +479,15 @@ async fn bad_input_is_a_json_error() {
     );
     let (s, _) = call(&app, "POST", "/api/v1/selection", "{\"path\": \"/etc/x\"}").await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
+    // A body over the limit is refused before it is held in memory, as JSON.
+    let big = format!("{{\"functions\": [\"{}\"]}}", "f".repeat(300 * 1024));
+    let (s, b) = call(&app, "POST", "/api/v1/selection/toml", &big).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+    let v: Value = serde_json::from_slice(&b).expect("a JSON error");
+    assert!(
+        v["error"].as_str().is_some_and(|e| e.contains("limit")),
+        "{v}"
+    );
     // The index of an unknown session is not kept.
     let (s, _) = get_json(&app, "/api/v1/sessions/1/rows").await;
     assert_eq!(s, StatusCode::OK);
