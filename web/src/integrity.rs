@@ -55,7 +55,13 @@ fn summary(rows: Vec<String>) -> Option<String> {
         out.push_str("damage found");
     }
     if problems.len() > named {
-        out.push_str(&format!("; and {} more", problems.len() - named));
+        // quick_check stops listing at 100 problems.
+        let or_more = if problems.len() >= 100 {
+            " or more"
+        } else {
+            ""
+        };
+        out.push_str(&format!("; and {}{or_more} more", problems.len() - named));
     }
     Some(out)
 }

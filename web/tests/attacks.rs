@@ -158,13 +158,13 @@ fn unread_pipelined_answers_do_not_stop_the_service() {
     }
 }
 
-/// D10: a flood that keeps 3,000 sockets open, closing and re-opening them all the time, at
-/// the usual default descriptor limit of 1024.
+/// D10: a flood that keeps 3,000 sockets open, re-opening each as soon as the server closes
+/// it, at the usual default descriptor limit of 1024.
 #[test]
 fn a_flood_of_reopened_sockets_does_not_stop_the_service() {
     let dir = database();
     let server = server(dir.path(), 1024, None, "");
-    let attack = Attack::start(server.addr, Kind::Churn(Duration::from_secs(2)), 3000);
+    let attack = Attack::start(server.addr, Kind::Idle, 3000);
     served_during(&server, &attack, "3000 re-opened sockets", None, 10);
     assert!(attack.connects() >= 1000, "the attack connected");
 }
