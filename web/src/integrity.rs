@@ -56,12 +56,12 @@ fn summary(rows: Vec<String>) -> Option<String> {
     }
     if problems.len() > named {
         // quick_check stops listing at 100 problems.
-        let or_more = if problems.len() >= 100 {
-            " or more"
+        let at_least = if problems.len() >= 100 {
+            "at least "
         } else {
             ""
         };
-        out.push_str(&format!("; and {}{or_more} more", problems.len() - named));
+        out.push_str(&format!("; and {at_least}{} more", problems.len() - named));
     }
     Some(out)
 }

@@ -115,25 +115,34 @@ pub fn router(state: Arc<AppState>, token: Option<String>) -> Router {
 /// after the other.
 pub fn warm(state: Arc<AppState>) {
     tokio::spawn(async move {
-        let Ok(sessions) = query::sessions(&state.db).await else {
-            return;
-        };
-        for s in &sessions {
-            if let Err(e) = state.cache.preload(&state.db, s.id).await {
-                tracing::warn!("session {}: {e}", s.name);
-            }
-        }
-        for s in sessions {
-            let t = std::time::Instant::now();
-            match state.cache.get(&state.db, s.id).await {
-                Ok(_) => tracing::info!("session {} indexed in {:?}", s.name, t.elapsed()),
-                Err(e) => tracing::warn!("session {}: {e}", s.name),
-            }
-        }
+        index_all(&state).await;
         if state.unchecked {
             check_later(&state).await;
         }
     });
+}
+
+/// The start-up indexing of [`warm`].
+async fn index_all(state: &AppState) {
+    let sessions = match query::sessions(&state.db).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("cannot list the sessions: {e}");
+            return;
+        }
+    };
+    for s in &sessions {
+        if let Err(e) = state.cache.preload(&state.db, s.id).await {
+            tracing::warn!("session {}: {e}", s.name);
+        }
+    }
+    for s in sessions {
+        let t = std::time::Instant::now();
+        match state.cache.get(&state.db, s.id).await {
+            Ok(_) => tracing::info!("session {} indexed in {:?}", s.name, t.elapsed()),
+            Err(e) => tracing::warn!("session {}: {e}", s.name),
+        }
+    }
 }
 
 /// The integrity check of a database too large to check before starting.

@@ -147,3 +147,58 @@ async fn a_database_damaged_while_serving_says_so() {
     }
     assert!(damaged > 0, "some request met the damage");
 }
+
+/// A database too large to check before starting (here 65 MiB, most of it a filler table) is
+/// checked once the start-up indexing is done; damage found then is what every request gets.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_database_is_checked_after_the_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let (db, data) = database(dir.path()).await;
+    let pool = fixture::open(&db).await;
+    sqlx::raw_sql(
+        "PRAGMA journal_mode=DELETE; CREATE TABLE filler (b BLOB); \
+         WITH RECURSIVE n(i) AS (SELECT 1 UNION ALL SELECT i + 1 FROM n WHERE i < 65) \
+         INSERT INTO filler SELECT zeroblob(1048576) FROM n",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    pool.close().await;
+    assert!(std::fs::metadata(&db).unwrap().len() > p5_web::integrity::CHECK_AT_START_BYTES);
+    damage(&db, &data);
+    let (app, state) = server::app(&config(&db))
+        .await
+        .expect("starts: checked later");
+    server::warm(state);
+    let started = std::time::Instant::now();
+    let msg = loop {
+        let req = Request::get("/api/v1/sessions")
+            .header(header::HOST, "localhost:8055")
+            .body(Body::empty())
+            .unwrap();
+        let resp = app.clone().oneshot(req).await.unwrap();
+        let status = resp.status();
+        let body = axum::body::to_bytes(resp.into_body(), 1 << 24)
+            .await
+            .unwrap();
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            // Until the check is done, a query that meets the damage says so too.
+            let v: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            let msg = v["error"].as_str().unwrap().to_owned();
+            assert!(msg.starts_with("database damaged: "), "{msg}");
+            if msg.contains("quick_check") {
+                break msg;
+            }
+        } else {
+            assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(60),
+            "the damage was never reported"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    assert!(msg.starts_with("database damaged: quick_check: "), "{msg}");
+    assert!(msg.contains("re-merge the session"), "{msg}");
+    eprintln!("after {:?}: {msg}", started.elapsed());
+}
