@@ -105,6 +105,15 @@ fn main() {
 /// The server: `p5 web` itself under the descriptor limit.
 fn serve(args: &Args) {
     peers::limit_nofile(args.nofile);
+    // P5_LOG=p5_web=debug P5_LOG_FILE=PATH: the server's log, for looking into a failure.
+    if let (Ok(filter), Ok(path)) = (std::env::var("P5_LOG"), std::env::var("P5_LOG_FILE")) {
+        let file = std::fs::File::create(path).expect("log file");
+        tracing_subscriber::fmt()
+            .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+            .with_writer(std::sync::Mutex::new(file))
+            .with_ansi(false)
+            .init();
+    }
     let web = p5_web::WebArgs {
         db: args.db.clone().expect("--db"),
         listen: "127.0.0.1:0".parse().unwrap(),

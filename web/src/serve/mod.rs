@@ -1,7 +1,8 @@
 //! The accept loop, built so that idle, slow or hostile connections cannot stop a real client
 //! from being answered (issue 12 D6, issue 46 D6/D10), the way hardened HTTP servers do it:
 //!
-//! - **Always accept.** A server that stops accepting at its connection cap leaves new clients
+//! - **Always accept.** (Deferred: the kernel hands over a connection once its request is
+//!   there, see [`bind`].) A server that stops accepting at its connection cap leaves new clients
 //!   in the kernel's queue behind the attacker's, and once that queue is full their SYNs are
 //!   dropped (retried after 1, 3, 7, 15 s). So every connection is accepted at once and entered
 //!   into the [`table`]; when that puts the table over [`Limits::max_connections`] (derived from
@@ -26,8 +27,8 @@
 //!   pipelines requests without reading the answers gets `Connection: close` after
 //!   [`Limits::max_pipelined`] ([`track`]).
 //! - **Accept errors.** Out of descriptors (`EMFILE`, `ENFILE`) or memory, the loop closes up
-//!   to an eighth of the connections (at least one), idle or slow ones only, to free
-//!   descriptors for the queue and pauses 1 ms; when nothing can be freed it backs off (5 ms doubling to 200 ms)
+//!   to an eighth of the connections (at least one), of those waiting on their peers, to
+//!   free descriptors for the queue and pauses 1 ms; when nothing can be freed it backs off (5 ms doubling to 200 ms)
 //!   instead of spinning; it warns once per [`WARN_EVERY`] with the number of failures. Errors
 //!   of a single connection (reset or aborted before it was accepted) are skipped.
 
@@ -123,8 +124,16 @@ pub fn cap_for(soft: u64) -> usize {
 /// `net.core.somaxconn`).
 pub const BACKLOG: u32 = 4096;
 
-/// Binds `addr` with a [`BACKLOG`]-long accept queue (tokio's `bind` asks for 1024).
+/// Seconds the kernel holds a connection that has sent nothing before handing it to accept
+/// (`TCP_DEFER_ACCEPT`, nginx's `listen … deferred`).
+pub const DEFER_ACCEPT_S: libc::c_int = 2;
+
+/// Binds `addr` with a [`BACKLOG`]-long accept queue (std's `bind` asks for 128) and deferred
+/// accept: the kernel hands over a connection once its first bytes (the request) are there, or
+/// after [`DEFER_ACCEPT_S`], so silent sockets hold no descriptor meanwhile and a real client's
+/// connection has its request ready when it is first read.
 pub fn bind(addr: std::net::SocketAddr) -> io::Result<TcpListener> {
+    use std::os::fd::AsRawFd;
     let socket = if addr.is_ipv4() {
         tokio::net::TcpSocket::new_v4()?
     } else {
@@ -132,7 +141,22 @@ pub fn bind(addr: std::net::SocketAddr) -> io::Result<TcpListener> {
     };
     socket.set_reuseaddr(true)?;
     socket.bind(addr)?;
-    socket.listen(BACKLOG)
+    let listener = socket.listen(BACKLOG)?;
+    let secs = DEFER_ACCEPT_S;
+    // SAFETY: setsockopt reads `secs` (a c_int, as TCP_DEFER_ACCEPT takes) on our own socket.
+    let rc = unsafe {
+        libc::setsockopt(
+            listener.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            (&raw const secs).cast(),
+            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        tracing::warn!("cannot defer accepts: {}", io::Error::last_os_error());
+    }
+    Ok(listener)
 }
 
 /// Serves `app` on `listener` until `shutdown` completes, then lets open connections finish

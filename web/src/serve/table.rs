@@ -95,12 +95,13 @@ impl Table {
         self.lock().closing
     }
 
-    /// Evicts up to `n` idle or slow connections (to free descriptors when the process has
-    /// none left; fresh ones are spared, a real client's may be among them); how many went.
+    /// Evicts up to `n` connections waiting on their peers (idle, slow, pipelining or fresh:
+    /// not those being answered or not yet read from), to free descriptors when the process
+    /// has none left; how many went.
     pub fn evict_idle(&self, n: usize) -> usize {
         let mut t = self.lock();
         (0..n)
-            .take_while(|_| t.evict_any(u64::MAX, Class::Slow))
+            .take_while(|_| t.evict_any(u64::MAX, Class::Fresh))
             .count()
     }
 
@@ -275,13 +276,17 @@ mod tests {
             assert!(held.contains_key(&busy.id) && held.contains_key(&fresh.id));
             assert!(held.contains_key(&new.id) && !held.contains_key(&slow.id));
         }
-        // For descriptors, only idle and slow connections (none here).
-        assert_eq!(t.evict_idle(5), 0);
-        assert_eq!(t.len(), 3);
-        t.remove(&fresh);
+        // For descriptors, only connections waiting on their peers: the fresh one.
+        assert_eq!(t.evict_idle(5), 1);
+        assert_eq!(t.len(), 2, "the busy and the unread one stay");
         t.remove(&new);
-        assert_eq!(t.closing(), 1, "the slow one has not closed yet");
+        assert_eq!(
+            t.closing(),
+            2,
+            "the slow and the fresh one have not closed yet"
+        );
         t.remove(&slow);
+        t.remove(&fresh);
         assert_eq!((t.closing(), t.len()), (0, 1));
         // Over the cap, the busy one goes before connections not yet read from.
         let a = t.admit(Peer::Local, true).unwrap();
