@@ -218,6 +218,10 @@ fn client(
                 Err(e) => e,
             };
             eprintln!("{route} failed after {:?}: {why}", t.elapsed());
+        } else if let Ok(a) = &answer
+            && a.took > Duration::from_millis(500)
+        {
+            eprintln!("{route} took {:?} (port {})", a.took, a.port);
         }
         samples.lock().unwrap().push((p, t.elapsed(), ok));
         std::thread::sleep(Duration::from_millis(50));

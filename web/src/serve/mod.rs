@@ -223,6 +223,13 @@ async fn admit(table: &Table, peer: Peer) -> Option<Arc<conn::Conn>> {
     loop {
         let force = start.elapsed() >= OVERLOAD_WAIT;
         if let Some(c) = table.admit(peer, force) {
+            if start.elapsed() > Duration::from_millis(10) {
+                tracing::debug!(
+                    "overloaded: connection {} waited {:?}",
+                    c.id,
+                    start.elapsed()
+                );
+            }
             return Some(c);
         }
         if force {

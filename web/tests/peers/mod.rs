@@ -106,6 +106,8 @@ pub struct Answer {
     pub body: String,
     /// From connecting to the last byte.
     pub took: Duration,
+    /// The local port of the connection (to find it in the server's log).
+    pub port: u16,
 }
 
 /// Sends `request` (its head; `Connection: close` is added) on a new connection and reads the
@@ -120,10 +122,6 @@ pub fn ask(addr: SocketAddr, head: &str) -> Result<Answer, String> {
     };
     let request = format!("{}\r\nConnection: close\r\n\r\n", head.trim_end());
     let port = s.local_addr().map(|a| a.port()).unwrap_or(0);
-    let left = || {
-        let _ = port;
-        left()
-    };
     s.write_all(request.as_bytes())
         .map_err(|e| format!("send: {e}"))?;
     let mut got = Vec::new();
@@ -154,6 +152,7 @@ pub fn ask(addr: SocketAddr, head: &str) -> Result<Answer, String> {
         status,
         body: body.to_owned(),
         took: t.elapsed(),
+        port,
     })
 }
 
