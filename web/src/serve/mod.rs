@@ -1,36 +1,37 @@
 //! The accept loop, built so that idle, slow or hostile connections cannot stop a real client
 //! from being answered (issue 12 D6, issue 46 D6/D10), the way hardened HTTP servers do it:
 //!
-//! - **Always accept.** (Deferred: the kernel hands over a connection once its request is
-//!   there, see [`bind`].) A server that stops accepting at its connection cap leaves new clients
-//!   in the kernel's queue behind the attacker's, and once that queue is full their SYNs are
-//!   dropped (retried after 1, 3, 7, 15 s). So every connection is accepted at once and entered
-//!   into the [`table`]; when that puts the table over [`Limits::max_connections`] (derived from
-//!   `RLIMIT_NOFILE` at start, leaving descriptors for the database and files: see
-//!   [`connection_cap`]), or its peer over [`Limits::max_per_peer`], one connection is
+//! - **Always accept.** A server that stops accepting at its connection cap leaves new
+//!   clients in the kernel's queue behind the attacker's, and once that queue is full their
+//!   SYNs are dropped (retried after 1, 3, 7, 15 s). So every connection is accepted at once
+//!   (deferred: the kernel hands one over once its request is there, see [`bind`]) and
+//!   entered into the [`table`]; when that puts the table over [`Limits::max_connections`]
+//!   (derived from `RLIMIT_NOFILE` at start, leaving descriptors for the database and files:
+//!   see [`connection_cap`]), or its peer over [`Limits::max_per_peer`], one connection is
 //!   evicted: the idle ones first, then the slow ones, from the peer holding the most (busy
 //!   ones last; see [`table`] for the order).
 //!   When only connections with requests in progress, or not yet read from, could go, the
-//!   server is overloaded rather than attacked by idle sockets: the loop stops accepting for up
-//!   to [`OVERLOAD_WAIT`] while connections end by themselves, so newcomers queue in the kernel
-//!   instead of cancelling work (or each other) on arrival.
+//!   server is overloaded rather than attacked by idle sockets: the loop stops accepting for
+//!   up to [`OVERLOAD_WAIT`] while connections end by themselves, so newcomers queue in the
+//!   kernel instead of cancelling work (or each other) on arrival.
 //!   An evicted connection holds its descriptor until its task drops it, so the loop waits
 //!   while [`MAX_CLOSING`] of them are pending (a flood would otherwise overrun the limit).
 //!   This host is one peer (every loopback address), exempt from the per-peer limit since a
 //!   local attacker and the real user cannot be told apart by address; there the order of
-//!   eviction is what keeps the user served: their new connection is the freshest, and busy as
-//!   soon as its request is read.
+//!   eviction is what keeps the user served: their new connection is the newest, and busy
+//!   as soon as its request is read.
 //! - **Deadlines.** A request header must arrive within [`Limits::header_timeout`] (hyper's
 //!   header timer; idle keep-alive connections too); a request body, and the reading of an
 //!   answer, within a grace period plus one second per [`Limits::min_rate`] bytes (a reaper
 //!   checks every [`REAP_EVERY`]). Hyper's buffers are bounded by [`MAX_BUF`], and a peer that
 //!   pipelines requests without reading the answers gets `Connection: close` after
 //!   [`Limits::max_pipelined`] ([`track`]).
-//! - **Accept errors.** Out of descriptors (`EMFILE`, `ENFILE`) or memory, the loop closes up
-//!   to an eighth of the connections (at least one), of those waiting on their peers, to
-//!   free descriptors for the queue and pauses 1 ms; when nothing can be freed it backs off (5 ms doubling to 200 ms)
-//!   instead of spinning; it warns once per [`WARN_EVERY`] with the number of failures. Errors
-//!   of a single connection (reset or aborted before it was accepted) are skipped.
+//! - **Accept errors.** Out of descriptors (`EMFILE`, `ENFILE`) or memory, the loop closes
+//!   up to an eighth of the connections (at least one), of those waiting on their peers, to
+//!   free descriptors for the queue and pauses 1 ms; when nothing can be freed it backs off
+//!   (5 ms doubling to 200 ms) instead of spinning; it warns once per [`WARN_EVERY`] with the
+//!   number of failures. Errors of a single connection (reset or aborted before it was
+//!   accepted) are skipped.
 
 pub mod conn;
 pub mod table;
@@ -188,8 +189,12 @@ pub async fn serve(
                 match admit(&table, Peer::of(addr.ip())).await {
                     Some(conn) => {
                         tracing::trace!("connection {} from {addr}", conn.id);
+                        let entry = Entry(table.clone(), conn.clone());
                         let task = connection(stream, conn, app.clone(), limits, stop_rx.clone());
-                        tokio::spawn(task_with_cleanup(task, table.clone()));
+                        tokio::spawn(async move {
+                            let _entry = entry;
+                            task.await;
+                        });
                     }
                     None => refuse(&stream),
                 }
@@ -239,10 +244,14 @@ async fn admit(table: &Table, peer: Peer) -> Option<Arc<conn::Conn>> {
     }
 }
 
-/// Runs a connection's task, then removes it from the table.
-async fn task_with_cleanup(task: impl Future<Output = Arc<conn::Conn>>, table: Arc<Table>) {
-    let conn = task.await;
-    table.remove(&conn);
+/// A connection's place in the table, given up when its task ends, even by a panic (else
+/// it would count against the cap, and once evicted as closing, for good).
+struct Entry(Arc<Table>, Arc<conn::Conn>);
+
+impl Drop for Entry {
+    fn drop(&mut self) {
+        self.0.remove(&self.1);
+    }
 }
 
 /// Serves one connection until it ends, is evicted, or the server stops.
@@ -252,7 +261,7 @@ async fn connection(
     app: Router,
     limits: Limits,
     mut stop: watch::Receiver<bool>,
-) -> Arc<conn::Conn> {
+) {
     let io = TokioIo::new(track::Tracked::new(stream, conn.clone()));
     let service = track::Service::new(app, conn.clone(), limits.max_pipelined);
     let http = http1::Builder::new()
@@ -274,7 +283,6 @@ async fn connection(
             () = conn.kill.notified() => {}
         }
     }
-    conn
 }
 
 /// Checks the deadlines of every connection, every [`REAP_EVERY`].
