@@ -103,11 +103,16 @@ impl Catalogue {
 }
 
 /// Turns the error of a first query on a file into "not a p5 database" when SQLite says
-/// the file is no database at all.
+/// the file is no database at all, and into "damaged" when it says the file is malformed.
 pub(crate) fn not_a_database(url: &DbUrl, e: sqlx::Error) -> Error {
     let text = root_cause(&e);
-    if text.contains("not a database") || text.contains("malformed") {
+    if text.contains("not a database") {
         Error::NotP5 {
+            url: url.to_string(),
+            why: text,
+        }
+    } else if text.contains("malformed") {
+        Error::Damaged {
             url: url.to_string(),
             why: text,
         }

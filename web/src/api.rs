@@ -30,7 +30,8 @@ use crate::error::ApiError;
 use crate::index::{Cache, STATES, SessionIndex};
 use crate::lod::Item;
 use crate::selection::{self, Selection};
-use axum::extract::{Path, Query, State};
+use axum::extract::rejection::StringRejection;
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
@@ -51,7 +52,17 @@ pub struct AppState {
     pub cache: Cache,
     /// Where `POST /selection` writes `p5.select.toml`, if enabled.
     pub select_dir: Option<PathBuf>,
+    /// What the integrity check found, once it found damage (see [`crate::integrity`]):
+    /// every request is then answered with it.
+    pub damaged: std::sync::OnceLock<String>,
+    /// The database was too large to check before starting; [`crate::server::warm`] checks it
+    /// after indexing.
+    pub unchecked: bool,
 }
+
+/// Largest request body (a selection): with the connection cap, what bodies being read can
+/// hold in memory is bounded (1024 × 256 KiB).
+pub const MAX_BODY: usize = 256 * 1024;
 
 pub(crate) type St = State<Arc<AppState>>;
 pub(crate) type Params = Query<HashMap<String, String>>;
@@ -93,7 +104,24 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/selection/toml", post(selection_toml))
         .route("/selection", post(selection_save))
         .fallback(|| async { ApiError::NotFound("no such api route".into()) })
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            refuse_if_damaged,
+        ))
         .with_state(state)
+}
+
+/// Answers every request with the damage once the integrity check found some.
+async fn refuse_if_damaged(
+    State(st): St,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    match st.damaged.get() {
+        Some(d) => ApiError::Damaged(d.clone()).into_response(),
+        None => next.run(req).await,
+    }
 }
 
 async fn config(State(st): St) -> ApiResult {
@@ -392,7 +420,7 @@ async fn stats(State(st): St, Path(s): Path<String>) -> ApiResult {
             .clone()
     })
     .await
-    .map_err(|e| ApiError::Io(std::io::Error::other(e.to_string())))?;
+    .map_err(|e| ApiError::Internal(format!("computing the statistics failed: {e}")))?;
     // Throttled sensors: from `sensor_calls`, not from the index (their calls are counted,
     // not intervals).
     let calls = query::sensor_calls(&st.db, ix.session.id).await?;
@@ -470,8 +498,13 @@ fn parse_selection(body: &str) -> Result<Selection, ApiError> {
     Ok(sel)
 }
 
-async fn selection_toml(body: String) -> Result<Response, ApiError> {
-    let sel = parse_selection(&body)?;
+/// A request body as text, or the JSON error of a body too large or not UTF-8.
+fn body_text(body: Result<String, StringRejection>) -> Result<String, ApiError> {
+    body.map_err(|e| ApiError::Rejected(e.status(), e.body_text().to_lowercase()))
+}
+
+async fn selection_toml(body: Result<String, StringRejection>) -> Result<Response, ApiError> {
+    let sel = parse_selection(&body_text(body)?)?;
     Ok((
         [
             (header::CONTENT_TYPE, "application/toml; charset=utf-8"),
@@ -485,8 +518,8 @@ async fn selection_toml(body: String) -> Result<Response, ApiError> {
         .into_response())
 }
 
-async fn selection_save(State(st): St, body: String) -> ApiResult {
-    let sel = parse_selection(&body)?;
+async fn selection_save(State(st): St, body: Result<String, StringRejection>) -> ApiResult {
+    let sel = parse_selection(&body_text(body)?)?;
     let dir = st.select_dir.as_ref().ok_or_else(|| {
         ApiError::Conflict("saving is off: start p5 web with --select-dir DIR".into())
     })?;

@@ -294,7 +294,7 @@ pub async fn stats(State(st): St, Query(p): Params) -> ApiResult {
         d
     })
     .await
-    .map_err(|e| ApiError::Io(std::io::Error::other(e.to_string())))?;
+    .map_err(|e| ApiError::Internal(format!("comparing the statistics failed: {e}")))?;
     Ok(Json(v))
 }
 

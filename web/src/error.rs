@@ -1,6 +1,8 @@
 //! API errors and their JSON form: `{"error": "<lowercase message>"}` with 400 for malformed
-//! parameters, 404 for unknown sessions, sensors and files, 401 without the access token and
-//! 500 (with the cause logged, not sent) for database failures.
+//! parameters, 413 for a body over [`crate::api::MAX_BODY`], 404 for unknown sessions, sensors and files, 401 without the access token and
+//! 500 for failures, which say in one line what went wrong and what to do ("database damaged:
+//! database disk image is malformed; re-merge the session …", "database unavailable: …"),
+//! never a bare "internal error"; the same line goes to the server log.
 
 use axum::Json;
 use axum::http::StatusCode;
@@ -17,6 +19,14 @@ pub enum StartError {
     /// The database: a bad URL, unreachable, or not a p5 database.
     #[error(transparent)]
     Db(#[from] p5_tracedb::Error),
+    /// A SQLite file that fails `PRAGMA quick_check`.
+    #[error("{url} is damaged ({problems}): {REMERGE}")]
+    Damaged {
+        /// The URL, without password.
+        url: String,
+        /// What the check found.
+        problems: String,
+    },
     /// `--select-dir` is missing.
     #[error("selection directory {} does not exist", .0.display())]
     NoSelectDir(PathBuf),
@@ -57,11 +67,42 @@ pub enum ApiError {
     #[error("{0}")]
     Conflict(String),
     /// The database failed.
-    #[error("{0}")]
+    #[error("{}", describe(.0))]
     Db(#[from] p5_tracedb::Error),
+    /// The database failed its integrity check after the server started.
+    #[error("database damaged: {0}; {REMERGE}")]
+    Damaged(String),
     /// Writing a file the server owns failed.
     #[error("i/o error: {0}")]
     Io(#[from] std::io::Error),
+    /// Work the server does for a request failed (a task that panicked or was cancelled).
+    #[error("{0}")]
+    Internal(String),
+    /// A request axum refused before the handler (a body too large or not UTF-8).
+    #[error("{1}")]
+    Rejected(StatusCode, String),
+}
+
+/// What to do about a damaged database.
+pub const REMERGE: &str = "re-merge the session from its store (p5 merge STORE --db URL) or \
+    restore the file from a copy";
+
+/// A database failure in one line, saying what it means: damage, an unreachable server, or
+/// the driver's message.
+fn describe(e: &p5_tracedb::Error) -> String {
+    let p5_tracedb::Error::Db(d) = e else {
+        return format!("database error: {e}");
+    };
+    if let Some(damage) = crate::integrity::damage(d) {
+        return format!("database damaged: {damage}; {REMERGE}");
+    }
+    match d {
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) => {
+            format!("database unavailable: {d}; check that it is reachable and try again")
+        }
+        sqlx::Error::Database(db) => format!("database error: {}", db.message()),
+        _ => format!("database error: {d}"),
+    }
 }
 
 impl ApiError {
@@ -72,7 +113,10 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Unauthorized => StatusCode::UNAUTHORIZED,
             ApiError::Conflict(_) => StatusCode::CONFLICT,
-            ApiError::Db(_) | ApiError::Io(_) => StatusCode::INTERNAL_SERVER_ERROR,
+            ApiError::Rejected(status, _) => *status,
+            ApiError::Db(_) | ApiError::Damaged(_) | ApiError::Io(_) | ApiError::Internal(_) => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
         }
     }
 }
@@ -80,12 +124,10 @@ impl ApiError {
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let status = self.status();
-        let message = if status == StatusCode::INTERNAL_SERVER_ERROR {
-            tracing::error!("{self}");
-            "internal error (see the server log)".to_owned()
-        } else {
-            self.to_string()
-        };
+        let message = self.to_string();
+        if status == StatusCode::INTERNAL_SERVER_ERROR {
+            tracing::error!("{message}");
+        }
         (status, Json(serde_json::json!({ "error": message }))).into_response()
     }
 }

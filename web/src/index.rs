@@ -250,7 +250,7 @@ impl SessionIndex {
             ix
         })
         .await
-        .map_err(|e| ApiError::Io(std::io::Error::other(e.to_string())))
+        .map_err(|e| ApiError::Internal(format!("building the session index failed: {e}")))
     }
 
     /// Builds the index from the rows.
@@ -788,7 +788,7 @@ type BuildResult = Result<Arc<SessionIndex>, ApiError>;
 
 /// The result of a build task.
 fn joined(r: Result<BuildResult, tokio::task::JoinError>) -> BuildResult {
-    r.map_err(|e| ApiError::Io(std::io::Error::other(e.to_string())))?
+    r.map_err(|e| ApiError::Internal(format!("building the session index failed: {e}")))?
 }
 
 #[cfg(test)]

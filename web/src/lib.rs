@@ -15,6 +15,7 @@ pub mod error;
 pub mod flows;
 pub mod index;
 pub mod instance;
+pub mod integrity;
 pub mod lod;
 pub mod paths;
 pub mod selection;
@@ -78,12 +79,10 @@ pub fn run(args: &WebArgs) -> Result<(), error::StartError> {
             },
         };
         let (app, state) = server::app(&cfg).await?;
-        let listener = tokio::net::TcpListener::bind(args.listen)
-            .await
-            .map_err(|source| error::StartError::Listen {
-                addr: args.listen,
-                source,
-            })?;
+        let listener = serve::bind(args.listen).map_err(|source| error::StartError::Listen {
+            addr: args.listen,
+            source,
+        })?;
         let addr = listener.local_addr()?;
         server::warm(state);
         match &args.token {

@@ -4,8 +4,10 @@
 //!
 //! Access: with a token, every request must carry it as `Authorization: Bearer TOKEN`, as the
 //! `p5_token` cookie, or once as `?token=TOKEN` on the page URL (which sets the cookie).
-//! Without one (loopback only), the `Host` header must name a loopback host, which keeps
-//! DNS-rebinding pages on other origins out.
+//! Without one (loopback only), the `Host` header must be exactly a loopback name or address
+//! with an optional numeric port, and so must the authority of an absolute-form request
+//! target (which HTTP says overrides `Host`), which keeps DNS-rebinding pages on other
+//! origins out (`Host: 127.0.0.1:8055@evil.example` is refused).
 //!
 //! State-changing requests (anything but GET, HEAD and OPTIONS) must also be `application/json`
 //! and either carry no `Origin` (curl, scripts) or an `Origin` naming exactly this server's
@@ -17,6 +19,7 @@ use crate::api::{self, AppState};
 use crate::assets;
 use crate::error::{ApiError, StartError};
 use crate::index::Cache;
+use crate::integrity;
 use crate::snapshot::Snapshots;
 use axum::Router;
 use axum::extract::{Request, State};
@@ -56,6 +59,14 @@ pub fn check_listen(listen: &SocketAddr, token: Option<&str>) -> Result<(), Star
 pub async fn app(cfg: &Config) -> Result<(Router, Arc<AppState>), StartError> {
     let url = DbUrl::parse(&cfg.db)?;
     let db = Db::open(&url).await?;
+    let checked = integrity::check_at_start(&url);
+    if checked && let Some(problems) = integrity::quick_check(&db).await? {
+        db.close().await;
+        return Err(StartError::Damaged {
+            url: url.to_string(),
+            problems,
+        });
+    }
     if let Some(d) = &cfg.select_dir
         && !d.is_dir()
     {
@@ -78,6 +89,8 @@ pub async fn app(cfg: &Config) -> Result<(Router, Arc<AppState>), StartError> {
         db,
         cache: Cache::new(snapshots),
         select_dir: cfg.select_dir.clone(),
+        damaged: std::sync::OnceLock::new(),
+        unchecked: !checked,
     });
     Ok((router(state.clone(), cfg.token.clone()), state))
 }
@@ -102,22 +115,48 @@ pub fn router(state: Arc<AppState>, token: Option<String>) -> Router {
 /// after the other.
 pub fn warm(state: Arc<AppState>) {
     tokio::spawn(async move {
-        let Ok(sessions) = query::sessions(&state.db).await else {
-            return;
-        };
-        for s in &sessions {
-            if let Err(e) = state.cache.preload(&state.db, s.id).await {
-                tracing::warn!("session {}: {e}", s.name);
-            }
-        }
-        for s in sessions {
-            let t = std::time::Instant::now();
-            match state.cache.get(&state.db, s.id).await {
-                Ok(_) => tracing::info!("session {} indexed in {:?}", s.name, t.elapsed()),
-                Err(e) => tracing::warn!("session {}: {e}", s.name),
-            }
+        index_all(&state).await;
+        if state.unchecked {
+            check_later(&state).await;
         }
     });
+}
+
+/// The start-up indexing of [`warm`].
+async fn index_all(state: &AppState) {
+    let sessions = match query::sessions(&state.db).await {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!("cannot list the sessions: {e}");
+            return;
+        }
+    };
+    for s in &sessions {
+        if let Err(e) = state.cache.preload(&state.db, s.id).await {
+            tracing::warn!("session {}: {e}", s.name);
+        }
+    }
+    for s in sessions {
+        let t = std::time::Instant::now();
+        match state.cache.get(&state.db, s.id).await {
+            Ok(_) => tracing::info!("session {} indexed in {:?}", s.name, t.elapsed()),
+            Err(e) => tracing::warn!("session {}: {e}", s.name),
+        }
+    }
+}
+
+/// The integrity check of a database too large to check before starting.
+async fn check_later(state: &AppState) {
+    let t = std::time::Instant::now();
+    match integrity::quick_check(&state.db).await {
+        Ok(None) => tracing::info!("database checked in {:?}: no damage", t.elapsed()),
+        Ok(Some(problems)) => {
+            let e = ApiError::Damaged(problems.clone());
+            tracing::error!("{e}; every request is answered with this from now on");
+            let _ = state.damaged.set(problems);
+        }
+        Err(e) => tracing::warn!("cannot check the database for damage: {e}"),
+    }
 }
 
 async fn access(State(token): State<Arc<Option<String>>>, req: Request, next: Next) -> Response {
@@ -125,12 +164,7 @@ async fn access(State(token): State<Arc<Option<String>>>, req: Request, next: Ne
         return forbidden(why);
     }
     let Some(token) = token.as_ref() else {
-        let host = req
-            .headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok())
-            .unwrap_or("");
-        if !loopback_host(host) {
+        if !names_loopback_only(&req) {
             return ApiError::Unauthorized.into_response();
         }
         return next.run(req).await;
@@ -211,17 +245,46 @@ fn same(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
-/// True when a `Host` header names a loopback host.
+/// True when every host the request names is a loopback one: its `Host` header, and the
+/// authority of an absolute-form target (`GET http://evil.example/ HTTP/1.1`, which HTTP
+/// says overrides `Host`).
+fn names_loopback_only(req: &Request) -> bool {
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok())
+        .unwrap_or("");
+    loopback_host(host)
+        && req
+            .uri()
+            .authority()
+            .is_none_or(|a| loopback_host(a.as_str()))
+}
+
+/// True when `host` (a `Host` header or a URI authority) is exactly a loopback name or
+/// address with an optional numeric port: `localhost`, `127.0.0.1:8055`, `[::1]:8055`.
+/// Anything else is refused, user information (`127.0.0.1:8055@evil.example`) included.
 fn loopback_host(host: &str) -> bool {
-    let name = if let Some(rest) = host.strip_prefix('[') {
-        rest.split(']').next().unwrap_or("")
+    let (name, port) = if let Some(rest) = host.strip_prefix('[') {
+        match rest.split_once(']') {
+            Some((name, tail)) => (
+                name,
+                tail.strip_prefix(':').or(tail.is_empty().then_some("")),
+            ),
+            None => return false,
+        }
     } else {
-        host.rsplit_once(':').map_or(host, |(h, _)| h)
+        match host.split_once(':') {
+            Some((name, port)) => (name, Some(port)),
+            None => (host, Some("")),
+        }
     };
-    name.eq_ignore_ascii_case("localhost")
-        || name
-            .parse::<std::net::IpAddr>()
+    let port_ok = port.is_some_and(|p| p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()));
+    let ip = || {
+        name.parse::<std::net::IpAddr>()
             .is_ok_and(|ip| ip.is_loopback())
+    };
+    port_ok && (name.eq_ignore_ascii_case("localhost") || ip())
 }
 
 #[cfg(test)]
@@ -245,5 +308,17 @@ mod tests {
         assert!(loopback_host("[::1]:8055"));
         assert!(!loopback_host("evil.example:8055"));
         assert!(!loopback_host(""));
+        assert!(
+            loopback_host("localhost") && loopback_host("[::1]") && loopback_host("127.0.0.1:")
+        );
+        // User information, stray characters, bare IPv6, non-numeric ports.
+        assert!(!loopback_host("127.0.0.1:8055@evil.example"));
+        assert!(!loopback_host("localhost@evil.example"));
+        assert!(!loopback_host("[::1]:8055@evil.example"));
+        assert!(!loopback_host("[::1]x"));
+        assert!(!loopback_host("::1"));
+        assert!(!loopback_host("127.0.0.1:80:80"));
+        assert!(!loopback_host("127.0.0.1:123456"));
+        assert!(!loopback_host("127.0.0.1 :80"));
     }
 }

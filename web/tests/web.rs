@@ -479,6 +479,18 @@ async fn bad_input_is_a_json_error() {
     );
     let (s, _) = call(&app, "POST", "/api/v1/selection", "{\"path\": \"/etc/x\"}").await;
     assert_eq!(s, StatusCode::BAD_REQUEST);
+    // A body over the limit is refused before it is held in memory, as JSON.
+    // 9,000 names of 40 characters: within the selection's own limits, over the body's.
+    let names: Vec<String> = (0..9_000).map(|i| format!("\"{i:040}\"")).collect();
+    let big = format!("{{\"functions\": [{}]}}", names.join(","));
+    assert!(big.len() > 300 * 1024);
+    let (s, b) = call(&app, "POST", "/api/v1/selection/toml", &big).await;
+    assert_eq!(s, StatusCode::PAYLOAD_TOO_LARGE);
+    let v: Value = serde_json::from_slice(&b).expect("a JSON error");
+    assert!(
+        v["error"].as_str().is_some_and(|e| e.contains("limit")),
+        "{v}"
+    );
     // The index of an unknown session is not kept.
     let (s, _) = get_json(&app, "/api/v1/sessions/1/rows").await;
     assert_eq!(s, StatusCode::OK);
@@ -919,6 +931,7 @@ async fn slow_and_idle_sockets_cannot_stop_the_service() {
     let limits = p5_web::serve::Limits {
         header_timeout: Duration::from_secs(1),
         max_connections: 8,
+        ..p5_web::serve::Limits::default()
     };
     tokio::spawn(p5_web::serve::serve(
         listener,
