@@ -13,11 +13,11 @@
 //! back in message-id order); each message row names the path node it enters when the
 //! producer knows it (ground truth), else the pattern's root.
 
-use crate::pattern::{AnalysisResult, Instance, NodeKind, Pattern, PatternNode, Stats};
+use crate::pattern::{AnalysisResult, Instance, Pattern, PatternNode, Stats};
 use crate::trace::Trace;
 use crate::{Error, Result};
 use p5_tracedb::analysis::RunResults;
-use p5_tracedb::domain::{NodeKind as DbKind, Visit};
+use p5_tracedb::domain::Visit;
 use p5_tracedb::read::Session;
 use p5_tracedb::schema::{
     AnalysisRun, PathInstance, PathInstanceMessage, PathNode, PathNodeHist, PathPattern,
@@ -162,10 +162,7 @@ pub fn result_rows(
                 parent_id: n.parent.and_then(|p| ids.get(p as usize).copied()),
                 ord: i64::from(n.ord),
                 node: n.node.clone(),
-                kind: match n.kind {
-                    NodeKind::Node => DbKind::Node,
-                    NodeKind::Untraced => DbKind::Untraced,
-                },
+                kind: n.kind,
                 visit: Visit::Call,
                 call_delay_mean_ns: mean(&n.call_delay),
                 latency_mean_ns: mean(&n.latency),
@@ -306,10 +303,7 @@ pub fn result_of_rows(run: &AnalysisRun, rows: RunResults) -> Result<AnalysisRes
             parent,
             ord: u32::try_from(n.ord).unwrap_or(0),
             node: n.node,
-            kind: match n.kind {
-                DbKind::Node => NodeKind::Node,
-                DbKind::Untraced => NodeKind::Untraced,
-            },
+            kind: n.kind,
             call_delay: mean_only(n.call_delay_mean_ns, samples),
             latency,
             net_delay: mean_only(n.net_delay_mean_ns, samples),

@@ -41,6 +41,15 @@ macro_rules! names {
             }
         }
 
+        impl<'de> serde::Deserialize<'de> for $ty {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(d)?;
+                $ty::parse(&s).ok_or_else(|| {
+                    serde::de::Error::unknown_variant(&s, $ty::NAMES)
+                })
+            }
+        }
+
         impl std::fmt::Display for $ty {
             fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
                 f.write_str(self.name())
@@ -233,6 +242,14 @@ names! {
         Node = "node",
         /// A node that was not traced, seen only through its messages.
         Untraced = "untraced",
+    }
+}
+
+// The `names!` enums derive nothing beyond their names: the default is written out.
+#[allow(clippy::derivable_impls)]
+impl Default for NodeKind {
+    fn default() -> Self {
+        NodeKind::Node
     }
 }
 
