@@ -517,6 +517,7 @@ pub fn message_row(
         connection_id: place.map(|p| p.0),
         direction: place.map(|p| p.1),
         ordinal: place.map(|p| p.2),
+        send_calls: i64::from(send.is_some()),
     }
 }
 

@@ -131,6 +131,8 @@ mod tests {
     fn msg(conn: u32, side: u8) -> Message {
         Message {
             send: Some(0),
+            send_last: Some(0),
+            send_calls: 1,
             recv_first: None,
             recv_last: None,
             recv_calls: 0,

@@ -19,6 +19,7 @@
 
 pub mod clock;
 pub mod clock_table;
+pub mod coalesce;
 pub mod connections;
 pub mod domain;
 pub mod error;
@@ -188,6 +189,13 @@ pub fn render(s: &SessionSummary) -> String {
         "  messages: {} matched, {} sends and {} receives unmatched",
         s.matched, s.unmatched_sends, s.unmatched_recvs
     );
+    if s.folded > 0 {
+        let _ = write!(
+            o,
+            " ({} further sends or receives stored as pieces of the message they continue)",
+            s.folded
+        );
+    }
     if s.undescribed > 0 {
         let _ = write!(
             o,

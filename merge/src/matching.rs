@@ -102,8 +102,13 @@ pub struct Call {
 /// One message: a send and where its bytes went (either end may be missing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Message {
-    /// Index of the send call.
+    /// Index of the send call (the first, for a message written in several sends).
     pub send: Option<usize>,
+    /// Index of its last send call (the same as `send` unless coalesced).
+    pub send_last: Option<usize>,
+    /// Send calls that wrote it (1 unless coalesced, [`crate::coalesce`]; 0 for a receive
+    /// no send accounts for).
+    pub send_calls: u32,
     /// Index of the receive call that got its first byte.
     pub recv_first: Option<usize>,
     /// Index of the receive call that got its last byte.
@@ -133,6 +138,8 @@ pub struct Matches {
     pub unmatched_recvs: u64,
     /// Data calls on descriptors never described (not matchable).
     pub undescribed: u64,
+    /// Messages folded into the one they continue ([`crate::coalesce`]).
+    pub folded: u64,
     /// Connections, in order of their first call.
     pub connections: Vec<Connection>,
 }
@@ -366,6 +373,8 @@ fn bytes_flow(
         let complete = j_start >= b;
         let m = Message {
             send: Some(si),
+            send_last: Some(si),
+            send_calls: 1,
             recv_first: first,
             recv_last: if complete { last } else { None },
             recv_calls: count,
@@ -396,6 +405,8 @@ fn bytes_flow(
 fn half_recv(calls: &[Call], ri: usize, proto: SocketProto) -> Message {
     Message {
         send: None,
+        send_last: None,
+        send_calls: 0,
         recv_first: Some(ri),
         recv_last: Some(ri),
         recv_calls: 1,
@@ -425,6 +436,8 @@ fn datagram_flow(
                 out.matched += 1;
                 out.messages.push(Message {
                     send: Some(sends[k]),
+                    send_last: Some(sends[k]),
+                    send_calls: 1,
                     recv_first: Some(ri),
                     recv_last: Some(ri),
                     recv_calls: 1,
@@ -446,6 +459,8 @@ fn datagram_flow(
             out.unmatched_sends += 1;
             out.messages.push(Message {
                 send: Some(si),
+                send_last: Some(si),
+                send_calls: 1,
                 recv_first: None,
                 recv_last: None,
                 recv_calls: 0,

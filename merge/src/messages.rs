@@ -56,7 +56,7 @@ pub async fn write(
             send_thread_id: send.map(|c| calls[c].thread as i64 + 1),
             send_sensor_id: send.map(|c| calls[c].sensor as i64),
             send_t,
-            send_end: send.map(map_end),
+            send_end: msg.send_last.map(map_end),
             recv_process_id: recv.map(|c| calls[c].process as i64 + 1),
             recv_thread_id: recv.map(|c| calls[c].thread as i64 + 1),
             recv_sensor_id: recv.map(|c| calls[c].sensor as i64),
@@ -67,6 +67,7 @@ pub async fn write(
             connection_id: Some(i64::from(msg.conn) + 1),
             direction: Some(direction),
             ordinal: Some(oriented.ordinal[i]),
+            send_calls: i64::from(msg.send_calls),
         };
         let c = &mut conns[msg.conn as usize];
         let first = row.send_t.or(row.recv_t);

@@ -17,7 +17,7 @@ use crate::load::{self, Scan};
 use crate::manifest::Manifests;
 use crate::matching::{self, Matches};
 use crate::progress::Progress;
-use crate::{domain, inventory, messages, replay};
+use crate::{coalesce, domain, inventory, messages, replay};
 use p5_logserver::reader::SessionDir;
 use p5_tracedb::schema;
 use p5_tracedb::{Db, Writer};
@@ -108,6 +108,8 @@ pub struct SessionSummary {
     pub unmatched_sends: u64,
     /// Receives no send accounts for.
     pub unmatched_recvs: u64,
+    /// Sends (or receives) stored as further pieces of the message before them.
+    pub folded: u64,
     /// Communication calls on descriptors no socket description names: not matchable.
     pub undescribed: u64,
     /// Events the runtimes lost to full buffers, and in how many threads.
@@ -225,6 +227,7 @@ pub async fn merge(
         connections: m.connections.len() as u64,
         unmatched_sends: m.unmatched_sends,
         unmatched_recvs: m.unmatched_recvs,
+        folded: m.folded,
         undescribed: m.undescribed,
         dropped: plan
             .scan
@@ -341,8 +344,10 @@ fn synchronize(scan: Scan, diags: &mut Vec<Diagnostic>) -> Plan {
         });
         proc_host.push(h);
     }
-    let matches = matching::match_calls(&scan.sockets, &scan.calls);
+    let mut matches = matching::match_calls(&scan.sockets, &scan.calls);
+    // Clocks from every piece (each bounds the offset); the rows from whole messages.
     let sync = domain::synchronize(&scan, &proc_host, &matches);
+    coalesce::coalesce(&mut matches, &scan.calls);
     for (p, pi) in scan.processes.iter().enumerate() {
         let uid = format_id(pi.identity.process_uid);
         if sync.fits[p].method == Method::None {

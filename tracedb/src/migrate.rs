@@ -61,6 +61,11 @@ pub const SQLITE: &[(i64, &str, &str)] = &[
         "convolution",
         include_str!("../migrations/sqlite/0011_convolution.sql"),
     ),
+    (
+        12,
+        "send_calls",
+        include_str!("../migrations/sqlite/0012_send_calls.sql"),
+    ),
 ];
 
 /// `(version, description, SQL)` of every PostgreSQL migration.
@@ -104,6 +109,11 @@ pub const POSTGRES: &[(i64, &str, &str)] = &[
         11,
         "convolution",
         include_str!("../migrations/postgres/0011_convolution.sql"),
+    ),
+    (
+        12,
+        "send_calls",
+        include_str!("../migrations/postgres/0012_send_calls.sql"),
     ),
 ];
 

@@ -421,6 +421,8 @@ tables! {
         direction: Option<Direction>,
         /// 0-based index within its connection and direction.
         ordinal: Option<i64>,
+        /// Send calls that wrote it (migration 0012: merge coalesces a message's pieces).
+        send_calls: i64,
     }
 
     /// A thread on a CPU (`sched`).

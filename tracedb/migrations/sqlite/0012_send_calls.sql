@@ -1,0 +1,3 @@
+-- A message written in several sends (headers then body, a split sendall) is one row since
+-- merge coalesces its pieces (SQLite; docs/schema.md): how many send calls wrote it.
+ALTER TABLE message ADD COLUMN send_calls INTEGER NOT NULL DEFAULT 1;
