@@ -12,14 +12,21 @@
 //!   request A brings the thread back to A even if it served B in between);
 //! - a call or message the thread sends belongs to its context (caused by the last message
 //!   it received in that context), or starts a path when it has none (a client's request);
+//!   a request the thread has answered is no context any more (a connection's teardown or
+//!   a write-back after the reply starts a path of its own);
+//! - the first call on a new connection, and a call sent with no context, serve the oldest
+//!   request the thread received, has not answered and that has sent nothing downstream
+//!   yet: an event loop (nginx) connects upstream for a request and writes the call when
+//!   the socket becomes writable, after reading whatever else arrived meanwhile, and it
+//!   serves requests in arrival order. When several wait, the choice is counted
+//!   (`by_arrival`);
 //! - a return it sends answers its call whatever the context (the connection says which),
 //!   caused by the last message received for that call.
 //!
 //! Thread-per-request servers (Python's `ThreadingHTTPServer`, Java, C, Rust) and event loops
 //! that handle one ready descriptor at a time are exact. What the order cannot tell is
 //! counted as *ambiguous*, not guessed silently: a send after one read completed several
-//! messages at once (pipelined requests in one `recv`), a call sent after its request was
-//! already answered (a delayed write-back, or the next job handed over by another thread).
+//! messages at once (pipelined requests in one `recv`).
 //! A message whose sender was not recorded (an untraced peer) is left [`FREE`] for the
 //! statistical algorithms. Pure: no I/O.
 
@@ -108,6 +115,8 @@ pub struct CauseCounts {
     pub free: u64,
     /// Placed messages whose placement is ambiguous.
     pub ambiguous: u64,
+    /// Calls placed with the oldest of several waiting requests (an event loop's order).
+    pub by_arrival: u64,
 }
 
 impl CauseCounts {
@@ -115,8 +124,9 @@ impl CauseCounts {
     pub fn summary(&self, name: &str) -> String {
         format!(
             "{name}: causality from the recorded threads (p5 mode): {} messages placed ({} \
-             start a path), {} ambiguous, {} left to timing (their sender was not recorded)",
-            self.placed, self.roots, self.ambiguous, self.free
+             start a path, {} by arrival order), {} ambiguous, {} left to timing (their sender \
+             was not recorded)",
+            self.placed, self.roots, self.by_arrival, self.ambiguous, self.free
         )
     }
 }
@@ -133,6 +143,19 @@ struct State {
     last_read: i64,
     /// Last message received in each context.
     last: FxHashMap<u32, u32>,
+    /// Calls this thread received and has not answered, oldest first, each with whether it
+    /// has sent anything downstream since.
+    open: Vec<(u32, bool)>,
+}
+
+impl State {
+    /// The request a call opening a new connection serves: an event loop connects for a
+    /// request and writes its first call when the socket becomes writable, after reading
+    /// whatever else came in meanwhile. It serves requests in arrival order, so the oldest
+    /// open request that has sent nothing downstream yet is the one it connected for.
+    fn waiting(&self) -> Option<u32> {
+        self.open.iter().find(|o| !o.1).map(|o| o.0)
+    }
 }
 
 /// Places every message whose sender was recorded (`None` when the trace knows no threads).
@@ -145,6 +168,15 @@ pub fn from_threads(trace: &Trace, ends: &ThreadEnds) -> Option<Causes> {
     for (i, m) in trace.messages.iter().enumerate() {
         if m.kind == Kind::Call && m.call_id != NO_CALL_ID {
             calls.entry(m.call_id).or_insert(i as u32);
+        }
+    }
+    // The first call of each connection (the trace is in time order): sent on a socket
+    // connected for it.
+    let mut opens = vec![false; n];
+    let mut seen_conn: crate::hash::FxHashSet<u32> = Default::default();
+    for (i, m) in trace.messages.iter().enumerate() {
+        if m.kind == Kind::Call && m.conn != crate::trace::NO_CONN && seen_conn.insert(m.conn) {
+            opens[i] = true;
         }
     }
     let call_of = |i: usize| {
@@ -172,6 +204,7 @@ pub fn from_threads(trace: &Trace, ends: &ThreadEnds) -> Option<Causes> {
         ambiguous: vec![false; n],
         counts: CauseCounts::default(),
     };
+    let mut by_arrival = 0u64;
     let mut answered = vec![false; n];
     let mut threads: FxHashMap<ThreadRef, State> = FxHashMap::default();
     for (t, dir, i, th) in events {
@@ -181,6 +214,12 @@ pub fn from_threads(trace: &Trace, ends: &ThreadEnds) -> Option<Causes> {
         if dir == 0 {
             st.multi = st.last_read == t && (st.ctx.is_some() || st.lost);
             st.last_read = t;
+            if kind == Kind::Call {
+                if st.open.len() >= 1 << 16 {
+                    st.open.remove(0);
+                }
+                st.open.push((i, false));
+            }
             let ctx = match kind {
                 Kind::Call | Kind::Msg => Some(Some(i)),
                 Kind::Ret => match call_of(iu).map(|k| c.serving[k as usize]) {
@@ -214,21 +253,41 @@ pub fn from_threads(trace: &Trace, ends: &ThreadEnds) -> Option<Causes> {
                 c.cause[iu] = st.last.get(&k).copied().unwrap_or(k);
                 answered[k as usize] = true;
                 st.last.remove(&k);
+                st.open.retain(|o| o.0 != k);
             }
             Kind::Call | Kind::Msg if st.lost => {}
-            Kind::Call | Kind::Msg => match st.ctx {
-                Some(p) => {
-                    c.serving[iu] = p;
-                    c.cause[iu] = st.last.get(&p).copied().unwrap_or(p);
-                    c.ambiguous[iu] = st.multi || answered[p as usize];
+            Kind::Call | Kind::Msg => {
+                // An answered request is no context any more. A first call on a new
+                // connection, or a call with no context, serves the oldest request still
+                // waiting for one (the event loop connected for it, or comes back to it).
+                let ctx = st.ctx.filter(|&p| !answered[p as usize]);
+                let waiting = if opens[iu] || ctx.is_none() {
+                    st.waiting()
+                } else {
+                    None
+                };
+                match waiting.or(ctx) {
+                    Some(p) => {
+                        // Several waiting: the arrival order decided.
+                        let guessed = waiting.is_some_and(|w| Some(w) != ctx)
+                            && st.open.iter().filter(|o| !o.1).count() > 1;
+                        if let Some(o) = st.open.iter_mut().find(|o| o.0 == p) {
+                            o.1 = true;
+                        }
+                        c.serving[iu] = p;
+                        c.cause[iu] = st.last.get(&p).copied().unwrap_or(p);
+                        by_arrival += u64::from(guessed);
+                        c.ambiguous[iu] = st.multi;
+                    }
+                    None => {
+                        c.serving[iu] = ROOT;
+                        c.cause[iu] = ROOT;
+                    }
                 }
-                None => {
-                    c.serving[iu] = ROOT;
-                    c.cause[iu] = ROOT;
-                }
-            },
+            }
         }
     }
+    c.counts.by_arrival = by_arrival;
     for i in 0..n {
         match c.cause[i] {
             FREE => c.counts.free += 1,

@@ -24,7 +24,7 @@ use crate::{Proto, Trace};
 use p5_tracedb::domain::{ClockSource, Direction, InitiatorFrom, Protocol, Runtime, ThreadState};
 use p5_tracedb::read::{Connection, Host, MessageEnds, Process, Thread};
 use p5_tracedb::schema;
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::SocketAddr;
 
 /// The small tables of a session, read before its messages.
@@ -56,6 +56,8 @@ pub struct Loader {
     process_node: HashMap<i64, NodeId>,
     /// Node of each thread (thread key only).
     thread_node: HashMap<i64, NodeId>,
+    /// Threads of processes a runtime recorded (not imported ones).
+    recorded: HashSet<i64>,
     /// Index in `trace.conns` of each connection id.
     conn_index: HashMap<i64, ConnId>,
     /// Messages whose sender or receiver is not known at all.
@@ -102,6 +104,18 @@ impl Loader {
             .iter()
             .map(|p| (p.id, k.name(&parts(&hosts, p))))
             .collect();
+        // Threads a runtime recorded: their order of receives and sends is what they did (an
+        // imported capture's or text trace's "threads" are its nodes, which is no order).
+        let recorded: HashSet<i64> = tables
+            .threads
+            .iter()
+            .filter(|t| {
+                procs
+                    .get(&t.process_id)
+                    .is_some_and(|p| !matches!(p.runtime.as_str(), "unknown" | ""))
+            })
+            .map(|t| t.id)
+            .collect();
         let mut thread_node = HashMap::new();
         if key == NodeKey::Thread {
             for t in &tables.threads {
@@ -119,6 +133,7 @@ impl Loader {
             process_name,
             process_node: HashMap::new(),
             thread_node,
+            recorded,
             conn_index: HashMap::new(),
             unknown_ends: 0,
         };
@@ -203,9 +218,14 @@ impl Loader {
             (Kind::Call | Kind::Ret, Some(c), Some(o)) => call_id(c, o),
             _ => NO_CALL_ID,
         };
+        let recorded = |t: &i64| self.recorded.contains(t);
+        let (send_thread, recv_thread) = (
+            m.send_thread.filter(recorded),
+            m.recv_thread.filter(recorded),
+        );
         let thread = |t: Option<i64>| t.and_then(|t| u32::try_from(t).ok()).unwrap_or(NO_THREAD);
-        if m.send_thread.is_some() || m.recv_thread.is_some() {
-            let (s, r) = (thread(m.send_thread), thread(m.recv_thread));
+        if send_thread.is_some() || recv_thread.is_some() {
+            let (s, r) = (thread(send_thread), thread(recv_thread));
             self.trace.threads.set(m.id as u64, s, r);
         }
         self.trace.messages.push(Message {

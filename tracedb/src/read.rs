@@ -143,18 +143,21 @@ pub struct Session {
     pub merged_at_wall_ns: i64,
     /// Events the runtimes lost to full buffers (sum of `thread.dropped`).
     pub dropped: i64,
+    /// The log server's CLOCK_MONOTONIC at the time base's zero: a time `t` on the base is
+    /// `t + base_mono_ns` on that server's monotonic clock (and on its host's programs').
+    pub base_mono_ns: i64,
 }
 
 const SESSIONS: &str = "SELECT id, name, t_min, t_max, events, processes, threads, messages, \
      matched, violations, diagnostics, base_wall_ns, merged_at_wall_ns, (SELECT COUNT(*) FROM \
      process p WHERE p.session_id = session.id AND p.runtime NOT IN ('host-agent', \
      'os-monitor')), (SELECT CAST(COALESCE(SUM(t.dropped), 0) AS BIGINT) FROM thread t WHERE \
-     t.session_id = session.id) FROM session ORDER BY id";
+     t.session_id = session.id), base_mono_ns FROM session ORDER BY id";
 const SESSION: &str = "SELECT id, name, t_min, t_max, events, processes, threads, messages, \
      matched, violations, diagnostics, base_wall_ns, merged_at_wall_ns, (SELECT COUNT(*) FROM \
      process p WHERE p.session_id = session.id AND p.runtime NOT IN ('host-agent', \
      'os-monitor')), (SELECT CAST(COALESCE(SUM(t.dropped), 0) AS BIGINT) FROM thread t WHERE \
-     t.session_id = session.id) FROM session WHERE id = $1";
+     t.session_id = session.id), base_mono_ns FROM session WHERE id = $1";
 
 /// All sessions.
 pub async fn sessions(db: &Reader) -> Result<Vec<Session>, Error> {
@@ -184,6 +187,7 @@ fn session_row<R: RowExt>(r: &R) -> Result<Session, sqlx::Error> {
         merged_at_wall_ns: r.i(12)?,
         programs: r.i(13)?,
         dropped: r.i(14)?,
+        base_mono_ns: r.i(15)?,
     })
 }
 

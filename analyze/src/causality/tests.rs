@@ -123,3 +123,56 @@ fn thread_ends_are_kept_by_message_reference() {
     e.set(u64::MAX, 9, 9); // far beyond: not kept
     assert_eq!(e.of(u64::MAX), [NO_THREAD; 2]);
 }
+
+/// Like [`trace`], each row with its connection.
+fn trace_on(rows: &[(Kind, u64, i64, i64, ThreadRef, ThreadRef, u32)]) -> Trace {
+    let plain: Vec<_> = rows
+        .iter()
+        .map(|&(k, id, ts, tr, s, r, _)| (k, id, ts, tr, s, r))
+        .collect();
+    let mut t = trace(&plain);
+    for (m, row) in t.messages.iter_mut().zip(rows) {
+        m.conn = row.6;
+    }
+    t
+}
+
+#[test]
+fn an_event_loop_writes_a_new_connections_first_call_for_the_request_it_connected_for() {
+    // nginx (thread 10) reads A, then B, before either upstream connection is writable; A's
+    // connection (7) gets its call first, then B's (8). The last read is B's, yet the first
+    // call on connection 7 is A's.
+    let t = trace_on(&[
+        (C, 1, 0, 1, 1, 10, 1),    // 0: A in
+        (C, 2, 2, 3, 2, 10, 2),    // 1: B in
+        (C, 3, 4, 5, 10, 20, 7),   // 2: first call on connection 7
+        (C, 4, 6, 7, 10, 21, 8),   // 3: first call on connection 8
+        (R, 3, 8, 9, 20, 10, 7),   // 4
+        (R, 1, 10, 11, 10, 1, 1),  // 5: A out
+        (R, 4, 12, 13, 21, 10, 8), // 6
+        (R, 2, 14, 15, 10, 2, 2),  // 7: B out
+    ]);
+    let c = from_threads(&t, &t.threads).unwrap();
+    assert_eq!((c.serving[2], c.serving[3]), (0, 1));
+    assert_eq!(
+        c.counts.by_arrival, 1,
+        "two requests waited for the first call"
+    );
+    assert_eq!(c.counts.ambiguous, 0);
+}
+
+#[test]
+fn a_call_after_the_request_was_answered_starts_a_path() {
+    // Thread 10 answers A, then closes its database session (a call nobody answers).
+    let t = trace_on(&[
+        (C, 1, 0, 1, 1, 10, 1),  // 0: A in
+        (C, 2, 2, 3, 10, 20, 5), // 1: A's query
+        (R, 2, 4, 5, 20, 10, 5), // 2
+        (R, 1, 6, 7, 10, 1, 1),  // 3: A out
+        (C, 3, 8, 9, 10, 20, 5), // 4: the session's teardown
+    ]);
+    let c = from_threads(&t, &t.threads).unwrap();
+    assert_eq!(c.serving[1], 0);
+    assert_eq!(c.cause[4], ROOT, "not A's: A was answered");
+    assert_eq!(c.counts.ambiguous, 0);
+}

@@ -279,6 +279,16 @@ fn run(
     }
     let trace: &Trace = &trace;
     counts.messages = trace.messages.len() as u64;
+    // A recorded session names every thread it saw: nothing to guess about who is a client.
+    let recorded = Params {
+        aggregate_clients: false,
+        ..*p
+    };
+    let p = if p.threads && !trace.threads.is_empty() {
+        &recorded
+    } else {
+        p
+    };
     let (names, clients) = Names::of(trace, p);
     counts.clients = clients;
     progress(Progress::Phase("linking", None));

@@ -46,7 +46,11 @@ fn coalesced(calls: &[Call]) -> (Matches, u64) {
     assert_eq!(m.messages.len() as u64, before - c);
     assert_eq!(m.folded, c);
     let counted = m.matched + m.unmatched_sends + m.unmatched_recvs;
-    assert_eq!(counted, m.messages.len() as u64, "every message counted once");
+    assert_eq!(
+        counted,
+        m.messages.len() as u64,
+        "every message counted once"
+    );
     (m, c)
 }
 
@@ -133,7 +137,10 @@ fn a_request_in_two_sends_read_apart_is_one_call() {
     ];
     let (m, c) = coalesced(&calls);
     assert_eq!(c, 1);
-    assert_eq!(shapes(&m)[0], (Some(0), Some(1), 2, Some(2), Some(3), 2, 100));
+    assert_eq!(
+        shapes(&m)[0],
+        (Some(0), Some(1), 2, Some(2), Some(3), 2, 100)
+    );
 }
 
 #[test]
