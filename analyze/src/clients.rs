@@ -2,8 +2,12 @@
 //! so that otherwise identical paths from different clients aggregate into one pattern.
 //!
 //! * An endpoint (IP address and port) is *fixed* when it talks to at least `min_peers`
-//!   distinct peer endpoints (WAP5 gives no number; analysis.md §1.3 sets 32), else
-//!   *ephemeral*.
+//!   distinct peer endpoints (WAP5 gives no number; analysis.md §1.3 sets 32), or when it
+//!   *answers calls* — it receives a [`Kind::Call`] and sends a [`Kind::Ret`] — whatever its
+//!   peer count; else *ephemeral*. The peer count alone mistakes a server for a client under
+//!   keep-alive: a front whose few clients hold their connections open has fewer than 32
+//!   peers on its port, and renaming it `CLIENT` merges it with its callers (and a capture's
+//!   connections carry the call direction: the acceptor's runs are returns).
 //! * A node that ever uses a fixed endpoint is a *server*, else a *client*.
 //! * Clients are renamed `CLIENT`. When nodes are endpoints (named `ip:port`), a node is
 //!   its IP address: a server's fixed endpoints keep their names and its ephemeral ones
@@ -16,7 +20,7 @@
 //! no known endpoint keep their names.
 
 use crate::hash::{FxHashMap, FxHashSet};
-use crate::trace::{Conn, ConnId, NO_CONN, NodeId, Nodes, Trace};
+use crate::trace::{Conn, ConnId, Kind, NO_CONN, NodeId, Nodes, Trace};
 use std::borrow::Cow;
 use std::collections::{BTreeSet, HashSet};
 use std::net::{IpAddr, SocketAddr};
@@ -130,15 +134,22 @@ fn fixed_endpoints(trace: &Trace, named: &[Option<SocketAddr>], min_peers: usize
         }
     }
     let ep = |id: NodeId| named.get(id as usize).copied().flatten();
-    // Each (sender, receiver, connection) once.
-    let mut seen: FxHashSet<(NodeId, NodeId, ConnId)> = FxHashSet::default();
+    // Endpoints that received a call, and endpoints that sent a return.
+    let (mut called, mut returned) = (FxHashSet::default(), FxHashSet::default());
+    // Each (sender, receiver, connection, kind) once.
+    let mut seen: FxHashSet<(NodeId, NodeId, ConnId, Kind)> = FxHashSet::default();
     for m in &trace.messages {
-        if !seen.insert((m.src, m.dst, m.conn)) {
+        if !seen.insert((m.src, m.dst, m.conn, m.kind)) {
             continue;
         }
         let pair = endpoints(trace, m.src, m.conn).or_else(|| Some((ep(m.src)?, ep(m.dst)?)));
         if let Some((s, d)) = pair {
             note((m.src, s), (m.dst, d));
+            match m.kind {
+                Kind::Call => called.insert(d),
+                Kind::Ret => returned.insert(s),
+                Kind::Msg => false,
+            };
         }
     }
     drop(seen);
@@ -147,6 +158,12 @@ fn fixed_endpoints(trace: &Trace, named: &[Option<SocketAddr>], min_peers: usize
     let mut is_fixed = vec![false; eps.len()];
     for run in pairs.chunk_by(|a, b| a.0 == b.0) {
         is_fixed[run[0].0 as usize] = run.len() >= min_peers;
+    }
+    // A listening endpoint that answers calls is a server's, however few its peers.
+    for e in called.intersection(&returned) {
+        if let Some(&id) = ids.get(e) {
+            is_fixed[id as usize] = true;
+        }
     }
     used.sort_unstable();
     used.dedup();
@@ -283,5 +300,67 @@ mod tests {
         );
         assert!(a.trace.nodes.get("cron@h3").is_some(), "no endpoints: kept");
         let _ = other;
+    }
+
+    /// A capture-like trace: `front` (10.0.0.1:80) is called by 8 keep-alive clients, calls
+    /// a backend (10.0.0.2:8000) from one ephemeral port, and both answer every call.
+    fn keep_alive(calls: u16) -> Trace {
+        let mut t = Trace::default();
+        let front = t.nodes.intern("10.0.0.1:80");
+        let front_out = t.nodes.intern("10.0.0.1:51000");
+        let back = t.nodes.intern("10.0.0.2:8000");
+        let conn = |t: &mut Trace, i: NodeId, a: NodeId| {
+            t.conns.push(Conn {
+                proto: Proto::Tcp,
+                initiator: i,
+                acceptor: a,
+                initiator_ep: t.nodes.name(i).parse().ok(),
+                acceptor_ep: t.nodes.name(a).parse().ok(),
+                conn_ref: t.conns.len() as u64,
+            });
+            (t.conns.len() - 1) as u32
+        };
+        let back_conn = conn(&mut t, front_out, back);
+        let mut at = 0;
+        for c in 0..8u16 {
+            let client = t.nodes.intern(&format!("10.9.0.{}:{}", c + 1, 40000 + c));
+            let cc = conn(&mut t, client, front);
+            for _ in 0..calls {
+                for (s, d, k, conn) in [
+                    (client, front, Kind::Call, cc),
+                    (front_out, back, Kind::Call, back_conn),
+                    (back, front_out, Kind::Ret, back_conn),
+                    (front, client, Kind::Ret, cc),
+                ] {
+                    let mut m = Message::new(s, d);
+                    (m.t_send, m.kind, m.conn) = (at, k, conn);
+                    at += 10;
+                    t.messages.push(m);
+                }
+            }
+        }
+        t
+    }
+
+    #[test]
+    fn a_server_with_few_keep_alive_peers_keeps_its_name() {
+        let t = keep_alive(5);
+        let a = aggregate_clients(&t, FIXED_PORT_PEERS);
+        let names: BTreeSet<&str> = a.trace.nodes.names().collect();
+        assert_eq!(
+            names,
+            BTreeSet::from(["10.0.0.1:80", "10.0.0.1:*", "10.0.0.2:8000", CLIENT]),
+            "the front and the backend answer calls: servers, though with 8 and 1 peers"
+        );
+        assert_eq!(a.clients, 8, "only the 8 callers are clients");
+        let front = a.trace.nodes.get("10.0.0.1:80");
+        assert_eq!(a.trace.messages[0].dst, front.expect("front kept"));
+        // The same endpoints with free-form messages only: the peer count decides alone.
+        let mut free = t.clone();
+        for m in &mut free.messages {
+            m.kind = Kind::Msg;
+        }
+        let a = aggregate_clients(&free, FIXED_PORT_PEERS);
+        assert!(a.fixed.is_empty(), "no call answered, too few peers");
     }
 }
