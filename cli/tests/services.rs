@@ -301,3 +301,12 @@ fn eight_clients_in_flight_keep_alive_upstreams() {
 fn eight_clients_in_flight_fresh_upstream_connections() {
     check(&run(8, 240, false), 8);
 }
+
+/// 16 in flight, the targets of 8 (`cargo test -p p5-cli --test services -- --ignored
+/// --nocapture` prints the figures). Not met yet: measured 98.96 % exact by nesting and
+/// 97.08 % by linking (9 requests without an instance) at 15.6 in flight.
+#[test]
+#[ignore = "a measurement at 16 in flight; run with --ignored"]
+fn sixteen_clients_in_flight_keep_alive_upstreams() {
+    check(&run(16, 480, true), 16);
+}
