@@ -28,7 +28,8 @@
 //! counted as *ambiguous*, not guessed silently: a send after one read completed several
 //! messages at once (pipelined requests in one `recv`).
 //! A message whose sender was not recorded (an untraced peer) is left [`FREE`] for the
-//! statistical algorithms. Pure: no I/O.
+//! statistical algorithms, unless it is the return of a recorded call: an untraced server
+//! answers the call it got. Pure: no I/O.
 
 use crate::hash::FxHashMap;
 use crate::trace::{CallId, Kind, NO_CALL_ID, NO_TIME, Trace};
@@ -288,6 +289,18 @@ pub fn from_threads(trace: &Trace, ends: &ThreadEnds) -> Option<Causes> {
         }
     }
     c.counts.by_arrival = by_arrival;
+    // A return nobody recorded sending still answers its call: an untraced server sends the
+    // reply because of the request (A → B → A), however long it took (a database's
+    // authentication round trips take milliseconds where its queries take microseconds).
+    for i in 0..n {
+        if c.cause[i] == FREE
+            && let Some(k) = call_of(i)
+            && ends.of(trace.messages[k as usize].msg_ref)[0] != NO_THREAD
+        {
+            c.cause[i] = k;
+            c.serving[i] = c.serving[k as usize];
+        }
+    }
     for i in 0..n {
         match c.cause[i] {
             FREE => c.counts.free += 1,

@@ -189,13 +189,6 @@ pub fn render(s: &SessionSummary) -> String {
         "  messages: {} matched, {} sends and {} receives unmatched",
         s.matched, s.unmatched_sends, s.unmatched_recvs
     );
-    if s.folded > 0 {
-        let _ = write!(
-            o,
-            " ({} further sends or receives stored as pieces of the message they continue)",
-            s.folded
-        );
-    }
     if s.undescribed > 0 {
         let _ = write!(
             o,
@@ -204,6 +197,14 @@ pub fn render(s: &SessionSummary) -> String {
         );
     }
     let _ = writeln!(o);
+    if s.folded > 0 {
+        let _ = writeln!(
+            o,
+            "  pieces: {} further sends or receives stored as pieces of the message they \
+             continue (nothing went the other way between them)",
+            s.folded
+        );
+    }
     let _ = writeln!(o, "  connections: {}", s.connections);
     if s.dropped.0 > 0 {
         let (n, threads) = s.dropped;
@@ -268,6 +269,10 @@ mod tests {
             ..SessionSummary::default()
         };
         assert!(render(&s).contains("messages: 0 matched, 0 sends and 0 receives unmatched\n"));
+        s.folded = 3;
+        assert!(render(&s).contains(
+            "unmatched\n  pieces: 3 further sends or receives stored as pieces of the message"
+        ));
         s.undescribed = 1135;
         assert!(render(&s).contains(
             "messages: 0 matched, 0 sends and 0 receives unmatched, 1135 calls on sockets the \
