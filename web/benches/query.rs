@@ -476,6 +476,7 @@ async fn generate(path: &Path, events: i64) {
                     V::I(rt.max(t + 760 * u + 1)),
                     V::I(1),
                     V::I(0),
+                    V::I(1),
                 ]);
                 sch.push(vec![
                     V::I(1),
@@ -526,6 +527,7 @@ async fn generate(path: &Path, events: i64) {
                     "recv_end",
                     "recv_calls",
                     "violation",
+                    "send_calls",
                 ],
                 &msg,
             )
