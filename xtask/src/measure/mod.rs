@@ -3,8 +3,6 @@
 //! Every subprocess is kept as a [`Detail`] (command, wall time, output) for the report's
 //! detail runs, and each row names the command that measured it.
 //!
-//! - [`demo`]: the bundled `samples/pingpong` C program recorded into a real `p5 logserver`
-//!   against the same run with `P5_DISABLE=1`;
 //! - [`record`]: what recording costs a program — sensors, the flusher, a hot real program
 //!   (Lua), the preload library — and the instrumenter;
 //! - [`collect`]: the log server's ingest and the host agent's overhead;
@@ -18,7 +16,6 @@
 
 mod analysis;
 mod collect;
-mod demo;
 mod record;
 mod store;
 
@@ -41,8 +38,7 @@ pub struct Detail {
 type Measure = fn(&Ctx) -> Vec<Row>;
 
 /// The measurements by name, in report order.
-const ALL: [(&str, Measure); 17] = [
-    ("demo", demo::demo),
+const ALL: [(&str, Measure); 16] = [
     ("sensor", record::sensor),
     ("flusher", record::flusher),
     ("lua", record::lua),
