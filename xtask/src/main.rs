@@ -104,7 +104,8 @@ fn main() -> ExitCode {
         }
     };
     let ctx = Ctx {
-        root: PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."),
+        root: std::fs::canonicalize(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join(".."))
+            .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")),
         cargo: std::env::var_os("CARGO")
             .map(PathBuf::from)
             .unwrap_or_else(|| "cargo".into()),
