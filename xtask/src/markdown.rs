@@ -117,7 +117,11 @@ pub fn render(rows: &[Row], details: &[Detail], run: &Run) -> String {
     }
     let _ = writeln!(o, "\n## Detail runs\n");
     for d in details {
-        let _ = writeln!(o, "### {} ({:.0} s)\n", d.measurement, d.seconds);
+        let _ = writeln!(
+            o,
+            "### {} ({:.0} s wall, building the bench included)\n",
+            d.measurement, d.seconds
+        );
         let _ = writeln!(o, "`{}`\n", d.command);
         let body = match &d.output {
             Ok(out) => trimmed(out),
