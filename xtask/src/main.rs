@@ -113,6 +113,8 @@ fn main() -> ExitCode {
         details: RefCell::new(Vec::new()),
     };
     let load_before = machine::load();
+    // The commit and the time the measuring started at.
+    let machine = machine::Machine::now(&ctx.root);
     let started = std::time::Instant::now();
     let rows = measure::all(&ctx, &args.only);
     let seconds = started.elapsed().as_secs_f64();
@@ -132,7 +134,7 @@ fn main() -> ExitCode {
     };
     if let Some(path) = out {
         let run = markdown::Run {
-            machine: machine::Machine::now(&ctx.root),
+            machine,
             size: ctx.size,
             load_before,
             load_after: machine::load(),
