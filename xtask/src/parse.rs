@@ -56,6 +56,20 @@ pub fn table_row<'a>(text: &'a str, key: &str) -> Option<Vec<&'a str>> {
     })
 }
 
+/// Why a bench failed, from its stderr: the panic message when it panicked (the line after
+/// `panicked at`), else the last lines.
+pub fn failure(stderr: &str) -> String {
+    let mut lines = stderr.lines();
+    while let Some(l) = lines.next() {
+        if let Some(i) = l.find("panicked at ") {
+            let place = l[i + "panicked at ".len()..].trim_end_matches(':');
+            let why = lines.next().unwrap_or("").trim();
+            return format!("panicked at {place}: {why}");
+        }
+    }
+    tail(stderr, 3)
+}
+
 /// The last non-empty lines of `text`, for error messages.
 pub fn tail(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -84,5 +98,12 @@ mod tests {
         let text = "text read, numeric ids: 864000 lines, 31.7 MB in 0.065 s: 13.57 M lines/s";
         assert_eq!(number_before(text, "M lines/s"), Some(13.57));
         assert_eq!(number_before(text, "nothing"), None);
+        let err = "   Running benches/query.rs\n\nthread 'main' (14847) panicked at web/x.rs:41:9:\n\
+                   message.send_calls is NOT NULL\nstack backtrace:\n   0: at /rustc/x\n";
+        assert_eq!(
+            failure(err),
+            "panicked at web/x.rs:41:9: message.send_calls is NOT NULL"
+        );
+        assert_eq!(failure("a\nb\n\nc\nd"), "b | c | d");
     }
 }

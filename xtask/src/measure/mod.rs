@@ -133,7 +133,7 @@ fn run_cargo(ctx: &Ctx, args: &[&str], envs: &[(&str, String)]) -> Result<String
             "`cargo {}` failed ({}): {}",
             args.join(" "),
             out.status,
-            parse::tail(&String::from_utf8_lossy(&out.stderr), 3)
+            parse::failure(&String::from_utf8_lossy(&out.stderr))
         ));
     }
     Ok(stdout)
