@@ -7,6 +7,9 @@
 //!   ids on one node pair are parallel calls, not pieces of one).
 //! * The merged message keeps the first piece's send time, call id and `msg_ref`, takes the
 //!   last piece's receive time (where known), and sums the bytes (saturating).
+//!
+//! The merge works in place on the trace's own messages, so an analysis given its trace
+//! (linking's `linking_owned`) pays no copy for it.
 
 use crate::hash::FxHashMap;
 use crate::trace::{ConnId, NO_CONN, NO_TIME, NodeId, Trace};

@@ -4,6 +4,13 @@
 //! the [`Edits`] and the problems met. A file tree-sitter cannot fully parse is still
 //! instrumented outside its ERROR regions; each region is reported, and a function containing
 //! one gets no sensors at all (its braces may not be what they seem).
+//!
+//! Large C and C++ files are parsed in chunks on all cores, each walked as soon as it is
+//! parsed. A cut follows a line that is exactly `}` outside every `#if` block and block
+//! comment. A chunk keeps the syntax errors inside its items (a macro tree-sitter cannot read
+//! stays in its chunk); only an error at a chunk's edge, where a wrong cut shows, sends the
+//! file to the one-piece parse. Error recovery inside a chunk can still differ from the
+//! one-piece parse's (on the SQLite amalgamation the instrumented text is the same either way).
 
 use crate::edit::Edits;
 use crate::lang::Lang;

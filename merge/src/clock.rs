@@ -16,9 +16,11 @@
 //!   [`crate::domain`]) offset and drift are estimated jointly from both hulls: the lines
 //!   consistent with every sample form a convex polygon in the (offset, drift) plane
 //!   (`region`: Duda's and Clément & Dagenais's method), the truth among them. The estimate
-//!   is a line that follows both directions' delay floors (the midline of the two
-//!   linear-programming lines, or their slopes weighted by hull-edge length) when it is
-//!   consistent and its bound is within twice the least possible, else the polygon's centre;
+//!   is a line that follows both directions' delay floors — one slope shared by both sides'
+//!   linear-programming estimators (the clock drifts alike whichever way a sample went, so
+//!   each side's samples steady the other's), else the midline of the two sides' own lines,
+//!   else their slopes weighted by hull-edge length — the first that is consistent and
+//!   whose bound is within twice the least possible, else the polygon's centre;
 //!   [`Fit::error_bound_ns`] is its largest distance to any consistent line from the source's
 //!   start to the last sample — honest whatever the delays, as long as none is negative and the
 //!   clock is linear. One-way fits have none. [`fit_strict_loose`] takes the line from one set
@@ -30,6 +32,12 @@
 //! processes and of kernel (OS monitor) events there. Offsets compose along agent trees
 //! ([`Fit::compose`]). An offset-only [`tighten`] is the last resort for messages still
 //! received before their send.
+//!
+//! A few samples no clock line can satisfy (a glitched timestamp) are dropped rather than the
+//! two-way fit: at most 1 % of one side; more say the clock is not linear, and the fit stays
+//! one-way. Two-way samples are only as good as the two directions' fastest deliveries are
+//! alike — the offset is off by half their difference, which no two-way method can see — so the
+//! producers stamp receipts in the kernel and ping in bursts (`p5_runtime::pings`).
 
 mod region;
 

@@ -5,6 +5,12 @@
 //! of processes sharing one clock: all processes of one boot (CLOCK_MONOTONIC; their samples
 //! are pooled in monotonic coordinates, so kernel events of an OS monitor there map exactly),
 //! or a single process when its handshake gives no boot id or monotonic start.
+//!
+//! Order of a session's synchronization: exact domains (the log server's own boot maps onto its
+//! clock with no estimate), fits from each domain's samples, composition along the agent tree,
+//! then refinement with matched messages from the best-bounded domain outwards (Dijkstra on the
+//! bounds), so that no message lands before its send and bounds add up hop by hop; an
+//! offset-only tightening is the last resort.
 
 use crate::clock::{self, Constraint, Fit, Method, Samples};
 use crate::load::Scan;

@@ -10,6 +10,11 @@
 //! Time base: a record's `t_s` counts from the start of the server run that wrote its segment;
 //! `server_start_mono_ns + t_s − base_mono` puts every run on the first run's clock (the
 //! session's time base). Records with `t_s = 0` (imported spool files) give no samples.
+//!
+//! Both passes skip a data frame stored twice (a copied segment) by the log server's own
+//! (process, stream, sequence) rule, and count it (`duplicate-frame` diagnostic). Each batch
+//! that reports new losses to a full ring gives a drop range, from the last event shipped
+//! before it to the batch's last event: the viewer bands those stretches, the summary warns.
 
 use crate::error::Error;
 use crate::matching::{Call, Role, SocketDesc};

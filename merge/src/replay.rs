@@ -2,6 +2,16 @@
 //! intervals ([`crate::intervals`]), thread states ([`crate::states`]), marks, metric
 //! samples, scheduling intervals from `sched_switch`, IRQs — and the overview of every lane
 //! ([`crate::overview`]), written as they come.
+//!
+//! Late calls (see [`crate::intervals`]): the threads of processes with throttled sensors hold
+//! back their last closed calls — `LATE_HOLD_ALL` shared by them, at least `LATE_HOLD_MIN` each
+//! — so a long call recorded at its exit can take the calls inside it.
+//!
+//! Scheduling: some kernels leave out a switch from the idle task into a followed thread, so a
+//! stretch on a CPU whose switch-in is missing starts at the thread's last wakeup onto that
+//! CPU, or at the CPU's last recorded switch if later (`woken_onto`, diagnostic
+//! `sched-from-wakeup`). Such a start is the wakeup, so it includes any wait on the run queue
+//! behind a thread nobody follows.
 
 use crate::error::Error;
 use crate::intervals::{Interval, Nesting};

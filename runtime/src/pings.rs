@@ -1,6 +1,12 @@
 //! When a producer pings the log server: in bursts, each ping after the server's answer to
 //! the one before. Shared by the runtime's flusher and the host agent's own uplink, so every
-//! producer gives the merge the same density of two-way clock samples (issue 22).
+//! producer gives the merge the same density of two-way clock samples.
+//!
+//! Schedule: bursts of [`EARLY_PING_BURST`] every [`EARLY_PING_INTERVAL`] in a connection's
+//! first [`EARLY`], then [`PING_BURST`] every [`PING_INTERVAL`]. Only acks that acknowledge
+//! nothing new count as answers (a ping's, for sure). A path whose burst's fastest answer took
+//! [`SLOW_ANSWER`] or more is slow, and is pinged densely again in each later dense window,
+//! over UDP where the server answers datagrams (`crate::datagram_pings`).
 
 use std::time::{Duration, Instant};
 

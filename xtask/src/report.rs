@@ -20,8 +20,10 @@ pub struct Row {
     pub budget: f64,
     pub unit: &'static str,
     pub better: Better,
-    /// What the budget is (`budget`, `rdtsc`, `P5_DISABLE=1 run`, …) and any note.
+    /// What was measured (input size, the figures beside the one compared) and any note.
     pub note: String,
+    /// The command that measured it, as a user would type it.
+    pub command: String,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,7 +42,13 @@ impl Row {
             unit,
             better,
             note: String::new(),
+            command: String::new(),
         }
+    }
+
+    pub fn command(mut self, c: impl Into<String>) -> Row {
+        self.command = c.into();
+        self
     }
 
     pub fn measured(mut self, v: Result<f64, String>) -> Row {
@@ -51,6 +59,15 @@ impl Row {
     pub fn note(mut self, n: impl Into<String>) -> Row {
         self.note = n.into();
         self
+    }
+
+    /// `≤ 1.30 × rdtsc`.
+    pub fn budget_text(&self) -> String {
+        let dir = match self.better {
+            Better::Lower => "≤",
+            Better::Higher => "≥",
+        };
+        format!("{dir} {} {}", num(self.budget), self.unit)
     }
 
     /// Measured ÷ budget.
@@ -69,7 +86,7 @@ impl Row {
     }
 }
 
-fn num(v: f64) -> String {
+pub fn num(v: f64) -> String {
     let a = v.abs();
     if a >= 100.0 {
         format!("{v:.0}")
@@ -104,15 +121,7 @@ pub fn render(rows: &[Row]) -> String {
                 "n/a".to_owned()
             }
         };
-        let budget = format!(
-            "{} {} {}",
-            match r.better {
-                Better::Lower => "≤",
-                Better::Higher => "≥",
-            },
-            num(r.budget),
-            r.unit
-        );
+        let budget = r.budget_text();
         let ratio = r.ratio().map_or("-".to_owned(), |x| format!("{x:.2}×"));
         let ok = match r.verdict() {
             Verdict::Pass => "pass",

@@ -6,6 +6,10 @@
 //! (N standard deviations up, separated by S-deviation valleys), [`graph`] (the depth-first
 //! path graph from a root, with the filters the paper only names). The algorithm is pure;
 //! [`job`] is how a [`crate::job`] runs it, stores its graph and prints it.
+//!
+//! Roots, where the graph starts: the nodes named (`--root`), else every node that sends and
+//! never receives, else the first sender (in an RPC system every client also receives its
+//! replies).
 
 pub mod graph;
 pub mod job;

@@ -4,6 +4,11 @@
 //! x² the correlation would otherwise give bursts — and two such signals are correlated by
 //! FFT, zero-padded to at least twice their length so the correlation is linear, not
 //! circular.
+//!
+//! Each lag of the correlation is divided by its overlap (`len − d` quanta) and only lags up to
+//! half the length are kept: without the division every correlation falls off linearly with the
+//! lag and buries its spikes, and the longest lags have too little overlap to be more than
+//! noise.
 
 use crate::trace::Time;
 use rustfft::FftPlanner;

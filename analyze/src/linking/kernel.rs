@@ -32,6 +32,11 @@
 //! 1-in-1,000 variant's keys). Step 2 weighs a thin key's candidates the paper's way
 //! instead, `e^(−gap/d)` against `e^(−y)`, scaled to the edge's spontaneity prior
 //! ([`super::links`]).
+//!
+//! With the kernel a child keeps at most `KERNEL_CANDIDATES` candidates (in [`super::links`]):
+//! far from a key's peaks the background subtraction leaves small positive bins, and without
+//! the cap most kept links were such wobble, long after the causal gaps. The scan also stops at
+//! the reach of the child edge's keys (the last gap bin with a probability above 0).
 
 use super::gallop::last_at_most;
 use crate::hash::FxHashMap;

@@ -17,8 +17,19 @@
 //! most likely cause is followed; candidates within the window `x`; a root's instances carry
 //! the probability that it was spontaneous; instances below `min_prob` are not built.
 //! [`offsets`] takes the pairwise clock offsets off network delays (\[WAP5\] §5.2).
-//! Beside the paper's weights, off by default: [`kernel`] (a delay distribution learned from
-//! the trace, refitted by EM) and [`exclusive`] (one child per receiver).
+//! Ours is the default ([`Params::ours`]): [`kernel`] (a delay distribution learned from the
+//! trace, refitted by EM, at most `links::KERNEL_CANDIDATES` candidates per child) and
+//! [`exclusive`] (one child per receiver); the paper's weights are [`Params::paper`]. With
+//! the paper's weights the multi-tier patterns of \[P5\] Fig. 10 are lost: the mean gap to the
+//! newest message is far shorter than the true call delays, so a true parent a few arrivals
+//! back weighs less than spontaneity.
+//!
+//! When the caller gives its trace up ([`linking_owned`], as `p5 analyze linking` does) fat
+//! messages are merged in place; [`linking`] merges a copy. Clients start paths
+//! (`client_roots`, on by default): a node aggregated into `CLIENT`, or one only ever answered,
+//! sends only spontaneous messages, so a client that chains requests is split into one path per
+//! request, as nesting does. On a recorded session each message's parent comes from its
+//! sender's thread ([`crate::causality`]) unless the run is a black box.
 
 pub mod exclusive;
 mod found;

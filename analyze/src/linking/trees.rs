@@ -35,6 +35,11 @@
 //! (`CLIENT>WS1(AUTH,API(DB))`), and free-form messages show each hop
 //! (`A>B(C(A))` for A→B→C→A). Siblings are ordered by their call times, which the parent
 //! node stamped.
+//!
+//! A return into a node that has already answered the call that opened its visit in this
+//! instance may end the path (a delayed write-back: B answers A, then writes to C); letting
+//! every return without children end a path instead brings fragments back above the true
+//! patterns.
 
 use super::found::{Best, Found, RootFound, VisitRec};
 use super::links::{Class, Links, arrival, departure};

@@ -7,6 +7,15 @@
 //! between hosts can change the answer. For a child no parent holds that way, `window` widens
 //! both comparisons: in traces with one timestamp per message B's times are other hosts', and
 //! a skewed clock moves children out of their parents (\[P5\] §7.5.6).
+//!
+//! Passes, in order: the first scores each candidate by the scoreboard's call-delay row, scaled
+//! by the share of the return gap ([`score`]); each of `gap_passes` more rebuilds the
+//! histograms from the pass before's assignment, keyed by the callee of the sibling before
+//! ([`gap_scoreboard`]), because a call delay measured from the parent's arrival mixes a first
+//! DB call with a second that spans it, and keyed by the sibling before each is one peak; then
+//! [`rebalance`]. A child none of whose candidates scores above 0 is a root. A delay one end of
+//! which is a lost half's estimate casts no vote and scores [`UNKNOWN_SHARE`] of its row's
+//! typical value.
 
 use super::bins::{BinLut, Scoreboard, Scores};
 use super::pairs::CallPair;

@@ -18,6 +18,21 @@
 //! ([`assign::gap_scoreboard`]). When every message has both its send and its receive time
 //! (p5's own sessions), nesting compares times stamped by one node only and call delays are
 //! measured at the node that makes the call, so a host's clock offset changes nothing.
+//!
+//! After the last pass, [`assign::rebalance`] (ours, on by default, `rebalance`) moves a child
+//! from a parent with a number of children that few parents of its kind have (a request without
+//! its application call, an application call with three DB calls) to a candidate the move
+//! leaves with fewer such numbers: the greedy assignment, one child at a time, lets a
+//! concurrent request take a child, and the score counts instances per signature, where such a
+//! count shows. `root_below` (ours, off by default) leaves a child a root when its best parent
+//! scores below that share of its row's typical value: it removes unlikely nestings, but a
+//! genuinely slow call scores low too, and that is the request a user of a performance tool
+//! looks for.
+//!
+//! On a recorded session (`threads`, on by default) each call's parent is the request its
+//! caller's thread was serving ([`crate::causality`]); the scoreboard places only the rest. Off
+//! (`--black-box`), or on a trace without threads, nesting infers every parent from timing, as
+//! the paper does.
 
 pub mod assign;
 pub mod bins;

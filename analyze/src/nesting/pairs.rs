@@ -4,6 +4,16 @@
 //! earliest unmatched call between the same two nodes (the paper's rule, which mispairs
 //! out-of-order completions). Unmatched calls and returns come back apart, for
 //! [`super::repair`] to keep as pairs or leave out.
+//!
+//! Memory: the messages are consumed — sorted in place by (callee-side time, call before
+//! return, index) and read once — and the pairs are written into their memory as they are read
+//! (a pair is smaller than the two messages it is made of), so pairing adds next to nothing to
+//! the trace's own size. What later steps need of the messages (their refs, which arrivals were
+//! stamped) is kept aside first, compactly when the refs count up.
+//!
+//! A return that seems to leave before its call arrived (the two ends stamped by clocks that
+//! disagree) still answers it when the call ids match; such pairs are counted (`reversed`), and
+//! `p5 analyze nesting` says the clocks disagree. Without call ids they cannot be told apart.
 
 use crate::hash::FxHashMap;
 use crate::trace::{Kind, Message, NO_CALL_ID, NO_TIME, NodeId, Time};

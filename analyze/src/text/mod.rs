@@ -35,6 +35,12 @@
 //! reproduces any valid file byte for byte. A *valid* file here is one that [`read`] reports
 //! no problem for, with canonical timestamps (no leading zeros or `+`, no `-0`) and the same
 //! number of fraction digits on every line (else the most digits seen are written everywhere).
+//!
+//! **Reading.** A file is read in 1 MiB pieces (a line may span pieces; one over 64 KiB is
+//! reported as too long, not kept), twice: a first pass (`Scan`) counts the lines and notes
+//! whether the file has `_SENT` and `_RCVD` words at all, and a line waits for its other half
+//! only when that side is in the file — with one time per message, every line would otherwise
+//! wait in a map for an answer that cannot come. A pipe is read whole.
 
 mod write;
 

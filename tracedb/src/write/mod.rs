@@ -7,6 +7,15 @@
 //! was the bottleneck), for PostgreSQL a task streaming `COPY … FROM STDIN`. Small tables go
 //! through sqlx ([`Db::insert`]: multi-row `VALUES` of up to [`sqlite::MAX_PARAMS`] bound
 //! parameters). A whole merge is one transaction: a failed merge leaves the previous contents.
+//!
+//! Bulk loads: when the session is alone in the database, the indexes of the [`BULK`] tables
+//! are dropped before the load and built after it ([`Db::indexes`]); the other tables keep
+//! theirs (a bulk load writes few rows into them, and dropping and rebuilding an index costs
+//! milliseconds even on an empty table). On PostgreSQL the merge's transaction commits without
+//! waiting for the WAL flush (`synchronous_commit` off: still atomic), and one backend does the
+//! COPY and the index builds, which then set the pace. A whole session stays one transaction,
+//! so several COPY connections are not possible: the dropped indexes, and on a re-merge the
+//! truncation, lock the tables until commit.
 
 pub mod postgres;
 pub mod prepared;
