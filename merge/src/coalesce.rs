@@ -14,7 +14,8 @@
 //!   the receive that got the first message's last byte and the end of the receive that got
 //!   the second's first byte (one receive holding both pieces leaves no room at all).
 //!
-//! Both messages must be of the same kind (both matched, both sends nobody received, or both
+//! A thread's transfers to itself (one end written, the other read by the same thread) stay
+//! one message per send. Both messages must be of the same kind (both matched, both sends nobody received, or both
 //! receives no send accounts for); a message whose receive is incomplete stays alone. A
 //! one-way connection (a stream of events with no reply) keeps one message per send: nothing
 //! there says where the application's messages end. Pipelined requests stay apart when the
@@ -146,6 +147,13 @@ fn end(c: &Call) -> i64 {
 fn continues(a: &Message, b: &Message, seen: &Opposite, calls: &[Call]) -> bool {
     let k = kind(a);
     if k != kind(b) || k == Kind::Incomplete {
+        return false;
+    }
+    // A thread that writes on one end and reads on the other shows each message read whole
+    // before it writes the next: those are its messages, one per send.
+    if let (Some(s), Some(r)) = (a.send_last, a.recv_last)
+        && (calls[s].process, calls[s].thread) == (calls[r].process, calls[r].thread)
+    {
         return false;
     }
     if let (Some(a_last), Some(b_first)) = (a.send_last, b.send) {

@@ -765,7 +765,8 @@ fn skewed_clocks_merge_identically_on_sqlite_and_postgres() {
         let mono_gap = 100 * MS;
         assert!((mon.fit.map(0) - srv.fit.map(mono_gap)).abs() <= 1);
         assert_eq!(s.violations, 0);
-        assert_eq!(s.matched, (REQUESTS * 3 + 11) as u64, "{s:?}");
+        // Each request is written in two sends (one message), its reply in one.
+        assert_eq!(s.matched, (REQUESTS * 2 + 11) as u64, "{s:?}");
         check_queries("skew", &url).await;
 
         let pg = PgSchema::new("p5test").await;
@@ -1000,8 +1001,10 @@ fn real_processes_recorded_by_a_log_server_merge() {
                 assert_eq!(c.fit.drift, 0.0, "{c:?}");
                 assert_eq!(c.fit.error_bound_ns, Some(0), "{c:?}");
             }
-            // Requests: two writes each, one read on the server; replies: one write, 3 reads.
-            assert_eq!(s.matched, (3 * N) as u64, "{s:?}");
+            // Requests: two writes each (one message), one read on the server; replies: one
+            // write, 3 reads.
+            assert_eq!(s.matched, (2 * N) as u64, "{s:?}");
+            assert_eq!(s.folded, N as u64, "{s:?}");
             assert_eq!((s.unmatched_sends, s.unmatched_recvs), (0, 0), "{s:?}");
             assert_eq!(s.violations, 0, "{s:?}");
             let q = "SELECT COUNT(*) AS n, CAST(SUM(violation) AS BIGINT) AS v, \
@@ -1022,7 +1025,7 @@ fn real_processes_recorded_by_a_log_server_merge() {
             let want = format!(
                 "proto,initiator_from,call_messages,call_bytes,return_messages,return_bytes,\
                  two_processes\ntcp,connect,{},{},{},{},1\n",
-                2 * N,
+                N,
                 100 * N,
                 N,
                 300 * N
@@ -1030,7 +1033,7 @@ fn real_processes_recorded_by_a_log_server_merge() {
             assert_eq!(conns, want, "{url}");
         }
         assert_eq!(results[0], results[1]);
-        assert_eq!(results[0], format!("n,v,senders\n{},0,2\n", 3 * N));
+        assert_eq!(results[0], format!("n,v,senders\n{},0,2\n", 2 * N));
     });
 }
 
@@ -1343,30 +1346,37 @@ fn a_database_merged_by_older_code_opens_re_merges_and_reads() {
             .filter_map(|c| c.fit.error_bound_ns)
             .max()
             .unwrap_or(0);
-        let strip = |m: &read::MatchedMessage| read::MatchedMessage {
-            send_t: 0,
-            recv_t: 0,
-            ..*m
-        };
-        assert_eq!(
-            before.iter().map(strip).collect::<Vec<_>>(),
-            after.iter().map(strip).collect::<Vec<_>>(),
-            "the same messages as the old code wrote"
+        // The old code wrote one row per send; a request written in two sends is one
+        // message now: the old rows with the pieces folded, the same bytes between the same
+        // threads, each message starting where one of the old rows did.
+        assert!(
+            sums[0].folded > 0,
+            "the fixture writes requests in two sends"
         );
-        for (b, a) in before.iter().zip(&after) {
+        assert_eq!(after.len() as u64, before.len() as u64 - sums[0].folded);
+        let bytes = |v: &[read::MatchedMessage]| {
+            let mut t = std::collections::BTreeMap::new();
+            for m in v {
+                *t.entry((m.send_thread, m.recv_thread)).or_insert(0) += m.bytes;
+            }
+            t
+        };
+        assert_eq!(bytes(&before), bytes(&after));
+        for a in &after {
             assert!(
-                (b.send_t - a.send_t).abs() <= 2 * slack
-                    && (b.recv_t - a.recv_t).abs() <= 2 * slack,
-                "message {} moved beyond the clocks' bounds ({slack} ns): {b:?} → {a:?}",
-                b.id
+                before.iter().any(|b| (b.send_thread, b.recv_thread)
+                    == (a.send_thread, a.recv_thread)
+                    && (b.send_t - a.send_t).abs() <= 2 * slack),
+                "message {} starts where no old row did ({slack} ns): {a:?}",
+                a.id
             );
         }
         let conns = read::connections(&db, sums[0].id).await.unwrap();
         assert_eq!(conns.len(), 2);
         let roles = read::message_roles(&db, sums[0].id).await.unwrap();
         assert_eq!(
-            roles.len() as i64,
-            sessions[0].messages,
+            roles.len() as u64,
+            sums[0].messages,
             "every message has a role"
         );
         db.close().await;
@@ -1386,7 +1396,8 @@ fn connection_rows_match_the_in_memory_flows() {
         .session("skew")
         .unwrap();
     let scan = p5_merge::load::scan(&dir, |_| {}).unwrap();
-    let m = p5_merge::matching::match_calls(&scan.sockets, &scan.calls);
+    let mut m = p5_merge::matching::match_calls(&scan.sockets, &scan.calls);
+    p5_merge::coalesce::coalesce(&mut m, &scan.calls);
     let url = format!("sqlite:{}", tmp.path().join("t.sqlite").display());
     rt().block_on(async {
         merge(&store, &url, vec![]).await;

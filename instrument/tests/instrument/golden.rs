@@ -60,7 +60,9 @@ fn compile_check(lang: Lang, file: &Path) -> Result<(), String> {
             let client = crate::crate_dir().join("../clients/java/src/p5");
             let mut c = Command::new("javac");
             c.arg("-d").arg(dir.join("classes"));
-            c.args(["P5.java", "Wire.java", "Recorded.java"].map(|f| client.join(f)));
+            c.args(
+                ["P5.java", "Wire.java", "Recorded.java", "Sockets.java"].map(|f| client.join(f)),
+            );
             c.arg(file);
             c
         }

@@ -200,3 +200,49 @@ fn a_reader_thread_that_saw_the_reply_between_sends_splits_them() {
     let (m, c) = coalesced(&calls);
     assert_eq!(c, 0, "{:?}", shapes(&m));
 }
+
+#[test]
+fn a_thread_talking_to_itself_keeps_one_message_per_send() {
+    use CommOp::*;
+    // Process 0's thread writes on its end and reads the other, twice, after a reply came
+    // the other way (so the connection is two-way).
+    // fd 3 and fd 7 are the two ends, both in process 0 (set below).
+    let mut calls = vec![
+        call(1, 0, Send, 10),  // 0: the other way first (fd 7)
+        call(0, 5, Recv, 10),  // 1 (fd 3)
+        call(0, 10, Send, 20), // 2: written on fd 3 …
+        call(1, 15, Recv, 20), // 3: … and read on fd 7 by the same thread
+        call(0, 30, Send, 20), // 4
+        call(1, 35, Recv, 20), // 5
+    ];
+    // Make the receives the sending thread's own: same process and thread as the sends.
+    let socks = vec![
+        SocketDesc {
+            process: 0,
+            t: 0,
+            fd: 3,
+            proto: SocketProto::Tcp,
+            local: ep(CLIENT),
+            peer: ep(SERVER),
+            thread: 0,
+            role: None,
+        },
+        SocketDesc {
+            process: 0,
+            t: 0,
+            fd: 7,
+            proto: SocketProto::Tcp,
+            local: ep(SERVER),
+            peer: ep(CLIENT),
+            thread: 0,
+            role: None,
+        },
+    ];
+    for c in &mut calls {
+        c.process = 0;
+        c.thread = 0;
+    }
+    let mut m = match_calls(&socks, &calls);
+    assert_eq!(m.messages.len(), 3);
+    assert_eq!(coalesce(&mut m, &calls), 0);
+}

@@ -403,7 +403,11 @@ public final class P5 {
         spool.write(helloFrame());
     }
 
+    /** When {@link #connect} last tried (System.nanoTime()). */
+    private static long lastConnect;
+
     private static void connect() {
+        lastConnect = System.nanoTime();
         String server = System.getenv("P5_LOGSERVER");
         if (server == null && System.getenv("P5_DIR") != null) return;
         if (server == null) server = "127.0.0.1:28725";
@@ -411,8 +415,10 @@ public final class P5 {
         try {
             Socket s = new Socket();
             s.connect(new InetSocketAddress(server.substring(0, colon).replace("[", "").replace("]", ""),
-                    Integer.parseInt(server.substring(colon + 1))), 1000);
-            s.setSoTimeout(1000);
+                    Integer.parseInt(server.substring(colon + 1))), 3000);
+            // A busy server may take a while to acknowledge the Hello: the soft timeout
+            // only bounds the wait, the shipper retries before it spools anything.
+            s.setSoTimeout(5000);
             s.getOutputStream().write(helloFrame());
             InputStream in = s.getInputStream();
             byte[] head = in.readNBytes(9);
@@ -449,6 +455,15 @@ public final class P5 {
                 sock = null;
             }
             if (sent) return; // a connection that breaks while acks are read spools only what comes next
+        }
+        // Not connected yet and nothing spooled: try again (at most once a second) before
+        // the first frame goes to a spool file.
+        if (spool == null && System.nanoTime() - lastConnect > 1_000_000_000L) {
+            connect();
+            if (sock != null) {
+                emit(frames);
+                return;
+            }
         }
         openSpool();
         for (byte[] f : frames) spool.write(f);
