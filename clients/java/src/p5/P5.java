@@ -628,6 +628,11 @@ public final class P5 {
         synchronized (P5.class) {
             if (shipper == null || stopping) return;
         }
+        // A short program can end before its first connect got through: one more try
+        // before anything is spooled.
+        synchronized (EMIT) {
+            if (sock == null && spool == null) connect();
+        }
         flush();
         on = false;
         stopping = true;
