@@ -145,9 +145,13 @@ struct State {
     /// Last message received in each context.
     last: FxHashMap<u32, u32>,
     /// Calls this thread received and has not answered, oldest first, each with whether it
-    /// has sent anything downstream since.
-    open: Vec<(u32, bool)>,
+    /// has sent anything downstream since; at most [`OPEN`] (a thread whose calls another
+    /// thread answers forgets the oldest).
+    open: std::collections::VecDeque<(u32, bool)>,
 }
+
+/// Open requests a thread keeps (its concurrency; an event loop's is its connections').
+const OPEN: usize = 1024;
 
 impl State {
     /// The request a call opening a new connection serves: an event loop connects for a
@@ -216,10 +220,10 @@ pub fn from_threads(trace: &Trace, ends: &ThreadEnds) -> Option<Causes> {
             st.multi = st.last_read == t && (st.ctx.is_some() || st.lost);
             st.last_read = t;
             if kind == Kind::Call {
-                if st.open.len() >= 1 << 16 {
-                    st.open.remove(0);
+                if st.open.len() >= OPEN {
+                    st.open.pop_front();
                 }
-                st.open.push((i, false));
+                st.open.push_back((i, false));
             }
             let ctx = match kind {
                 Kind::Call | Kind::Msg => Some(Some(i)),
