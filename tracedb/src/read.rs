@@ -145,6 +145,8 @@ pub struct Session {
     pub dropped: i64,
     /// The log server's CLOCK_MONOTONIC at the time base's zero: a time `t` on the base is
     /// `t + base_mono_ns` on that server's monotonic clock (and on its host's programs').
+    /// Not part of the viewer's answers.
+    #[serde(skip_serializing)]
     pub base_mono_ns: i64,
 }
 
