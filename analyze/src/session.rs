@@ -110,9 +110,10 @@ impl Loader {
             .threads
             .iter()
             .filter(|t| {
-                procs
-                    .get(&t.process_id)
-                    .is_some_and(|p| !matches!(p.runtime.as_str(), "unknown" | ""))
+                procs.get(&t.process_id).is_some_and(|p| {
+                    !p.runtime.is_empty()
+                        && p.runtime != p5_tracedb::domain::Runtime::Unknown.name()
+                })
             })
             .map(|t| t.id)
             .collect();

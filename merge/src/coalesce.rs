@@ -63,9 +63,9 @@ pub fn coalesce(m: &mut Matches, calls: &[Call]) -> u64 {
                 gone[next] = true;
                 folded += 1;
                 match kind(&tail) {
-                    Kind::Matched => m.matched -= 1,
-                    Kind::Sent => m.unmatched_sends -= 1,
-                    Kind::Received => m.unmatched_recvs -= 1,
+                    Kind::Matched => m.matched = m.matched.saturating_sub(1),
+                    Kind::Sent => m.unmatched_sends = m.unmatched_sends.saturating_sub(1),
+                    Kind::Received => m.unmatched_recvs = m.unmatched_recvs.saturating_sub(1),
                     Kind::Incomplete => unreachable!("incomplete messages do not continue"),
                 }
             } else {
