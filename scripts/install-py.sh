@@ -6,12 +6,13 @@
 #   Only the classes are used: its trace processor would download a binary, which cannot be
 #   fetched here.
 # - requests (urllib3 underneath): the Python client's tests record a program using it.
-# - redis and psycopg: the services test's Python backends call redis and PostgreSQL.
+# - redis, psycopg and PyMySQL: the services test's Python backends call redis, PostgreSQL
+#   and MariaDB.
 # Idempotent; uses the `python3` on PATH (its pip, as the user running the tests).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 check='from perfetto.protos.perfetto.trace import perfetto_trace_pb2
-import requests, urllib3, redis, psycopg'
+import requests, urllib3, redis, psycopg, pymysql'
 if ! python3 -c "$check" 2>/dev/null; then
     echo "installing the tests' Python packages (scripts/py-requirements.txt)"
     python3 -m pip install --quiet --disable-pip-version-check -r scripts/py-requirements.txt

@@ -21,7 +21,10 @@
 //!   serves requests in arrival order. When several wait, the choice is counted
 //!   (`by_arrival`);
 //! - a return it sends answers its call whatever the context (the connection says which),
-//!   caused by the last message received for that call.
+//!   caused by the last message received for that call;
+//! - a return that answers no call — a server that speaks first, MySQL's and MariaDB's
+//!   greeting on a connection the thread just opened — belongs to the request the thread is
+//!   serving when it arrives, and leaves that context as it was.
 //!
 //! Thread-per-request servers (Python's `ThreadingHTTPServer`, Java, C, Rust) and event loops
 //! that handle one ready descriptor at a time are exact. What the order cannot tell is
@@ -96,7 +99,8 @@ pub struct Causes {
     /// The message that caused each message (an index), [`ROOT`] or [`FREE`].
     pub cause: Vec<u32>,
     /// For each call or free-form message, the incoming call or message its sender was
-    /// serving (an index), [`ROOT`] or [`FREE`]; [`FREE`] for returns.
+    /// serving (an index), [`ROOT`] or [`FREE`]; for a return that answers no call (a
+    /// greeting), the request its receiver was serving; [`FREE`] for other returns.
     pub serving: Vec<u32>,
     /// Whether each message's placement is ambiguous (see the module docs).
     pub ambiguous: Vec<bool>,
@@ -219,6 +223,15 @@ pub fn from_threads(trace: &Trace, ends: &ThreadEnds) -> Option<Causes> {
         if dir == 0 {
             st.multi = st.last_read == t && (st.ctx.is_some() || st.lost);
             st.last_read = t;
+            if kind == Kind::Ret && c.cause[iu] == FREE && call_of(iu).is_none() {
+                // A greeting: part of the request being served, which it does not change.
+                if let Some(p) = st.ctx.filter(|&p| !answered[p as usize]) {
+                    c.cause[iu] = st.last.get(&p).copied().unwrap_or(p);
+                    c.serving[iu] = p;
+                    st.last.insert(p, i);
+                    continue;
+                }
+            }
             if kind == Kind::Call {
                 if st.open.len() >= OPEN {
                     st.open.pop_front();

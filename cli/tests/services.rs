@@ -2,8 +2,13 @@
 //! and analysed per request: nginx (Debian's) as reverse proxy on 127.0.0.2 in front of two
 //! Python `ThreadingHTTPServer` backends (127.0.0.3/4) that answer in two sends and call
 //! redis-server (127.0.0.5) through redis-py's pooled keep-alive connections and through a
-//! new connection per call, and PostgreSQL (127.0.0.1:5432, not recorded) through psycopg;
-//! closed-loop `http.client` threads on keep-alive connections drive it.
+//! new connection per call, PostgreSQL (127.0.0.1:5432, not recorded) through psycopg and
+//! MariaDB (127.0.0.1:3306, not recorded) through PyMySQL; closed-loop `http.client` threads
+//! on keep-alive connections drive it. In one variant two tiers are instrumented instead of
+//! preloaded — the client is a C program (`services/client.c`) and the second backend the
+//! same Python code, both rewritten by p5-instrument and recording through p5's runtimes
+//! with `P5_PRELOAD=0` — so one session holds preloaded, instrumented C and instrumented
+//! Python processes talking to each other.
 //!
 //! Ground truth comes from the tiers' own logs (`services/truth.rs`): the request id travels
 //! in `X-Request-Id`, and each tier logs the thread and the interval it spent on each
@@ -12,194 +17,12 @@
 //! session (causality from the recorded threads). Traffic only on 127.0.0.0/8; the stack
 //! stops itself after its requests. `P5_KEEP=1` keeps the directory.
 
+#[path = "services/stack.rs"]
+mod stack;
 #[path = "services/truth.rs"]
 mod truth;
 
-use p5_tracedb::read;
-use std::collections::HashMap;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// What one recorded run gave.
-struct Outcome {
-    truth: truth::Truth,
-    /// Per algorithm: its score and what it printed.
-    scores: Vec<(&'static str, truth::Score, String)>,
-    /// Half messages on connections whose both sides were recorded.
-    unmatched_between_recorded: usize,
-    /// What `p5 record` printed.
-    recorded: String,
-}
-
-fn pg_dsn() -> String {
-    std::env::var("P5_TEST_PG_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:5432/test".to_owned())
-        .replacen("postgres://", "postgresql://", 1)
-}
-
-fn need(cmd: &str, what: &str) {
-    let ok = Command::new("sh")
-        .args([
-            "-c",
-            &format!("command -v {cmd} >/dev/null || test -x /usr/sbin/{cmd}"),
-        ])
-        .status()
-        .is_ok_and(|s| s.success());
-    assert!(ok, "{cmd} is needed ({what})");
-}
-
-/// A port free on 127.0.0.2 (the stack uses it and the next three on 127.0.0.2–5).
-fn base_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.2:0").expect("127.0.0.2 is a loopback address");
-    let p = l.local_addr().unwrap().port();
-    if p > 65000 { 40000 + p % 1000 * 4 } else { p }
-}
-
-fn workdir() -> (Option<tempfile::TempDir>, PathBuf) {
-    let t = tempfile::tempdir().unwrap();
-    if std::env::var_os("P5_KEEP").is_some() {
-        let p = t.keep();
-        eprintln!("kept {}", p.display());
-        (None, p)
-    } else {
-        let p = t.path().to_owned();
-        (Some(t), p)
-    }
-}
-
-fn p5(dir: &Path, args: &[&str]) -> String {
-    let o = Command::new(env!("CARGO_BIN_EXE_p5"))
-        .args(args)
-        .current_dir(dir)
-        .output()
-        .unwrap();
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-    assert!(o.status.success(), "p5 {args:?}:\n{text}");
-    text
-}
-
-/// Records the stack with `clients` closed-loop threads and `requests` requests, then runs
-/// nesting and linking on the session and scores every request.
-fn run(clients: usize, requests: usize, keepalive: bool) -> Outcome {
-    need("nginx", "scripts/install-deps.sh installs nginx-light");
-    need(
-        "redis-server",
-        "scripts/install-deps.sh installs redis-server",
-    );
-    let (_keep, dir) = workdir();
-    let stack = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/services/stack.py");
-    let store = dir.join("store");
-    let (c, n, k, b) = (
-        clients.to_string(),
-        requests.to_string(),
-        if keepalive { "1" } else { "0" },
-        base_port().to_string(),
-    );
-    let dsn = pg_dsn();
-    let d = dir.to_str().unwrap();
-    let recorded = p5(
-        &dir,
-        &[
-            "record",
-            "--preload",
-            "--no-agent",
-            "--session",
-            "svc",
-            "--store",
-            store.to_str().unwrap(),
-            "--",
-            "python3",
-            stack.to_str().unwrap(),
-            d,
-            &c,
-            &n,
-            k,
-            &b,
-            &dsn,
-        ],
-    );
-    let url = format!("sqlite:{}", store.join("p5.sqlite").display());
-    let mut scores = Vec::new();
-    for algorithm in ["nesting", "linking"] {
-        let printed = p5(
-            &dir,
-            &[
-                "analyze",
-                algorithm,
-                "--db",
-                &url,
-                "--session",
-                "svc",
-                "--node",
-                "thread",
-            ],
-        );
-        scores.push((algorithm, printed));
-    }
-    let log = truth::read_log(&dir.join("requests.jsonl"));
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    rt.block_on(async {
-        let db = read::Reader::open(&p5_tracedb::DbUrl::parse(&url).unwrap())
-            .await
-            .unwrap();
-        let s = read::sessions(&db).await.unwrap().remove(0);
-        let processes = read::processes(&db, s.id).await.unwrap();
-        let threads = read::threads(&db, s.id).await.unwrap();
-        let mut messages = Vec::new();
-        read::for_each_message_end(&db, s.id, |m| messages.push(m))
-            .await
-            .unwrap();
-        let conns = read::connections(&db, s.id).await.unwrap();
-        let both: HashMap<i64, bool> = conns
-            .iter()
-            .map(|c| {
-                (
-                    c.id,
-                    c.initiator_process.is_some() && c.acceptor_process.is_some(),
-                )
-            })
-            .collect();
-        let unmatched_between_recorded = messages
-            .iter()
-            .filter(|m| m.send_thread.is_none() || m.recv_end.is_none())
-            .filter(|m| m.connection.and_then(|c| both.get(&c).copied()) == Some(true))
-            .count();
-        let truth = truth::attribute(&log, s.base_mono_ns, &processes, &threads, &messages);
-        let runs = read::analysis_runs(&db, s.id).await.unwrap();
-        assert_eq!(runs.len(), 2, "one run per algorithm");
-        let mut out = Vec::new();
-        for ((algorithm, printed), run) in scores.into_iter().zip(&runs) {
-            assert_eq!(run.algorithm, algorithm);
-            let instances = read::path_instances(&db, s.id, run.id).await.unwrap();
-            let pattern_of: HashMap<i64, i64> =
-                instances.iter().map(|i| (i.id, i.pattern_id)).collect();
-            let members: Vec<(i64, i64)> = read::path_instance_messages(&db, s.id, run.id)
-                .await
-                .unwrap()
-                .iter()
-                .map(|m| (m.instance_id, m.message_id))
-                .collect();
-            out.push((
-                algorithm,
-                truth::score(&truth, &members, &pattern_of),
-                printed,
-            ));
-        }
-        Outcome {
-            truth,
-            scores: out,
-            unmatched_between_recorded,
-            recorded,
-        }
-    })
-}
+use stack::{Outcome, Setup, preloaded, run};
 
 /// The number before `label` in `text` (`… 3 ambiguous, …`).
 fn number_before(text: &str, label: &str) -> Option<u64> {
@@ -275,22 +98,33 @@ fn check(o: &Outcome, clients: usize) {
 
 #[test]
 fn one_client_keep_alive_upstreams() {
-    check(&run(1, 60, true), 1);
+    check(&run(preloaded(1, 60, true)), 1);
 }
 
 #[test]
 fn four_clients_fresh_upstream_connections() {
-    check(&run(4, 120, false), 4);
+    check(&run(preloaded(4, 120, false)), 4);
 }
 
 #[test]
 fn eight_clients_in_flight_keep_alive_upstreams() {
-    check(&run(8, 240, true), 8);
+    check(&run(preloaded(8, 240, true)), 8);
 }
 
 #[test]
 fn eight_clients_in_flight_fresh_upstream_connections() {
-    check(&run(8, 240, false), 8);
+    check(&run(preloaded(8, 240, false)), 8);
+}
+
+/// An instrumented C client and an instrumented Python backend among the preloaded nginx,
+/// backend and redis.
+#[test]
+fn eight_clients_instrumented_c_client_and_python_backend() {
+    let setup = Setup {
+        instrumented: true,
+        ..preloaded(8, 240, true)
+    };
+    check(&run(setup), 8);
 }
 
 /// 16 in flight, the targets of 8 (`cargo test -p p5-cli --test services -- --ignored
@@ -300,5 +134,5 @@ fn eight_clients_in_flight_fresh_upstream_connections() {
 #[test]
 #[ignore = "a measurement at 16 in flight; run with --ignored"]
 fn sixteen_clients_in_flight_keep_alive_upstreams() {
-    check(&run(16, 480, true), 16);
+    check(&run(preloaded(16, 480, true)), 16);
 }

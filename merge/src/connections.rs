@@ -15,6 +15,14 @@
 //! send's start, or the receive's for a receive-only row) on the session base, ties by id. So
 //! on a keep-alive connection without pipelining, request k is (call, k) and its reply
 //! (return, k).
+//!
+//! A server that speaks first (MySQL's and MariaDB's greeting, SMTP's, FTP's and POP3's
+//! banners) sends returns before any call arrived: those returns answer no call, and
+//! numbering them from 0 would pair every later call with the return before its own. So on a
+//! stream connection the returns sent before the first call arrived — certainly: sent (the
+//! send's start, or at the latest the receive's end) before the call arrived (the receive's
+//! end, or at the earliest the send's start) — are numbered −n … −1, and the return after
+//! them is 0, the answer to call 0.
 
 use crate::matching::{Connection, Matches, Role, SocketDesc};
 use p5_tracedb::domain::{Direction, InitiatorFrom};
@@ -31,8 +39,24 @@ pub struct Oriented {
     pub ordinal: Vec<i64>,
 }
 
-/// Orients the connections; `starts[i]` is message `i`'s start on the session base.
-pub fn orient(m: &Matches, sockets: &[SocketDesc], starts: &[Option<i64>]) -> Oriented {
+/// When a message was sent at the latest and arrived at the earliest, on the session base
+/// (`None` where neither end says).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Span {
+    /// The send's start if its sender was recorded, else the receive's end.
+    pub sent_by: Option<i64>,
+    /// The receive's end if its receiver was recorded, else the send's start.
+    pub arrived_from: Option<i64>,
+}
+
+/// Orients the connections; `starts[i]` is message `i`'s start on the session base, `spans[i]`
+/// its [`Span`].
+pub fn orient(
+    m: &Matches,
+    sockets: &[SocketDesc],
+    starts: &[Option<i64>],
+    spans: &[Span],
+) -> Oriented {
     let mut first_send: Vec<Option<(i64, usize, u8)>> = vec![None; m.connections.len()];
     for (i, msg) in m.messages.iter().enumerate() {
         let key = (starts[i].unwrap_or(i64::MAX), i, msg.side);
@@ -62,11 +86,25 @@ pub fn orient(m: &Matches, sockets: &[SocketDesc], starts: &[Option<i64>]) -> Or
     for (i, msg) in m.messages.iter().enumerate() {
         groups.entry((msg.conn, direction[i])).or_default().push(i);
     }
-    let mut ordinal = vec![0i64; m.messages.len()];
-    for (_, mut v) in groups {
+    for v in groups.values_mut() {
         v.sort_by_key(|&i| (starts[i].unwrap_or(i64::MAX), i));
-        for (k, i) in v.into_iter().enumerate() {
-            ordinal[i] = k as i64;
+    }
+    let mut ordinal = vec![0i64; m.messages.len()];
+    for (&(conn, dir), v) in &groups {
+        let stream =
+            p5_tracedb::domain::Protocol::from(m.connections[conn as usize].proto).is_stream();
+        let first_call = groups.get(&(conn, Direction::Call)).and_then(|c| c.first());
+        let greetings = match (dir, first_call) {
+            (Direction::Return, Some(&c)) if stream => {
+                let arrived = spans[c].arrived_from.unwrap_or(i64::MIN);
+                v.iter()
+                    .take_while(|&&r| spans[r].sent_by.is_some_and(|t| t < arrived))
+                    .count()
+            }
+            _ => 0,
+        };
+        for (k, &i) in v.iter().enumerate() {
+            ordinal[i] = k as i64 - greetings as i64;
         }
     }
     Oriented {
@@ -185,7 +223,14 @@ mod tests {
         };
         // Message 2 starts before message 0: it is call 0.
         let starts = [Some(50), Some(60), Some(10), Some(5), Some(90), Some(80)];
-        let o = orient(&m, &sockets, &starts);
+        let spans: Vec<Span> = starts
+            .iter()
+            .map(|&t| Span {
+                sent_by: t,
+                arrived_from: t.map(|t| t + 1),
+            })
+            .collect();
+        let o = orient(&m, &sockets, &starts, &spans);
         assert_eq!(
             o.initiator,
             vec![
@@ -206,5 +251,48 @@ mod tests {
         assert_eq!(e("127.0.0.1:40000", "127.0.0.1:7000"), 0);
         assert_eq!(e("unix:", "unix:/tmp/s"), 0);
         assert_eq!(e("unix:/tmp/s", "unix:"), 1);
+    }
+
+    #[test]
+    fn a_server_that_speaks_first_numbers_its_greeting_below_zero() {
+        // MariaDB: greeting (return), auth (call), OK (return), query (call), result (return).
+        let m = Matches {
+            messages: vec![msg(0, 1), msg(0, 0), msg(0, 1), msg(0, 0), msg(0, 1)],
+            connections: vec![conn(
+                SocketProto::Tcp,
+                "10.0.0.1:40000",
+                "10.0.0.2:3306",
+                [None, None],
+            )],
+            ..Matches::default()
+        };
+        let starts = [Some(10), Some(20), Some(30), Some(40), Some(50)];
+        let spans: Vec<Span> = starts
+            .iter()
+            .map(|&t| Span {
+                sent_by: t,
+                arrived_from: t.map(|t| t + 5),
+            })
+            .collect();
+        let o = orient(&m, &[], &starts, &spans);
+        assert_eq!(o.ordinal, vec![-1, 0, 0, 1, 1]);
+        // A reply sent before its call arrived only as far as the clocks can tell is
+        // numbered as before: the bounds must prove it.
+        let unsure = [
+            Span {
+                sent_by: Some(26),
+                arrived_from: Some(15),
+            },
+            Span {
+                sent_by: Some(20),
+                arrived_from: Some(25),
+            },
+        ];
+        let two = Matches {
+            messages: vec![msg(0, 1), msg(0, 0)],
+            ..m.clone()
+        };
+        let o = orient(&two, &[], &[Some(10), Some(20)], &unsure);
+        assert_eq!(o.ordinal, vec![0, 0]);
     }
 }

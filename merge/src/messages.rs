@@ -30,7 +30,19 @@ pub async fn write(
         .iter()
         .map(|msg| msg.send.or(msg.recv_first).map(map))
         .collect();
-    let oriented = connections::orient(m, &plan.scan.sockets, &starts);
+    let spans: Vec<connections::Span> = m
+        .messages
+        .iter()
+        .map(|msg| {
+            let send_t = msg.send.map(map);
+            let recv_end = msg.recv_last.map(map_end);
+            connections::Span {
+                sent_by: send_t.or(recv_end),
+                arrived_from: recv_end.or(send_t),
+            }
+        })
+        .collect();
+    let oriented = connections::orient(m, &plan.scan.sockets, &starts, &spans);
     let mut conns: Vec<schema::Connection> = m
         .connections
         .iter()

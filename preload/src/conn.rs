@@ -67,7 +67,11 @@ pub unsafe extern "C" fn socketpair(
         // end's thread, not to its sender's). Only if the process records already: a
         // socketpair alone does not start the runtime (the first use describes the ends,
         // asking the kernel for the peer).
-        if domain == libc::AF_UNIX && !guard::busy() && !interpose::on_runtime_thread() {
+        if domain == libc::AF_UNIX
+            && !guard::busy()
+            && !guard::passive()
+            && !interpose::on_runtime_thread()
+        {
             guard::held(|| {
                 let e = guard::errno();
                 let _ = std::panic::catch_unwind(|| interpose::describe_pair(a, b, ty));

@@ -2,7 +2,9 @@
 //!
 //! [`begin`] returns `None` — pass the call through unrecorded — while this thread is already
 //! recording (the runtime's own system calls, a signal handler interrupting the recording
-//! path), on the runtime's own threads, and while recording is off. Otherwise it takes the
+//! path), on the runtime's own threads, while recording is off, and in a process started with
+//! `P5_PRELOAD=0` ([`passive`]: a program instrumented with p5's own runtime records itself,
+//! and the interposer must not record its calls a second time). Otherwise it takes the
 //! start ticks (initialising the runtime on the process's first recorded call) and marks the
 //! thread busy until [`Call::finish`].
 
@@ -10,6 +12,29 @@ use p5_runtime::CommOp;
 use p5_runtime::interpose::{self, RawEndpoint};
 use std::cell::Cell;
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// Set at load when the process's environment says `P5_PRELOAD=0` (or `false`, `no`, `off`).
+static PASSIVE: AtomicBool = AtomicBool::new(false);
+
+/// Whether `P5_PRELOAD`'s value turns the interposer off.
+pub fn off_by(value: &str) -> bool {
+    matches!(
+        value.trim().to_ascii_lowercase().as_str(),
+        "0" | "false" | "no" | "off"
+    )
+}
+
+/// Makes the interposer pass every call through for the rest of the process's life.
+pub fn set_passive() {
+    PASSIVE.store(true, Ordering::Relaxed);
+}
+
+/// True if this process was started with `P5_PRELOAD=0`: nothing is recorded here.
+#[inline]
+pub fn passive() -> bool {
+    PASSIVE.load(Ordering::Relaxed)
+}
 
 thread_local! {
     static BUSY: Cell<bool> = const { Cell::new(false) };
@@ -52,7 +77,7 @@ pub fn set_errno(e: i32) {
 /// Starts recording a call, or `None` to pass it through.
 #[inline]
 pub fn begin() -> Option<Call> {
-    if BUSY.get() || interpose::on_runtime_thread() {
+    if BUSY.get() || passive() || interpose::on_runtime_thread() {
         return None;
     }
     BUSY.set(true);

@@ -68,6 +68,9 @@ fn inherited() -> &'static [CString] {
 extern "C" fn snapshot_environment() {
     let _ = std::panic::catch_unwind(|| {
         inherited();
+        if std::env::var("P5_PRELOAD").is_ok_and(|v| guard::off_by(&v)) {
+            guard::set_passive();
+        }
         p5_runtime::interpose::read_config();
     });
 }

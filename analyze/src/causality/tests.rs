@@ -183,3 +183,28 @@ fn a_call_after_the_request_was_answered_starts_a_path() {
     assert_eq!(c.cause[4], ROOT, "not A's: A was answered");
     assert_eq!(c.counts.ambiguous, 0);
 }
+
+#[test]
+fn a_greeting_belongs_to_the_request_that_opened_the_connection() {
+    // Thread 10 serves A and opens a MariaDB connection (9, untraced server): the greeting
+    // (a return no call asked for) arrives first, then authentication and the query.
+    let t = trace_on(&[
+        (C, 1, 0, 1, 1, 10, 1),   // 0: A in
+        (R, 99, 2, 3, N, 10, 9),  // 1: the greeting
+        (C, 5, 4, 5, 10, N, 9),   // 2: authentication
+        (R, 5, 6, 7, N, 10, 9),   // 3: OK
+        (C, 6, 8, 9, 10, N, 9),   // 4: the query
+        (R, 6, 10, 11, N, 10, 9), // 5: its result
+        (R, 1, 12, 13, 10, 1, 1), // 6: A out
+    ]);
+    let c = from_threads(&t, &t.threads).unwrap();
+    assert_eq!((c.cause[1], c.serving[1]), (0, 0), "the greeting is A's");
+    assert_eq!(c.cause[2], 1, "authentication answers the greeting");
+    assert_eq!(
+        (c.serving[2], c.serving[4]),
+        (0, 0),
+        "the thread still serves A"
+    );
+    assert_eq!(c.cause[6], 5);
+    assert_eq!(c.counts.free, 0);
+}

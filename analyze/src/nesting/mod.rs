@@ -163,14 +163,18 @@ pub fn nesting_owned(trace: Trace, p: &Params) -> (AnalysisResult, Counts) {
     let pairs::Pairing {
         mut pairs,
         lone_calls,
-        lone_rets,
+        mut lone_rets,
         reversed,
     } = pairing;
-    let (repaired, slack) = if p.repair {
+    let greetings = causes
+        .as_ref()
+        .map_or(0, |c| keep_greetings(&mut pairs, &mut lone_rets, c));
+    let (mut repaired, slack) = if p.repair {
         repair::repair(&mut pairs, &lone_calls, &lone_rets, kept.span)
     } else {
         Default::default()
     };
+    repaired.rets += greetings;
     pairs.shrink_to_fit();
     pairs::sort(&mut pairs);
     let bins = if p.paper_bins {
@@ -265,9 +269,42 @@ pub fn nesting_owned(trace: Trace, p: &Params) -> (AnalysisResult, Counts) {
     (col.finish("nesting", params), counts)
 }
 
+/// Keeps as pairs the returns of `lone_rets` that answer no call and that the threads placed
+/// in a request (a server's greeting on a connection opened for it, [`crate::causality`]):
+/// their call was never sent, so nothing is estimated — the pair spans the greeting alone.
+/// Removes them from `lone_rets`; returns how many.
+fn keep_greetings(
+    pairs: &mut Vec<pairs::CallPair>,
+    lone_rets: &mut Vec<(u32, crate::trace::Message)>,
+    c: &crate::causality::Causes,
+) -> u64 {
+    use crate::causality::{FREE, ROOT};
+    let before = lone_rets.len();
+    lone_rets.retain(|(i, m)| {
+        let serving = c.serving.get(*i as usize).copied().unwrap_or(FREE);
+        if serving == FREE || serving == ROOT {
+            return true;
+        }
+        let (out_ret, in_ret) = (pairs::sent(m), pairs::received(m));
+        pairs.push(pairs::CallPair {
+            caller: m.dst,
+            callee: m.src,
+            out_call: out_ret,
+            in_call: out_ret,
+            out_ret,
+            in_ret,
+            call: repair::LOST,
+            ret: *i,
+        });
+        false
+    });
+    (before - lone_rets.len()) as u64
+}
+
 /// Each pair's parent as the threads placed its call ([`crate::causality`]): the pair of the
 /// call its caller was serving, [`assign::ROOT`] for a request that starts a path, or
-/// [`assign::FREE`] where the threads do not tell (the scoreboard decides).
+/// [`assign::FREE`] where the threads do not tell (the scoreboard decides). A pair whose
+/// call was never sent (a server's greeting) goes by its return's placement.
 fn fixed_parents(pairs: &[pairs::CallPair], c: &crate::causality::Causes) -> Vec<u32> {
     use crate::causality::{FREE, ROOT};
     let mut pair_of_call = crate::hash::FxHashMap::default();
@@ -279,7 +316,12 @@ fn fixed_parents(pairs: &[pairs::CallPair], c: &crate::causality::Causes) -> Vec
     pairs
         .iter()
         .map(|p| {
-            let serving = c.serving.get(p.call as usize).copied().unwrap_or(FREE);
+            let at = if p.call != repair::LOST {
+                p.call
+            } else {
+                p.ret
+            };
+            let serving = c.serving.get(at as usize).copied().unwrap_or(FREE);
             match serving {
                 ROOT => assign::ROOT,
                 FREE => assign::FREE,

@@ -1,7 +1,7 @@
 """A backend tier of the services test: Python's ThreadingHTTPServer, unmodified library
 code, answering each request in two sends (headers, then body) after calling redis through
-redis-py (a pooled keep-alive connection, or a new connection per call) or PostgreSQL
-through psycopg (a keep-alive connection per handler thread).
+redis-py (a pooled keep-alive connection, or a new connection per call), PostgreSQL
+through psycopg or MariaDB through PyMySQL (a keep-alive connection per handler thread).
 
 Each request's id comes in the X-Request-Id header; the handler logs, per request, the
 id, its process and OS thread, and the CLOCK_MONOTONIC interval it spent on it (from the
@@ -16,9 +16,11 @@ import threading
 import time
 
 import psycopg
+import pymysql
 import redis
 
-host, port, redis_host, redis_port, pg_dsn, log_path = sys.argv[1:7]
+host, port, redis_host, redis_port, pg_dsn, maria, log_path = sys.argv[1:8]
+maria_host, maria_port = maria.rsplit(":", 1)
 pool = redis.ConnectionPool(host=redis_host, port=int(redis_port))
 log = open(log_path, "a", buffering=1)
 log_lock = threading.Lock()
@@ -30,6 +32,14 @@ def pg():
     if c is None:
         c = psycopg.connect(pg_dsn, autocommit=True)
         local.pg = c
+    return c
+
+
+def maria_db():
+    c = getattr(local, "maria", None)
+    if c is None:
+        c = pymysql.connect(host=maria_host, port=int(maria_port), user="root", autocommit=True)
+        local.maria = c
     return c
 
 
@@ -65,6 +75,10 @@ class Handler(http.server.BaseHTTPRequestHandler):
             r = redis.Redis(host=redis_host, port=int(redis_port))
             value = r.incr("n")
             r.close()
+        elif kind == "maria":
+            with maria_db().cursor() as cur:
+                cur.execute("SELECT %s", (self.rid,))
+                value = cur.fetchone()[0]
         else:
             with pg().cursor() as cur:
                 cur.execute("SELECT %s::text", (self.rid,))

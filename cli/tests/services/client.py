@@ -12,7 +12,7 @@ import time
 
 host, port, clients, requests, log_path = sys.argv[1:6]
 clients, requests = int(clients), int(requests)
-KINDS = ["pooled", "fresh", "pg"]
+KINDS = ["pooled", "fresh", "pg", "maria"]
 log = open(log_path, "a", buffering=1)
 lock = threading.Lock()
 next_id = [0]

@@ -1,8 +1,15 @@
 """Starts the services test's stack — redis, two Python backends, nginx in front — each
 tier on its own loopback address, runs the client against nginx, and stops every tier.
-Run under `p5 record --preload`, every process is recorded as it is.
+Run under `p5 record --preload`, every process is recorded as it is, except two tiers that
+can be instrumented instead (they record themselves through p5's runtime, and run with
+`P5_PRELOAD=0` so the interposer leaves them alone):
 
-    stack.py DIR CLIENTS REQUESTS KEEPALIVE(0|1) BASEPORT PG_DSN
+    stack.py DIR CLIENTS REQUESTS KEEPALIVE(0|1) BASEPORT PG_DSN MARIA_HOST:PORT
+
+- `SVC_C_CLIENT=PATH`: the client is that program (client.c built with the runtime)
+  instead of client.py;
+- `SVC_BACKEND2=DIR`: the second backend is DIR/backend.py (instrumented), run with
+  `PYTHONPATH=$SVC_P5_PYTHON` (p5's Python client).
 
 The tiers' logs (one JSON line per request) go to DIR/requests.jsonl.
 """
@@ -14,7 +21,7 @@ import subprocess
 import sys
 import time
 
-out, clients, requests, keepalive, base, pg_dsn = sys.argv[1:7]
+out, clients, requests, keepalive, base, pg_dsn, maria = sys.argv[1:8]
 base = int(base)
 here = os.path.dirname(os.path.abspath(__file__))
 log = os.path.join(out, "requests.jsonl")
@@ -35,8 +42,15 @@ def wait_port(addr, what, p):
     sys.exit("%s did not listen on %s:%d" % (what, *addr))
 
 
-def start(args, what, addr):
-    p = subprocess.Popen(args, stdin=subprocess.DEVNULL)
+def instrumented_env(extra=None):
+    """The environment of a tier that records itself: the interposer stays passive there."""
+    env = dict(os.environ, P5_PRELOAD="0")
+    env.update(extra or {})
+    return env
+
+
+def start(args, what, addr, env=None):
+    p = subprocess.Popen(args, stdin=subprocess.DEVNULL, env=env)
     procs.append(p)
     wait_port(addr, what, p)
 
@@ -61,10 +75,14 @@ try:
         "redis-server", REDIS,
     )
     for b in (B1, B2):
+        script, env = os.path.join(here, "backend.py"), None
+        if b == B2 and os.environ.get("SVC_BACKEND2"):
+            script = os.path.join(os.environ["SVC_BACKEND2"], "backend.py")
+            env = instrumented_env({"PYTHONPATH": os.environ["SVC_P5_PYTHON"]})
         start(
-            [sys.executable, os.path.join(here, "backend.py"), b[0], str(b[1]), REDIS[0],
-             str(REDIS[1]), pg_dsn, log],
-            "backend", b,
+            [sys.executable, script, b[0], str(b[1]), REDIS[0], str(REDIS[1]), pg_dsn, maria,
+             log],
+            "backend", b, env,
         )
     upstream_keepalive = "keepalive 16;" if keepalive == "1" else ""
     proxy_keepalive = (
@@ -105,10 +123,11 @@ http {
             }
         )
     start(["nginx", "-c", conf, "-p", out, "-e", os.path.join(out, "nginx-error.log")], "nginx", NGINX)
-    client = subprocess.run(
-        [sys.executable, os.path.join(here, "client.py"), NGINX[0], str(NGINX[1]), clients,
-         requests, log]
-    )
+    client_args = [NGINX[0], str(NGINX[1]), clients, requests, log]
+    if os.environ.get("SVC_C_CLIENT"):
+        client = subprocess.run([os.environ["SVC_C_CLIENT"]] + client_args, env=instrumented_env())
+    else:
+        client = subprocess.run([sys.executable, os.path.join(here, "client.py")] + client_args)
     code = client.returncode
     # A process killed by a signal loses what its runtime recorded since the last flush
     # (every 20 ms): let the tiers ship their last requests before they are stopped.

@@ -32,7 +32,8 @@ the log server is never recorded (its thread is marked quiet).
 Not wrapped: TLS (`ssl.SSLSocket` moves its data through OpenSSL on the descriptor, not
 through these methods: its connect, accept and close are recorded, its data calls are not),
 and a process whose socket calls an interposer already records (`libp5_preload` in
-`LD_PRELOAD`); `P5_SOCKETS=0` turns the wrapping off.
+`LD_PRELOAD`, unless `P5_PRELOAD=0` told the interposer to leave this process to its own
+runtime); `P5_SOCKETS=0` turns the wrapping off.
 """
 
 import errno
@@ -396,6 +397,8 @@ def wanted():
     """Whether this process's socket layer should be wrapped."""
     if os.environ.get("P5_SOCKETS", "") in ("0", "false", "no"):
         return False
+    if os.environ.get("P5_PRELOAD", "").strip().lower() in ("0", "false", "no", "off"):
+        return True
     return "p5_preload" not in os.environ.get("LD_PRELOAD", "")
 
 

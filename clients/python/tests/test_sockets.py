@@ -345,6 +345,8 @@ class Off(unittest.TestCase):
                              capture_output=True, text=True)
         self.assertEqual(got.returncode, 0)
         self.assertFalse(run(self.CHECK, fake)["wrapped"])
+        # P5_PRELOAD=0 leaves this process to its own runtime: wrapped again.
+        self.assertTrue(run(self.CHECK, dict(fake, P5_PRELOAD="0"))["wrapped"])
 
 
 class Names(unittest.TestCase):

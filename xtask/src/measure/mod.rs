@@ -7,7 +7,8 @@
 //!   (Lua), the preload library — and the instrumenter;
 //! - [`collect`]: the log server's ingest and the host agent's overhead;
 //! - [`store`]: merge into SQLite and PostgreSQL, the viewer's queries, the Perfetto export;
-//! - [`analysis`]: the trace readers and the analyses of `p5 analyze`.
+//! - [`analysis`]: the trace readers and the analyses of `p5 analyze`;
+//! - [`services`]: the analyses of a large recording of a real service.
 //!
 //! Sizes: `--quick` shrinks the generated inputs (each row's note says what was measured),
 //! `--full` uses the benches' own default sizes. Budgets are stated per unit (events/s,
@@ -17,6 +18,7 @@
 mod analysis;
 mod collect;
 mod record;
+mod services;
 mod store;
 
 use crate::parse;
@@ -38,7 +40,7 @@ pub struct Detail {
 type Measure = fn(&Ctx) -> Vec<Row>;
 
 /// The measurements by name, in report order.
-const ALL: [(&str, Measure); 16] = [
+const ALL: [(&str, Measure); 17] = [
     ("sensor", record::sensor),
     ("flusher", record::flusher),
     ("lua", record::lua),
@@ -55,6 +57,7 @@ const ALL: [(&str, Measure); 16] = [
     ("convolution", analysis::convolution),
     ("linking", analysis::linking),
     ("flows", analysis::flows),
+    ("services", services::services),
 ];
 
 /// The names `--only` accepts.

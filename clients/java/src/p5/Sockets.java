@@ -48,7 +48,8 @@ import java.util.Set;
  * the JDK's own {@code SelectorProvider}'s, and a replacement would have to reimplement
  * selectors; the instrumenter routes channel calls written in the program
  * ({@code P5.channel}) instead. Off with {@code P5_SOCKETS=0}, and under the preload
- * ({@code libp5_preload} in {@code LD_PRELOAD}), which records the JVM's libc calls already.
+ * ({@code libp5_preload} in {@code LD_PRELOAD}), which records the JVM's libc calls already,
+ * unless {@code P5_PRELOAD=0} told the preload to leave this process to its own runtime.
  */
 final class Sockets {
     private Sockets() {}
@@ -92,7 +93,11 @@ final class Sockets {
     static synchronized void install() {
         if (installed || "0".equals(System.getenv("P5_SOCKETS"))) return;
         String preload = System.getenv("LD_PRELOAD");
-        if (preload != null && preload.contains("p5_preload")) return;
+        String passive = System.getenv("P5_PRELOAD");
+        boolean preloadOff =
+                passive != null && java.util.Set.of("0", "false", "no", "off")
+                        .contains(passive.trim().toLowerCase(java.util.Locale.ROOT));
+        if (preload != null && preload.contains("p5_preload") && !preloadOff) return;
         try {
             Socket.setSocketImplFactory(Client::new);
         } catch (IOException | RuntimeException e) {
