@@ -8,15 +8,15 @@
 //! reading every column by the name the statement's SELECT gives it. A SQLite file is opened
 //! read-only; opening refuses a database that is not a p5 one.
 //!
-//! The queries, by what they read (all re-exported here):
-//! - [`sessions`]: sessions, hosts, processes, threads, clock bounds, drop ranges;
-//! - [`sensors`]: sensors, source files, sensor call counts;
-//! - [`timeline`]: intervals, states, scheduling and the overview buckets;
-//! - [`samples`]: instants and samples — interrupts, marks, host metrics, counters;
-//! - [`messages`]: matched messages, connections and message roles;
-//! - [`message_ends`]: the bulk message stream `p5 analyze` loads;
-//! - [`paths`]: analysis runs, path patterns, nodes, instances;
-//! - [`flows`]: convolution edges and spikes, flows and flow diffs.
+//! The queries, by what they read (private modules, every item re-exported here):
+//! - `sessions`: sessions, hosts, processes, threads, clock bounds, drop ranges;
+//! - `sensors`: sensors, source files, sensor call counts;
+//! - `timeline`: intervals, states, scheduling and the overview buckets;
+//! - `samples`: instants and samples — interrupts, marks, host metrics, counters;
+//! - `messages`: matched messages, connections and message roles;
+//! - `message_ends`: the bulk message stream `p5 analyze` loads;
+//! - `paths`: analysis runs, path patterns, nodes, instances;
+//! - `flows`: convolution edges and spikes, flows and flow diffs.
 
 use crate::connect::{CONNECT_TIMEOUT, Catalogue, not_a_database, within};
 use crate::error::Error;
@@ -52,14 +52,14 @@ macro_rules! fetch {
     }};
 }
 
-pub mod flows;
-pub mod message_ends;
-pub mod messages;
-pub mod paths;
-pub mod samples;
-pub mod sensors;
-pub mod sessions;
-pub mod timeline;
+mod flows;
+mod message_ends;
+mod messages;
+mod paths;
+mod samples;
+mod sensors;
+mod sessions;
+mod timeline;
 
 pub use flows::{conv_edges, conv_spikes, flow_diffs, flow_paths, flow_segments, flows};
 pub use message_ends::{MessageEnds, for_each_message_end};
