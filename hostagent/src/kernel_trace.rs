@@ -29,7 +29,7 @@
 //! monitor, which then reads `/proc/net/unix` at once instead of at its next scan.
 
 use crate::clock::AgentClock;
-use crate::osmon::{Converter, INSTANCE_PREFIX, NET_SOFTIRQS, TraceLine, parse_line};
+use crate::kernel_event::{Converter, INSTANCE_PREFIX, NET_SOFTIRQS, TraceLine, parse_line};
 use crate::ringbuf::{Layouts, RawEvent, decode_page};
 use crate::tracefs::{self, Instance, TraceError};
 use p5_wire::Event;

@@ -8,8 +8,9 @@
 //! selected per [`settings`]; [`stream`] numbers and encodes frames; [`outbox`] and
 //! [`spool`] keep them until acknowledged; [`uplink`] talks to the parent or log server;
 //! [`tree`] accepts children and relays them; [`ctl`] is the steering protocol and client;
-//! [`osmon`], [`tracefs`] and [`ringbuf`] are the OS monitor; [`link`] frames sockets within
-//! the memory [`budget`], which also governs the listener's connection cap;
+//! [`osmon`], [`kernel_trace`], [`kernel_event`], [`tracefs`] and [`ringbuf`] are the OS
+//! monitor; [`link`] frames sockets within the memory [`budget`], which also governs the
+//! listener's connection cap;
 //! [`clock`] and [`identity`] say when and who; [`signal`] turns SIGINT/SIGTERM into a clean
 //! stop (flush, close streams, drain, else leave an importable spool).
 //!
@@ -23,6 +24,7 @@ pub mod cli;
 pub mod clock;
 pub mod ctl;
 pub mod identity;
+pub mod kernel_event;
 pub mod kernel_trace;
 pub mod link;
 pub mod metric;
