@@ -173,8 +173,6 @@ fn a_flood_of_reopened_sockets_does_not_stop_the_service() {
 /// connections under 64 descriptors): the loop frees a descriptor by closing the longest idle
 /// connection instead of waiting for header timeouts (30 s here), and keeps serving.
 #[test]
-#[ignore = "flaky: about 1 run in 3 leaves a request unanswered during the EMFILE flood \
-            (an open defect of the accept loop); run with --ignored"]
 fn accept_out_of_descriptors_closes_an_idle_connection() {
     let dir = database();
     let server = server(dir.path(), 64, None, "1000,30");

@@ -7,7 +7,10 @@
 //! just answered: a real client is about to send), *slow* when it waits on its peer in the
 //! middle of an exchange (part of a request header, a request body, or an answer the peer does
 //! not read), *busy* while the application computes its answer, and *pipelining* when it is
-//! busy with a request its peer sent before reading the previous answer.
+//! busy with a request its peer sent before reading the previous answer. A request header
+//! that began less than [`FRESH`] ago is *reading*, ranked with busy ones: a real client's
+//! whole request arrives at once and is about to reach the application, and closing it then
+//! (to free a descriptor when the process has none) would leave that request unanswered.
 //! Slow connections are held to a minimum data rate the way Apache's `mod_reqtimeout` does: a
 //! body must arrive, and an answer be read, within a grace period plus one second per
 //! `min_rate` bytes moved so far.
@@ -26,7 +29,11 @@ pub const FRESH: Duration = Duration::from_secs(1);
 pub fn now_ms() -> u64 {
     static EPOCH: OnceLock<Instant> = OnceLock::new();
     let e = EPOCH.get_or_init(Instant::now);
-    u64::try_from(e.elapsed().as_millis()).unwrap_or(u64::MAX)
+    // Starting an hour in, so that a time some seconds before the first call is still a
+    // time (the values are only compared and subtracted).
+    u64::try_from(e.elapsed().as_millis())
+        .unwrap_or(u64::MAX)
+        .saturating_add(3_600_000)
 }
 
 fn ms(d: Duration) -> u64 {
@@ -84,6 +91,8 @@ pub enum Class {
     /// Accepted, and not yet read from even once: the server has not given it a chance yet
     /// (under load the queue of runnable connections can take a while).
     New,
+    /// A request header began less than [`FRESH`] ago: about to reach the application.
+    Reading,
 }
 
 impl Class {
@@ -95,7 +104,7 @@ impl Class {
             Class::Slow => 1,
             Class::Pipelining => 2,
             Class::Fresh => 3,
-            Class::Busy | Class::New => 4,
+            Class::Busy | Class::New | Class::Reading => 4,
         }
     }
 }
@@ -128,6 +137,8 @@ pub struct Conn {
     /// When the connection last began to wait for a request, and `bytes_in` then.
     idle_ms: AtomicU64,
     idle_in: AtomicU64,
+    /// When the current request header's first bytes arrived.
+    head_ms: AtomicU64,
     /// Requests answered since the peer was last found to have sent nothing more.
     pipelined: AtomicU32,
 }
@@ -154,6 +165,7 @@ impl Conn {
             resp_out: AtomicU64::new(0),
             idle_ms: AtomicU64::new(now),
             idle_in: AtomicU64::new(0),
+            head_ms: AtomicU64::new(now),
             pipelined: AtomicU32::new(0),
         }
     }
@@ -161,7 +173,17 @@ impl Conn {
     /// `n` bytes arrived.
     pub fn read(&self, n: usize) {
         self.polled.store(true, Relaxed);
-        self.bytes_in.fetch_add(n as u64, Relaxed);
+        let before = self.bytes_in.fetch_add(n as u64, Relaxed);
+        if n > 0 && before == self.idle_in.load(Relaxed) {
+            self.head_ms.store(now_ms(), Relaxed);
+        }
+    }
+
+    /// Makes the current request header look `by` ms older (tests of eviction).
+    #[cfg(test)]
+    pub fn backdate_header(&self, by: u64) {
+        self.head_ms
+            .store(self.head_ms.load(Relaxed).saturating_sub(by), Relaxed);
     }
 
     /// A read found nothing to read: the peer is not ahead of the answers.
@@ -231,8 +253,13 @@ impl Conn {
         }
         let since = self.idle_ms.load(Relaxed);
         if self.bytes_in.load(Relaxed) != self.idle_in.load(Relaxed) {
-            // Part of the next request header (or a request about to reach the application).
-            return (Class::Slow, since);
+            // A request about to reach the application, or part of a header the peer is
+            // slow to finish.
+            let began = self.head_ms.load(Relaxed);
+            if now.saturating_sub(began) < ms(FRESH) {
+                return (Class::Reading, self.accepted_ms);
+            }
+            return (Class::Slow, began);
         }
         if now.saturating_sub(since) < ms(FRESH) {
             return (Class::Fresh, since);
@@ -288,7 +315,12 @@ mod tests {
         assert_eq!(c.class(now_ms()).0, Class::Fresh);
         assert_eq!(c.class(now_ms() + ms(FRESH)).0, Class::Idle);
         c.read(10);
-        assert_eq!(c.class(now_ms()).0, Class::Slow, "part of a header");
+        assert_eq!(c.class(now_ms()).0, Class::Reading, "a header just arrived");
+        assert_eq!(
+            c.class(now_ms() + ms(FRESH)).0,
+            Class::Slow,
+            "part of a header, for a second"
+        );
         assert_eq!(c.request_started(), 1);
         assert_eq!(c.class(now_ms()).0, Class::Busy);
         c.body_waiting(true);

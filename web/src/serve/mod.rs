@@ -18,8 +18,9 @@
 //!   while [`MAX_CLOSING`] of them are pending (a flood would otherwise overrun the limit).
 //!   This host is one peer (every loopback address), exempt from the per-peer limit since a
 //!   local attacker and the real user cannot be told apart by address; there the order of
-//!   eviction is what keeps the user served: their new connection is the newest, and busy
-//!   as soon as its request is read.
+//!   eviction is what keeps the user served: their new connection is the newest, spared
+//!   from the moment its request begins to arrive (*reading*, see [`conn`]), and busy once
+//!   the application has it.
 //! - **Deadlines.** A request header must arrive within [`Limits::header_timeout`] (hyper's
 //!   header timer; idle keep-alive connections too); a request body, and the reading of an
 //!   answer, within a grace period plus one second per [`Limits::min_rate`] bytes (a reaper

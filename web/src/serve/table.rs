@@ -266,7 +266,8 @@ mod tests {
         busy.read(40);
         busy.request_started();
         let slow = t.admit(Peer::Local, true).unwrap();
-        slow.read(3); // part of a header
+        slow.read(3); // part of a header, begun more than a second ago
+        slow.backdate_header(crate::serve::conn::FRESH.as_millis() as u64 + 1);
         let fresh = t.admit(Peer::Local, true).unwrap();
         fresh.read_pending();
         let new = t.admit(Peer::Local, true).unwrap();
@@ -343,7 +344,13 @@ mod tests {
         assert_eq!(t.len(), 1);
         assert_eq!(t.lock().peers[&Peer::Local].keys().next(), Some(&second.id));
         second.read(5);
-        assert_eq!(t.evict_idle(1), 1, "part of a header: slow");
+        assert_eq!(
+            t.evict_idle(1),
+            0,
+            "a header that just began is about to be served"
+        );
+        second.backdate_header(crate::serve::conn::FRESH.as_millis() as u64 + 1);
+        assert_eq!(t.evict_idle(1), 1, "part of a header for a second: slow");
         assert!(t.is_empty());
     }
 
