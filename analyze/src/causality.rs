@@ -14,12 +14,15 @@
 //!   it received in that context), or starts a path when it has none (a client's request);
 //!   a request the thread has answered is no context any more (a connection's teardown or
 //!   a write-back after the reply starts a path of its own);
-//! - the first call on a new connection, and a call sent with no context, serve the oldest
-//!   request the thread received, has not answered and that has sent nothing downstream
-//!   yet: an event loop (nginx) connects upstream for a request and writes the call when
-//!   the socket becomes writable, after reading whatever else arrived meanwhile, and it
-//!   serves requests in arrival order. When several wait, the choice is counted
-//!   (`by_arrival`);
+//! - the first call on a new connection serves the request the thread was serving when it
+//!   connected, when the connect was recorded: an event loop (nginx) connects upstream for
+//!   the request it just read and writes the call when the socket becomes writable, after
+//!   reading whatever else arrived meanwhile — and connections complete out of order (a
+//!   SYN the backend's full accept queue dropped is retried a second later);
+//! - a first call whose connect was not recorded, and a call sent with no context, serve the
+//!   oldest request the thread received, has not answered and that has sent nothing
+//!   downstream yet: an event loop serves requests in arrival order. When several wait, the
+//!   choice is counted (`by_arrival`);
 //! - a return it sends answers its call whatever the context (the connection says which),
 //!   caused by the last message received for that call;
 //! - a return that answers no call — a server that speaks first, MySQL's and MariaDB's
@@ -50,6 +53,8 @@ pub const NO_THREAD: ThreadRef = u32::MAX;
 pub struct ThreadEnds {
     first: u64,
     ends: Vec<[ThreadRef; 2]>,
+    /// Per connection (the trace's `ConnId`): the thread that connected it, and when.
+    connects: FxHashMap<u32, (ThreadRef, i64)>,
 }
 
 impl ThreadEnds {
@@ -79,6 +84,11 @@ impl ThreadEnds {
             .and_then(|i| usize::try_from(i).ok())
             .and_then(|i| self.ends.get(i).copied())
             .unwrap_or([NO_THREAD; 2])
+    }
+
+    /// Records that `thread` connected connection `conn` at `t` (session base).
+    pub fn set_connect(&mut self, conn: u32, thread: ThreadRef, t: i64) {
+        self.connects.insert(conn, (thread, t));
     }
 
     /// Whether no thread is known.
@@ -194,13 +204,18 @@ pub fn from_threads(trace: &Trace, ends: &ThreadEnds) -> Option<Causes> {
             .then(|| calls.get(&m.call_id).copied())
             .flatten()
     };
-    // (time, receive 0 / send 1, message, thread): a receive completing when a send starts
-    // comes first (it may have caused it).
+    // (time, receive 0 / connect 1 / send 2, message or connection, thread): a receive
+    // completing when a send starts comes first (it may have caused it).
     let mut events: Vec<(i64, u8, u32, ThreadRef)> = Vec::with_capacity(2 * n);
+    for (&conn, &(th, t)) in &ends.connects {
+        events.push((t, 1, conn, th));
+    }
+    // The request each connection was opened for (by its connect).
+    let mut opened_for: FxHashMap<u32, Option<u32>> = FxHashMap::default();
     for (i, m) in trace.messages.iter().enumerate() {
         let [s, r] = ends.of(m.msg_ref);
         if s != NO_THREAD && m.t_send != NO_TIME {
-            events.push((m.t_send, 1, i as u32, s));
+            events.push((m.t_send, 2, i as u32, s));
         }
         if r != NO_THREAD && m.t_recv != NO_TIME {
             events.push((m.t_recv, 0, i as u32, r));
@@ -218,6 +233,11 @@ pub fn from_threads(trace: &Trace, ends: &ThreadEnds) -> Option<Causes> {
     let mut threads: FxHashMap<ThreadRef, State> = FxHashMap::default();
     for (t, dir, i, th) in events {
         let st = threads.entry(th).or_default();
+        if dir == 1 {
+            let ctx = st.ctx.filter(|&p| !answered[p as usize] && !st.lost);
+            opened_for.insert(i, ctx);
+            continue;
+        }
         let iu = i as usize;
         let kind = trace.messages[iu].kind;
         if dir == 0 {
@@ -279,15 +299,19 @@ pub fn from_threads(trace: &Trace, ends: &ThreadEnds) -> Option<Causes> {
                 // connection, or a call with no context, serves the oldest request still
                 // waiting for one (the event loop connected for it, or comes back to it).
                 let ctx = st.ctx.filter(|&p| !answered[p as usize]);
-                let waiting = if opens[iu] || ctx.is_none() {
-                    st.waiting()
-                } else {
-                    None
+                let connected_for = opens[iu]
+                    .then(|| opened_for.get(&trace.messages[iu].conn).copied())
+                    .flatten();
+                let waiting = match connected_for {
+                    Some(Some(p)) if !answered[p as usize] => Some(p),
+                    _ if opens[iu] || ctx.is_none() => st.waiting(),
+                    _ => None,
                 };
                 match waiting.or(ctx) {
                     Some(p) => {
                         // Several waiting: the arrival order decided.
-                        let guessed = waiting.is_some_and(|w| Some(w) != ctx)
+                        let guessed = connected_for.is_none()
+                            && waiting.is_some_and(|w| Some(w) != ctx)
                             && st.open.iter().filter(|o| !o.1).count() > 1;
                         if let Some(o) = st.open.iter_mut().find(|o| o.0 == p) {
                             o.1 = true;

@@ -145,6 +145,12 @@ impl Loader {
             let acceptor = l.end_node(c.acceptor_process, c.acceptor_thread, ae);
             let id = ConnId::try_from(l.trace.conns.len()).unwrap_or(NO_CONN);
             l.conn_index.insert(c.id, id);
+            if let (Some(t), Some(th)) = (c.t_connect, c.initiator_thread)
+                && l.recorded.contains(&th)
+                && let Ok(th) = u32::try_from(th)
+            {
+                l.trace.threads.set_connect(id, th, t);
+            }
             l.trace.conns.push(Conn {
                 proto: proto(c.proto),
                 initiator,
@@ -347,6 +353,7 @@ fn plan_connections(trace: &Trace, sid: i64) -> (Vec<schema::Connection>, Vec<Op
             call_bytes: 0,
             return_messages: 0,
             return_bytes: 0,
+            t_connect: None,
         });
         ordinals.push([0, 0]);
         conns.len() - 1
@@ -586,6 +593,7 @@ mod tests {
                 call_bytes: 5,
                 return_messages: 1,
                 return_bytes: 9,
+                t_connect: None,
             }],
         }
     }

@@ -143,6 +143,10 @@ fn connection_row(
     let sockets = &plan.scan.sockets;
     let process = |side: usize| c.descs[side].map(|d| sockets[d].process as i64 + 1);
     let thread = |side: usize| c.descs[side].map(|d| sockets[d].thread as i64 + 1);
+    let t_connect = c.descs[ini]
+        .map(|d| &sockets[d])
+        .filter(|d| d.role == Some(crate::matching::Role::Connect))
+        .map(|d| plan.fit(d.process).map(d.t));
     schema::Connection {
         session_id: sid,
         id: i as i64 + 1,
@@ -160,5 +164,6 @@ fn connection_row(
         call_bytes: 0,
         return_messages: 0,
         return_bytes: 0,
+        t_connect,
     }
 }

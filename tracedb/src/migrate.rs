@@ -66,6 +66,11 @@ pub const SQLITE: &[(i64, &str, &str)] = &[
         "send_calls",
         include_str!("../migrations/sqlite/0012_send_calls.sql"),
     ),
+    (
+        13,
+        "connect_time",
+        include_str!("../migrations/sqlite/0013_connect_time.sql"),
+    ),
 ];
 
 /// `(version, description, SQL)` of every PostgreSQL migration.
@@ -114,6 +119,11 @@ pub const POSTGRES: &[(i64, &str, &str)] = &[
         12,
         "send_calls",
         include_str!("../migrations/postgres/0012_send_calls.sql"),
+    ),
+    (
+        13,
+        "connect_time",
+        include_str!("../migrations/postgres/0013_connect_time.sql"),
     ),
 ];
 

@@ -601,6 +601,9 @@ tables! {
         return_messages: i64,
         /// Their bytes.
         return_bytes: i64,
+        /// When the initiator's `connect` was made, on the base (migration 0013; NULL when
+        /// it was not recorded).
+        t_connect: Option<i64>,
     }
 
     /// One run of an analysis over a session (`analysis_run`, 0004).

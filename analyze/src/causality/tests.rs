@@ -208,3 +208,31 @@ fn a_greeting_belongs_to_the_request_that_opened_the_connection() {
     assert_eq!(c.cause[6], 5);
     assert_eq!(c.counts.free, 0);
 }
+
+#[test]
+fn a_new_connections_first_call_serves_the_request_it_was_connected_for() {
+    // nginx (thread 10) reads A and connects (7) for it, reads B and connects (8) for B;
+    // B's connection completes first. By arrival order A would get connection 8's call.
+    let mut t = trace_on(&[
+        (C, 1, 0, 1, 1, 10, 1),    // 0: A in
+        (C, 2, 4, 5, 2, 10, 2),    // 1: B in
+        (C, 4, 8, 9, 10, 21, 8),   // 2: first call on connection 8 (B's)
+        (C, 3, 10, 11, 10, 20, 7), // 3: first call on connection 7 (A's)
+        (R, 4, 12, 13, 21, 10, 8), // 4
+        (R, 3, 14, 15, 20, 10, 7), // 5
+        (R, 2, 16, 17, 10, 2, 2),  // 6: B out
+        (R, 1, 18, 19, 10, 1, 1),  // 7: A out
+    ]);
+    let before = from_threads(&t, &t.threads).unwrap();
+    assert_eq!(
+        (before.serving[2], before.serving[3]),
+        (0, 1),
+        "without the connects, arrival order"
+    );
+    t.threads.set_connect(7, 10, 2);
+    t.threads.set_connect(8, 10, 6);
+    let c = from_threads(&t, &t.threads).unwrap();
+    assert_eq!((c.serving[2], c.serving[3]), (1, 0));
+    assert_eq!(c.counts.by_arrival, 0, "nothing was guessed");
+    assert_eq!((c.cause[6], c.cause[7]), (4, 5));
+}

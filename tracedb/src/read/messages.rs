@@ -112,6 +112,8 @@ pub struct Connection {
     pub return_messages: i64,
     /// Their bytes.
     pub return_bytes: i64,
+    /// When the initiator's `connect` was made (`None`: not recorded).
+    pub t_connect: Option<i64>,
 }
 
 /// The connections of a session, by id (empty for a database merged before migration 0003
@@ -120,7 +122,7 @@ pub async fn connections(db: &Reader, sid: i64) -> Result<Vec<Connection>, Error
     const Q: &str = "SELECT id, proto, initiator_from, initiator_process_id, \
          initiator_thread_id, acceptor_process_id, acceptor_thread_id, initiator_endpoint, \
          acceptor_endpoint, t_first, t_last, call_messages, call_bytes, return_messages, \
-         return_bytes FROM connection WHERE session_id = $1 ORDER BY id";
+         return_bytes, t_connect FROM connection WHERE session_id = $1 ORDER BY id";
     Ok(fetch!(db, Q, [sid], |r| Connection {
         id: r.i("id")?,
         proto: Protocol::parse(&r.s("proto")?),
@@ -137,6 +139,7 @@ pub async fn connections(db: &Reader, sid: i64) -> Result<Vec<Connection>, Error
         call_bytes: r.i("call_bytes")?,
         return_messages: r.i("return_messages")?,
         return_bytes: r.i("return_bytes")?,
+        t_connect: r.oi("t_connect")?,
     }))
 }
 
