@@ -127,12 +127,8 @@ fn eight_clients_instrumented_c_client_and_python_backend() {
     check(&run(setup), 8);
 }
 
-/// 16 in flight, the targets of 8 (`cargo test -p p5-cli --test services -- --ignored
-/// --nocapture` prints the figures). Not met yet: measured 98.75 % exact by nesting and by
-/// linking at 15.5 in flight (same-shape swaps among the first requests, none without an
-/// instance).
+/// 16 in flight, the targets of 8.
 #[test]
-#[ignore = "a measurement at 16 in flight; run with --ignored"]
 fn sixteen_clients_in_flight_keep_alive_upstreams() {
     check(&run(preloaded(16, 480, true)), 16);
 }
