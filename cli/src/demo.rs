@@ -344,10 +344,9 @@ pub fn run(args: &DemoArgs) -> anyhow::Result<()> {
     eprintln!("[4/5] merging into SQLite (clock sync, message matching, source manifest)");
     let mut manifests = vec![instr.clone()];
     manifests.extend(exes.service.as_ref().map(|s| s.manifest().to_path_buf()));
-    let merge = p5_merge::MergeArgs {
-        quiet: true,
+    let merge = p5_merge::MergeOptions {
         manifests,
-        ..p5_merge::MergeArgs::new(&store)
+        ..p5_merge::MergeOptions::new(&store)
     };
     let db = merge.db_url();
     let merged = rt.block_on(p5_merge::merge_store(&merge))?;
@@ -528,7 +527,7 @@ fn serve(
             "the black-box comparison: the viewer's address below followed by {hash}"
         ));
     }
-    Ok(p5_web::run(&p5_web::WebArgs {
+    Ok(crate::web::serve(&p5_web::WebOptions {
         db,
         listen,
         token: None,
