@@ -9,3 +9,4 @@ pub mod gate;
 pub mod merge;
 pub mod preload;
 pub mod record;
+pub mod web;

@@ -1,5 +1,12 @@
 //! `p5`: the umbrella command. Thin: parses arguments and calls library functions.
 
+// The command lines of `hostagent` and `p5-logserver`, shared with those binaries: front code
+// that lives with each binary, included here rather than exported by the libraries.
+#[path = "../../hostagent/src/cli.rs"]
+mod hostagent_cli;
+#[path = "../../logserver/src/cli.rs"]
+mod logserver_cli;
+
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -25,15 +32,15 @@ enum Cmd {
     /// environment, wait for it and its children, merge into SQLite, print a summary.
     Record(p5_cli::record::RecordArgs),
     /// Run a host agent or steer an agent tree (the same as `hostagent`).
-    Hostagent(p5_hostagent::cli::Cli),
+    Hostagent(hostagent_cli::Cli),
     /// Run a log server (the same as `p5-logserver`, with the same options and subcommands).
-    Logserver(p5_logserver::cli::Cli),
+    Logserver(logserver_cli::Cli),
     /// Merge a session store into SQLite (default) or PostgreSQL: clock synchronization with
     /// drift, send/receive matching, intervals and states for the views.
-    Merge(p5_merge::MergeArgs),
+    Merge(p5_cli::merge::MergeArgs),
     /// Serve the trace viewer (Gantt, messages, scheduling, host load, statistics,
     /// click-back to source) for a merged database.
-    Web(p5_web::WebArgs),
+    Web(p5_cli::web::WebArgs),
     /// Causal paths from message traces: Project 5 nesting (nesting), the ground-truth
     /// generator (maketrace), accuracy scores (score), import, show and convert.
     Analyze(p5_cli::analyze::AnalyzeArgs),
@@ -70,22 +77,22 @@ fn main() -> ExitCode {
             Err(e) => Err(e),
         },
         Cmd::Hostagent(cli) => match cli.command {
-            Some(p5_hostagent::cli::Command::Ctl { agent, json, words }) => {
-                p5_hostagent::cli::run_ctl(&agent, json, &words).map_err(Into::into)
+            Some(hostagent_cli::Command::Ctl { agent, json, words }) => {
+                hostagent_cli::run_ctl(&agent, json, &words).map_err(Into::into)
             }
-            None => p5_hostagent::cli::run(cli.agent).map_err(Into::into),
+            None => hostagent_cli::run(cli.agent).map_err(Into::into),
         },
         Cmd::Demo(args) => p5_cli::demo::run(&args),
-        Cmd::Inspect { dir, json } => p5_logserver::cli::inspect(&dir, json).map_err(Into::into),
-        Cmd::Logserver(cli) => p5_logserver::cli::run(cli).map_err(Into::into),
+        Cmd::Inspect { dir, json } => logserver_cli::inspect(&dir, json).map_err(Into::into),
+        Cmd::Logserver(cli) => logserver_cli::run(cli).map_err(Into::into),
         Cmd::Merge(args) => p5_cli::merge::run(&args),
-        Cmd::Web(args) => p5_web::run(&args).map_err(anyhow::Error::from),
+        Cmd::Web(args) => p5_cli::web::run(&args),
         Cmd::Analyze(args) => p5_cli::analyze::run(&args),
         Cmd::Export(args) => p5_cli::export::run(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e) if p5_logserver::cli::is_broken_pipe(e.as_ref()) => ExitCode::SUCCESS,
+        Err(e) if logserver_cli::is_broken_pipe(e.as_ref()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("p5: {e:#}");
             ExitCode::FAILURE

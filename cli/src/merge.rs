@@ -1,8 +1,45 @@
-//! `p5 merge`: merges with a progress bar on a terminal and prints a summary per session.
+//! `p5 merge`: its command line, which becomes [`p5_merge::MergeOptions`]; merges with a
+//! progress bar on a terminal and prints a summary per session.
 
+use clap::Args;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use p5_merge::{MergeArgs, Progress};
+use p5_merge::{MergeOptions, Progress};
 use std::io::IsTerminal;
+use std::path::PathBuf;
+
+/// `p5 merge STORE [--db URL] [--session NAME] [--manifest DIR]...`
+#[derive(Debug, Clone, Args)]
+pub struct MergeArgs {
+    /// Session store directory (written by `p5 logserver`).
+    #[arg(value_name = "STORE")]
+    pub store: PathBuf,
+    /// Database: `sqlite:PATH` (created if missing) or `postgres://user@host/db`.
+    /// Default: `sqlite:<STORE>/p5.sqlite`.
+    #[arg(long, value_name = "URL")]
+    pub db: Option<String>,
+    /// Merge only this session (default: every session in the store).
+    #[arg(long, value_name = "NAME")]
+    pub session: Option<String>,
+    /// Instrumentation output directory holding `p5-manifest.json` and `sources/`
+    /// (repeatable): gives sensors their source locations and text.
+    #[arg(long = "manifest", value_name = "DIR")]
+    pub manifests: Vec<PathBuf>,
+    /// No progress bar.
+    #[arg(long, short)]
+    pub quiet: bool,
+}
+
+impl MergeArgs {
+    /// The merge's options (everything but `--quiet`, which is this front's).
+    pub fn options(&self) -> MergeOptions {
+        MergeOptions {
+            store: self.store.clone(),
+            db: self.db.clone(),
+            session: self.session.clone(),
+            manifests: self.manifests.clone(),
+        }
+    }
+}
 
 /// The merge's progress drawn as an indicatif bar.
 #[derive(Debug)]
@@ -44,8 +81,9 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<()> {
         .enable_all()
         .build()?;
     let started = std::time::Instant::now();
+    let opts = args.options();
     let bar = Bar::new(args.quiet);
-    let summaries = rt.block_on(p5_merge::merge_store_with(args, &bar));
+    let summaries = rt.block_on(p5_merge::merge_store_with(&opts, &bar));
     bar.0.finish_and_clear();
     let summaries = summaries?;
     let elapsed = started.elapsed().as_secs_f64();
@@ -59,7 +97,7 @@ pub fn run(args: &MergeArgs) -> anyhow::Result<()> {
         events,
         elapsed,
         events as f64 / elapsed.max(1e-9),
-        args.parsed_db_url()?
+        opts.parsed_db_url()?
     );
     Ok(())
 }

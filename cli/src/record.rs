@@ -181,12 +181,11 @@ fn merge_and_print(
 ) -> anyhow::Result<bool> {
     let mut manifests = args.manifests.clone();
     manifests.extend(preload.map(|p| p.manifest.clone()));
-    let merge = p5_merge::MergeArgs {
+    let merge = p5_merge::MergeOptions {
         db: args.db.clone(),
         session: Some(session.to_owned()),
         manifests,
-        quiet: true,
-        ..p5_merge::MergeArgs::new(&args.store)
+        ..p5_merge::MergeOptions::new(&args.store)
     };
     let db = merge.db_url();
     let later = lines::merge_command(args, session, preload);

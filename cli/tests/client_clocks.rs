@@ -39,7 +39,7 @@ fn alone(dir: &Path, cmd: &str, env: &[(&str, &Path)]) {
         String::from_utf8_lossy(&o.stderr)
     );
     let (server, starts) = two_way::starts(&store, "alone");
-    let mut args = p5_merge::MergeArgs::new(&store);
+    let mut args = p5_merge::MergeOptions::new(&store);
     args.db = Some(format!("sqlite:{}", dir.join("again.sqlite").display()));
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()

@@ -668,7 +668,7 @@ fn run(sc: &Scenario) -> Outcome {
         .enable_all()
         .build()
         .unwrap();
-    let mut args = p5_merge::MergeArgs::new(&store);
+    let mut args = p5_merge::MergeOptions::new(&store);
     args.db = Some(format!(
         "sqlite:{}",
         dir.path().join("multihost.sqlite").display()

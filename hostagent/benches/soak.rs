@@ -65,7 +65,7 @@ fn logserver_role(args: &[String]) {
         max_connections: 256,
         ..p5_logserver::ServerConfig::default()
     };
-    if let Err(e) = p5_logserver::run(config) {
+    if let Err(e) = p5_logserver::run(config, |addr| println!("listening on {addr}")) {
         eprintln!("soak log server: {}", p5_logserver::error::chain(&e));
         std::process::exit(1);
     }

@@ -1,25 +1,17 @@
-//! The command line (`hostagent …` and `hostagent ctl …`) and [`run`], which starts an agent's
-//! threads: uplink, listener, OS monitor, and the sampling loop on the calling thread.
+//! The command line of `hostagent` (`hostagent …` and `hostagent ctl …`), the binary's front:
+//! it parses the options into [`AgentOptions`], runs the agent or a control request, and
+//! prints what scripts wait for and what `ctl` answers. Not part of the library: `main.rs`
+//! declares it, and the `p5` umbrella command includes this same file (`p5 hostagent ...`
+//! offers the same options without copying them), so it names the library only by its crate
+//! name.
 
-use crate::agent::{self, Shared};
-use crate::clock::AgentClock;
-use crate::ctl;
-use crate::osmon::{self, OsmonConfig};
-use crate::outbox::Outbox;
-use crate::sample::{ProcessFilter, ProcessFinder, Sampler};
-use crate::settings::{Settings, split_patterns};
-use crate::{identity, signal, spool};
 use clap::{Args, Parser, Subcommand};
-use p5_logserver::allow::{AllowList, Gate};
+use p5_hostagent::ctl;
+use p5_hostagent::start::{AgentOptions, Announce, DEFAULT_INTERVAL, DEFAULT_LOGSERVER, RunError};
+use p5_logserver::allow::AllowList;
 use std::io::Write as _;
-use std::net::TcpListener;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-use std::time::Duration;
-
-/// The default log server address.
-pub const DEFAULT_LOGSERVER: &str = "127.0.0.1:28725";
 
 /// `hostagent`: host metrics and kernel events for p5, delivered through an agent tree.
 #[derive(Debug, Parser)]
@@ -68,7 +60,7 @@ pub struct AgentArgs {
     #[arg(long)]
     pub listen: Option<String>,
     /// Sampling interval (`100`, `100ms`, `1s`).
-    #[arg(long, default_value = "100ms")]
+    #[arg(long, default_value = DEFAULT_INTERVAL)]
     pub interval: String,
     /// Record only metrics matching these globs (comma-separated; default: everything).
     #[arg(long)]
@@ -113,7 +105,7 @@ pub struct AgentArgs {
     #[arg(long)]
     pub spool_dir: Option<PathBuf>,
     /// Bound of the spool, MiB.
-    #[arg(long, default_value_t = spool::DEFAULT_MAX_BYTES >> 20)]
+    #[arg(long, default_value_t = p5_hostagent::spool::DEFAULT_MAX_BYTES >> 20)]
     pub spool_max_mib: u64,
     /// Peers allowed to connect to --listen: addresses and networks (10.1.0.0/16),
     /// `loopback`, `local` (this host's own networks) or `any`, comma-separated. Default:
@@ -123,44 +115,52 @@ pub struct AgentArgs {
     pub allow: Option<AllowList>,
     /// Most concurrent connections on --listen; at the cap a newcomer evicts an idle
     /// connection, else it is refused.
-    #[arg(long, default_value_t = crate::tree::MAX_CONNECTIONS)]
+    #[arg(long, default_value_t = p5_hostagent::tree::MAX_CONNECTIONS)]
     pub max_connections: usize,
+}
+
+impl AgentArgs {
+    /// The agent's options (everything but `--print-ready`, which is this front's).
+    pub fn options(&self) -> AgentOptions {
+        AgentOptions {
+            session: self.session.clone(),
+            logserver: self.logserver.clone(),
+            parent: self.parent.clone(),
+            listen: self.listen.clone(),
+            interval: self.interval.clone(),
+            metrics: self.metrics.clone(),
+            stopped: self.stopped,
+            pids: self.pids.clone(),
+            processes: self.processes.clone(),
+            only_listed: self.only_listed,
+            sched: self.sched,
+            sched_mode: self.sched_mode.clone(),
+            irqs: self.irqs.clone(),
+            no_net_softirqs: self.no_net_softirqs,
+            spool_dir: self.spool_dir.clone(),
+            spool_max_mib: self.spool_max_mib,
+            allow: self.allow.clone(),
+            max_connections: self.max_connections,
+        }
+    }
 }
 
 /// A failed command. The message says what failed; the cause is the `source`.
 #[derive(Debug, thiserror::Error)]
 pub enum CliError {
+    /// The agent.
+    #[error(transparent)]
+    Run(#[from] RunError),
     /// A control request or reply.
     #[error(transparent)]
     Ctl(#[from] ctl::CtlError),
-    /// Bad settings.
-    #[error(transparent)]
-    Settings(#[from] crate::settings::SettingsError),
     /// Agents of the tree did not answer a control request.
     #[error("{0} agent(s) did not answer")]
     Unanswered(usize),
-    /// The `--listen` address.
-    #[error("cannot listen on {addr}")]
-    Listen {
-        /// The address.
-        addr: String,
-        /// Why.
-        #[source]
-        source: std::io::Error,
-    },
-    /// `--sched --only-listed` without processes.
-    #[error("--sched with --only-listed needs monitored processes (--pid or --process)")]
-    SchedWithoutProcesses,
-    /// The system sampler.
-    #[error("cannot start the system sampler")]
-    Sampler(#[source] sysinfo::Error),
-    /// The uplink thread panicked.
-    #[error("the uplink thread panicked")]
-    UplinkPanicked,
     /// Writing JSON output failed.
     #[error("cannot write JSON")]
     Json(#[from] serde_json::Error),
-    /// Output or starting a thread failed.
+    /// Output failed.
     #[error("i/o")]
     Io(#[from] std::io::Error),
 }
@@ -181,124 +181,51 @@ pub fn run_ctl(agent: &str, json: bool, words: &[String]) -> Result<(), CliError
     Ok(())
 }
 
-/// Runs an agent until SIGINT/SIGTERM.
+/// Runs an agent until SIGINT/SIGTERM, printing `listening on ADDR` on stdout once the
+/// listener is bound and, with `--print-ready`, `os monitor ready: STATE` once the OS monitor
+/// records.
 pub fn run(a: AgentArgs) -> Result<(), CliError> {
-    let interval = ctl::parse_interval(&a.interval)?;
-    let settings = Settings {
-        interval_ms: interval,
-        metrics: a.metrics.as_deref().map(split_patterns).unwrap_or_default(),
-        recording: !a.stopped,
-    };
-    settings.validate()?;
-    signal::install();
-    let clock = AgentClock::start();
-    let id = identity::agent_identity(&clock, &a.session);
-    let hello = identity::hello_frame(&id);
-    let spool_dir = a
-        .spool_dir
-        .clone()
-        .unwrap_or_else(|| std::env::temp_dir().join("p5-hostagent"));
-    let session = if a.session.is_empty() {
-        "default"
-    } else {
-        &a.session
-    };
-    let spool_path = spool_dir.join(format!(
-        "{session}-{}-{:016x}.p5spool",
-        id.pid, id.process_uid
-    ));
-    let outbox = Outbox::new(hello.clone(), spool_path, a.spool_max_mib << 20);
-    let (upstream, is_agent) = match &a.parent {
-        Some(p) => (p.clone(), true),
-        None => (a.logserver.clone(), false),
-    };
-    let shared = Arc::new(Shared::new(
-        clock, id, upstream, is_agent, settings, outbox, hello,
-    ));
-    if let Some(l) = &a.listen {
-        let listener = TcpListener::bind(l).map_err(|source| CliError::Listen {
-            addr: l.to_string(),
-            source,
-        })?;
-        let addr = listener.local_addr()?;
-        p5_logserver::admit::raise_fd_limit();
-        let allow = a
-            .allow
-            .clone()
-            .unwrap_or_else(|| AllowList::default_for(addr.ip()));
-        tracing::info!(%addr, allow = %allow, "peers allowed");
-        let admission = crate::tree::Admission {
-            gate: Gate::new(allow),
-            max_connections: p5_logserver::admit::fit_fd_limit(a.max_connections),
-        };
+    let print_ready = a.print_ready;
+    let announce = move |what: Announce<'_>| -> std::io::Result<()> {
         let mut out = std::io::stdout().lock();
-        writeln!(out, "listening on {addr}")?;
-        out.flush()?;
-        let sh = shared.clone();
-        std::thread::Builder::new()
-            .name("p5ha-listen".into())
-            .spawn(move || crate::tree::serve(sh, listener, admission))?;
-    }
-    let sh = shared.clone();
-    let uplink = std::thread::Builder::new()
-        .name("p5ha-uplink".into())
-        .spawn(move || crate::uplink::run(&sh))?;
-    let filter = ProcessFilter {
-        pids: a.pids.clone(),
-        names: a.processes.clone(),
-        instrumented: !a.only_listed,
-    };
-    let (osmon_rx, osmon_thread) = if a.sched {
-        if filter.is_empty() {
-            return Err(CliError::SchedWithoutProcesses);
+        match what {
+            Announce::Listening(addr) => writeln!(out, "listening on {addr}")?,
+            Announce::OsMonitorReady(s) if print_ready => writeln!(out, "os monitor ready: {s}")?,
+            Announce::OsMonitorReady(_) => return Ok(()),
         }
-        let (tx, rx) = std::sync::mpsc::channel();
-        let cfg = OsmonConfig {
-            clock,
-            finder: ProcessFinder::new(filter.clone())
-                .scan_instrumented_every(Duration::from_millis(100)),
-            irqs: (!a.irqs.is_empty()).then(|| a.irqs.clone()),
-            net_softirqs: !a.no_net_softirqs,
-            interval: Duration::from_millis(interval),
-            force_proc: a.sched_mode == "proc",
-        };
-        let sh = shared.clone();
-        let print_ready = a.print_ready;
-        let t = std::thread::Builder::new()
-            .name("p5ha-osmon".into())
-            .spawn(move || {
-                let ready = std::sync::Once::new();
-                let st = |s: String| {
-                    if print_ready && !s.starts_with("waiting") {
-                        ready.call_once(|| {
-                            let mut out = std::io::stdout().lock();
-                            let _ = writeln!(out, "os monitor ready: {s}");
-                            let _ = out.flush();
-                        });
-                    }
-                    *agent::lock(&sh.sched_state) = s;
-                };
-                let rec = || sh.settings().recording;
-                osmon::run(cfg, tx, &sh.stop, &rec, &st);
-            })?;
-        (Some(rx), Some(t))
-    } else {
-        (None, None)
+        out.flush()
     };
-    let sampler = Sampler::new(filter).map_err(CliError::Sampler)?;
-    tracing::info!(upstream = %shared.upstream, "host agent started");
-    let stop_osmon = || {
-        shared.stop.store(true, Ordering::Release);
-        // Joined so the trace instance is removed and the last events are queued.
-        if let Some(t) = osmon_thread
-            && t.join().is_err()
-        {
-            tracing::error!("the os monitor thread panicked");
+    Ok(p5_hostagent::start::run(a.options(), Arc::new(announce))?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The command's errors say each thing once when printed with their chain.
+    #[test]
+    fn no_error_repeats_its_cause() {
+        let io = || std::io::Error::new(std::io::ErrorKind::ConnectionRefused, "refused");
+        let errors: Vec<Box<dyn std::error::Error>> = vec![
+            Box::new(CliError::Ctl(ctl::CtlError::Connect {
+                addr: "h:1".into(),
+                cause: io(),
+            })),
+            Box::new(CliError::Run(RunError::Listen {
+                addr: "h:1".into(),
+                source: io(),
+            })),
+        ];
+        for e in &errors {
+            p5_logserver::error::assert_said_once(e.as_ref());
         }
-    };
-    agent::sampling_loop(stop_osmon, &shared, sampler, osmon_rx);
-    if uplink.join().is_err() {
-        return Err(CliError::UplinkPanicked);
     }
-    Ok(())
+
+    /// The options are the command line's, defaults included.
+    #[test]
+    fn the_defaults_are_the_options_defaults() {
+        let c = Cli::try_parse_from(["hostagent"]).unwrap();
+        let (a, d) = (c.agent.options(), AgentOptions::default());
+        assert_eq!(format!("{a:?}"), format!("{d:?}"));
+    }
 }

@@ -435,11 +435,11 @@ mod error_tests {
                 path: "/sys/kernel/tracing/x".into(),
                 cause: io(),
             }),
-            Box::new(crate::cli::CliError::Ctl(CtlError::Connect {
+            Box::new(crate::start::RunError::Ctl(CtlError::Connect {
                 addr: "h:1".into(),
                 cause: io(),
             })),
-            Box::new(crate::cli::CliError::Listen {
+            Box::new(crate::start::RunError::Listen {
                 addr: "h:1".into(),
                 source: io(),
             }),

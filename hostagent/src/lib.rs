@@ -3,7 +3,7 @@
 //! interrupt and network softirq events (the OS monitor), and delivers everything as host-metric and OS-monitor
 //! streams to `p5-logserver`, directly or through a tree of agents steered from the top.
 //!
-//! Map: [`cli`] starts an agent; [`agent`] holds the shared state and the sampling loop;
+//! Map: [`start`] starts an agent (the binary's command line becomes its [`AgentOptions`]); [`agent`] holds the shared state and the sampling loop;
 //! [`sample`] (sysinfo) and [`proc_stat`] (/proc) take samples named per [`metric`] and
 //! selected per [`settings`]; [`stream`] numbers and encodes frames; [`outbox`] and
 //! [`spool`] keep them until acknowledged; [`uplink`] talks to the parent or log server;
@@ -20,7 +20,6 @@
 
 pub mod agent;
 pub mod budget;
-pub mod cli;
 pub mod clock;
 pub mod ctl;
 pub mod identity;
@@ -36,7 +35,10 @@ pub mod sample;
 pub mod settings;
 pub mod signal;
 pub mod spool;
+pub mod start;
 pub mod stream;
 pub mod tracefs;
 pub mod tree;
 pub mod uplink;
+
+pub use start::{AgentOptions, Announce, RunError};

@@ -1,7 +1,9 @@
-//! `hostagent`: parses the command line and runs an agent or `hostagent ctl`.
+//! `hostagent`: parses the command line ([`cli`]) and runs an agent or `hostagent ctl`.
+
+mod cli;
 
 use clap::Parser as _;
-use p5_hostagent::cli::{Cli, Command};
+use cli::{Cli, Command};
 
 fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
@@ -13,10 +15,8 @@ fn main() -> std::process::ExitCode {
         .init();
     let cli = Cli::parse();
     let res = match cli.command {
-        Some(Command::Ctl { agent, json, words }) => {
-            p5_hostagent::cli::run_ctl(&agent, json, &words)
-        }
-        None => p5_hostagent::cli::run(cli.agent),
+        Some(Command::Ctl { agent, json, words }) => cli::run_ctl(&agent, json, &words),
+        None => cli::run(cli.agent),
     };
     match res {
         Ok(()) => std::process::ExitCode::SUCCESS,

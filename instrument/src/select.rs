@@ -24,15 +24,13 @@
 //! sensor around it and a `statement` sensor before each statement in it; regions are
 //! instrumented even inside functions the globs exclude.
 //!
-//! [`SelectionFile`] is the file's one type: `p5 web` builds it from the source panel and
-//! writes it with [`SelectionFile::to_toml`]; [`Selection::load`] reads it back.
+//! [`SelectionFile`] is the file's one type, shared with `p5 web` through `p5_wire::selection`:
+//! the viewer builds it from the source panel and writes it with [`SelectionFile::to_toml`];
+//! [`Selection::load`] reads it back and compiles its globs.
 
 use globset::{Glob, GlobBuilder, GlobSet, GlobSetBuilder};
-use serde::{Deserialize, Serialize};
+pub use p5_wire::selection::{FILE_NAME, LineRegion, SelectionFile};
 use std::path::Path;
-
-/// The selection file's name.
-pub const FILE_NAME: &str = "p5.select.toml";
 
 /// Errors reading a selection file.
 #[derive(Debug, thiserror::Error)]
@@ -53,76 +51,6 @@ pub enum SelectError {
         /// Why.
         message: String,
     },
-}
-
-/// The contents of a selection file, as written (by `p5 web`) and read (by [`Selection`]).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SelectionFile {
-    /// File globs to instrument (none: every file).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub files: Vec<String>,
-    /// File globs to leave alone.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub exclude_files: Vec<String>,
-    /// Function globs to instrument (none: every function).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub functions: Vec<String>,
-    /// Function globs to leave alone.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub exclude_functions: Vec<String>,
-    /// Function globs pinned on: every call recorded, never throttled (`P5_SCOPE_ALWAYS`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub always: Vec<String>,
-    /// Function globs pinned off: calls counted only, from the first (`P5_SCOPE_COUNT`).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub count_only: Vec<String>,
-    /// Regions by line range (`[[region]]` tables in the file; `regions` in JSON).
-    #[serde(
-        default,
-        rename = "region",
-        alias = "regions",
-        skip_serializing_if = "Vec::is_empty"
-    )]
-    pub regions: Vec<LineRegion>,
-}
-
-impl SelectionFile {
-    /// Parses the TOML text; `origin` names it in errors. Line ranges are checked.
-    pub fn from_toml(text: &str, origin: &str) -> Result<Self, SelectError> {
-        let file: SelectionFile = toml::from_str(text).map_err(|e| SelectError::Parse {
-            path: origin.to_owned(),
-            message: e.to_string(),
-        })?;
-        for r in &file.regions {
-            if r.lines[0] == 0 || r.lines[0] > r.lines[1] {
-                return Err(SelectError::Parse {
-                    path: origin.to_owned(),
-                    message: format!("region {:?}: bad line range {:?}", r.name, r.lines),
-                });
-            }
-        }
-        Ok(file)
-    }
-
-    /// The TOML text, with a header line saying who wrote it.
-    pub fn to_toml(&self, writer: &str) -> String {
-        // Strings and integer pairs always serialize: the error case cannot occur.
-        let body = toml::to_string(self).unwrap_or_default();
-        format!("# p5 instrumentation selection, written by {writer}\n{body}")
-    }
-}
-
-/// A region named by line range.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LineRegion {
-    /// Display name.
-    pub name: String,
-    /// Relative path of the file.
-    pub file: String,
-    /// First and last line, inclusive, 1-based.
-    pub lines: [u32; 2],
 }
 
 /// A compiled selection.
@@ -211,7 +139,10 @@ impl Selection {
 
     /// Compiles a selection from TOML text; `origin` names it in errors.
     pub fn parse(text: &str, origin: &str) -> Result<Self, SelectError> {
-        let raw = SelectionFile::from_toml(text, origin)?;
+        let raw = SelectionFile::from_toml(text, origin).map_err(|e| SelectError::Parse {
+            path: e.origin,
+            message: e.message,
+        })?;
         let opt = |v: &[String], p| -> Result<Option<GlobSet>, SelectError> {
             if v.is_empty() {
                 Ok(None)

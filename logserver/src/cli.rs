@@ -1,9 +1,12 @@
-//! The command line of `p5-logserver`, in the library so that the `p5` umbrella command
-//! offers the same options (`p5 logserver ...`) without copying them.
+//! The command line of `p5-logserver`, the binary's front: it parses the options into a
+//! [`ServerConfig`] and prints what the library returns. Not part of the library: `main.rs`
+//! declares it, and the `p5` umbrella command includes this same file (`p5 logserver ...`
+//! offers the same options without copying them), so it names the library only by its
+//! crate name.
 
-use crate::allow::AllowList;
-use crate::config::{self, ConnLimits, ServerConfig, StoreConfig};
 use clap::{Args, Parser, Subcommand};
+use p5_logserver::allow::AllowList;
+use p5_logserver::config::{self, ConnLimits, ServerConfig, StoreConfig};
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -105,11 +108,11 @@ pub enum CliError {
         store: PathBuf,
         /// Why.
         #[source]
-        source: crate::Error,
+        source: p5_logserver::Error,
     },
     /// A store could not be inspected (the error names the directory or file).
     #[error(transparent)]
-    Inspect(crate::Error),
+    Inspect(p5_logserver::Error),
     /// Spool files could not be imported.
     #[error("cannot import into {}", store.display())]
     Import {
@@ -117,7 +120,7 @@ pub enum CliError {
         store: PathBuf,
         /// Why.
         #[source]
-        source: crate::Error,
+        source: p5_logserver::Error,
     },
     /// Some files of an import failed (each is reported in the output).
     #[error("some files could not be imported")]
@@ -158,55 +161,71 @@ pub fn is_broken_pipe(e: &(dyn std::error::Error + 'static)) -> bool {
     false
 }
 
+impl ServeArgs {
+    /// The server's configuration.
+    pub fn config(self) -> ServerConfig {
+        let a = self;
+        ServerConfig {
+            listen: a.listen,
+            store: a.store,
+            limits: ConnLimits {
+                hello_timeout: a.hello_timeout,
+                idle_timeout: a.idle_timeout,
+                frame_timeout: a.frame_timeout,
+                min_frame_rate: a.min_frame_rate,
+                ..ConnLimits::default()
+            },
+            max_connections: a.max_connections,
+            allow: a.allow,
+            inflight_bytes: usize::try_from(a.inflight).unwrap_or(usize::MAX),
+            worker_threads: a.threads,
+            store_config: StoreConfig {
+                segment_max_bytes: a.segment_size,
+                commit_max_bytes: usize::try_from(a.commit_bytes).unwrap_or(usize::MAX),
+                commit_delay: a.commit_delay,
+                ..StoreConfig::default()
+            },
+        }
+    }
+}
+
 /// Serves until SIGINT or SIGTERM.
 pub fn serve(a: ServeArgs) -> Result<(), CliError> {
-    let config = ServerConfig {
-        listen: a.listen,
-        store: a.store,
-        limits: ConnLimits {
-            hello_timeout: a.hello_timeout,
-            idle_timeout: a.idle_timeout,
-            frame_timeout: a.frame_timeout,
-            min_frame_rate: a.min_frame_rate,
-            ..ConnLimits::default()
-        },
-        max_connections: a.max_connections,
-        allow: a.allow,
-        inflight_bytes: usize::try_from(a.inflight).unwrap_or(usize::MAX),
-        worker_threads: a.threads,
-        store_config: StoreConfig {
-            segment_max_bytes: a.segment_size,
-            commit_max_bytes: usize::try_from(a.commit_bytes).unwrap_or(usize::MAX),
-            commit_delay: a.commit_delay,
-            ..StoreConfig::default()
-        },
-    };
+    let config = a.config();
     let store = config.store.clone();
-    crate::run(config).map_err(|source| CliError::Serve { store, source })
+    p5_logserver::run(config, print_listening).map_err(|source| CliError::Serve { store, source })
+}
+
+/// Prints `listening on ADDR` as the first line on stdout (what scripts and `p5 record` wait
+/// for).
+pub fn print_listening(addr: std::net::SocketAddr) {
+    let mut out = std::io::stdout().lock();
+    if let Err(e) = writeln!(out, "listening on {addr}").and_then(|()| out.flush()) {
+        tracing::warn!("cannot print the listening address: {e}");
+    }
 }
 
 /// Prints a summary of a store, as text or JSON.
 pub fn inspect(dir: &std::path::Path, json: bool) -> Result<(), CliError> {
-    let summary = crate::inspect::inspect(dir).map_err(CliError::Inspect)?;
+    let summary = p5_logserver::inspect::inspect(dir).map_err(CliError::Inspect)?;
     let mut out = std::io::stdout().lock();
     if json {
         serde_json::to_writer_pretty(&mut out, &summary).map_err(CliError::Json)?;
         writeln!(out)?;
     } else {
-        crate::inspect::render_text(&summary, &mut out)?;
+        p5_logserver::inspect::render_text(&summary, &mut out)?;
     }
     Ok(())
 }
 
 /// Imports spool files into a store.
 pub fn import(store: &std::path::Path, files: &[PathBuf]) -> Result<(), CliError> {
-    let report =
-        crate::import::import_files(store, files, StoreConfig::default()).map_err(|source| {
-            CliError::Import {
-                store: store.to_path_buf(),
-                source,
-            }
-        })?;
+    let report = p5_logserver::import::import_files(store, files, StoreConfig::default()).map_err(
+        |source| CliError::Import {
+            store: store.to_path_buf(),
+            source,
+        },
+    )?;
     let mut out = std::io::stdout().lock();
     for f in &report.files {
         let status = match (&f.error, &f.tail) {
@@ -234,4 +253,26 @@ pub fn import(store: &std::path::Path, files: &[PathBuf]) -> Result<(), CliError
         return Err(CliError::ImportFailed);
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use p5_logserver::Error;
+
+    /// The command's errors say each thing once when printed with their chain.
+    #[test]
+    fn no_error_repeats_its_cause() {
+        let io = || std::io::Error::new(std::io::ErrorKind::NotFound, "gone");
+        let errors: Vec<Box<dyn std::error::Error>> = vec![
+            Box::new(CliError::Inspect(Error::io("cannot open store /x", io()))),
+            Box::new(CliError::Serve {
+                store: "/x".into(),
+                source: Error::io("cannot listen on 1.2.3.4:5", io()),
+            }),
+        ];
+        for e in &errors {
+            p5_logserver::error::assert_said_once(e.as_ref());
+        }
+    }
 }

@@ -150,14 +150,6 @@ mod tests {
                 offset: 8,
                 cause: decode,
             }),
-            Box::new(crate::cli::CliError::Inspect(Error::io(
-                "cannot open store /x",
-                io(),
-            ))),
-            Box::new(crate::cli::CliError::Serve {
-                store: "/x".into(),
-                source: Error::io("cannot listen on 1.2.3.4:5", io()),
-            }),
         ];
         for e in &errors {
             assert_said_once(e.as_ref());

@@ -22,7 +22,6 @@
 pub mod admit;
 pub mod allow;
 pub mod budget;
-pub mod cli;
 pub mod clock;
 pub mod config;
 pub mod conn;
@@ -47,13 +46,14 @@ pub use error::Error;
 pub use local::LocalServer;
 pub use server::Server;
 
-use std::io::Write as _;
-
 /// Runs the log server until SIGINT or SIGTERM: raises the open-files limit to its hard limit,
-/// opens (and recovers) the store, binds, prints
-/// `listening on ADDR` as the first line on stdout, serves, then drains every connection's
-/// queued frames, flushes and syncs the store, and returns.
-pub fn run(config: ServerConfig) -> Result<(), Error> {
+/// opens (and recovers) the store, binds, tells `listening` the bound address (the binaries
+/// print `listening on ADDR` as the first line on stdout), serves, then drains every
+/// connection's queued frames, flushes and syncs the store, and returns.
+pub fn run(
+    config: ServerConfig,
+    listening: impl FnOnce(std::net::SocketAddr),
+) -> Result<(), Error> {
     admit::raise_fd_limit();
     let mut builder = tokio::runtime::Builder::new_multi_thread();
     builder.enable_all().thread_name("p5ls-rt");
@@ -67,11 +67,7 @@ pub fn run(config: ServerConfig) -> Result<(), Error> {
         let server = Server::bind(config).await?;
         let shutdown = server::shutdown_signal()?;
         let addr = server.local_addr();
-        let mut out = std::io::stdout().lock();
-        if let Err(e) = writeln!(out, "listening on {addr}").and_then(|()| out.flush()) {
-            tracing::warn!("cannot print the listening address: {e}");
-        }
-        drop(out);
+        listening(addr);
         tracing::info!(%addr, "listening");
         let summary = server.run(shutdown).await?;
         tracing::info!(

@@ -1,7 +1,10 @@
-//! `p5-logserver`: the p5 log server binary. Parses the command line and calls the library.
+//! `p5-logserver`: the p5 log server binary. Parses the command line ([`cli`]) and calls the
+//! library.
+
+mod cli;
 
 use clap::Parser as _;
-use p5_logserver::cli::{Cli, is_broken_pipe, run};
+use cli::{Cli, is_broken_pipe, run};
 use std::io::{IsTerminal as _, Write as _};
 use std::process::ExitCode;
 

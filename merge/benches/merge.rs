@@ -197,7 +197,7 @@ fn peak_mib() -> f64 {
 
 /// One merge of every session of `store` into `url`; prints a line against `scan` (events/s).
 fn merge(store: &Path, url: &str, label: &str, scan: f64) {
-    let mut args = p5_merge::MergeArgs::new(store);
+    let mut args = p5_merge::MergeOptions::new(store);
     args.db = Some(url.to_owned());
     // As `p5 merge` runs it (cli/src/merge.rs): two workers, so the database task runs
     // beside the merge's own thread.

@@ -4,10 +4,21 @@
 
 use clap::Parser;
 
+/// `STORE [--db URL] [--session NAME] [--manifest DIR]...`, as `p5 merge` without `--quiet`.
 #[derive(Parser, Debug)]
 struct Cli {
-    #[command(flatten)]
-    args: p5_merge::MergeArgs,
+    /// Session store directory.
+    #[arg(value_name = "STORE")]
+    store: std::path::PathBuf,
+    /// Database (default: `sqlite:<STORE>/p5.sqlite`).
+    #[arg(long, value_name = "URL")]
+    db: Option<String>,
+    /// Merge only this session.
+    #[arg(long, value_name = "NAME")]
+    session: Option<String>,
+    /// Instrumentation output directory (repeatable).
+    #[arg(long = "manifest", value_name = "DIR")]
+    manifests: Vec<std::path::PathBuf>,
 }
 
 fn main() -> anyhow::Result<()> {
@@ -18,7 +29,13 @@ fn main() -> anyhow::Result<()> {
         )
         .with_writer(std::io::stderr)
         .init();
-    let args = Cli::parse().args;
+    let cli = Cli::parse();
+    let args = p5_merge::MergeOptions {
+        store: cli.store,
+        db: cli.db,
+        session: cli.session,
+        manifests: cli.manifests,
+    };
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

@@ -15,7 +15,8 @@
 //! Damaged stores, unknown sensors and sources without clock samples never stop a merge: it
 //! keeps what it can and writes `diagnostic` rows. [`merge_store`] merges and returns a
 //! [`SessionSummary`] per session, reporting progress through a [`Progress`]; [`render`] formats
-//! a summary; the `p5` binary prints them and draws the progress bar.
+//! a summary; the `p5` binary parses its command line into [`MergeOptions`], prints the
+//! summaries and draws the progress bar.
 
 pub mod clock;
 pub mod clock_table;
@@ -39,42 +40,32 @@ pub use error::Error;
 pub use progress::{Progress, Silent};
 pub use session::{Diagnostic, ProcessClock, SessionSummary, Severity, ThrottledSensor};
 
-use clap::Args;
 use p5_logserver::reader::StoreDir;
 use p5_tracedb::DbUrl;
 use std::path::PathBuf;
 
-/// `p5 merge STORE [--db URL] [--session NAME] [--manifest DIR]...`
-#[derive(Debug, Clone, Args)]
-pub struct MergeArgs {
+/// What to merge and where to: the options of `p5 merge` (the command line lives in the `p5`
+/// binary).
+#[derive(Debug, Clone, Default)]
+pub struct MergeOptions {
     /// Session store directory (written by `p5 logserver`).
-    #[arg(value_name = "STORE")]
     pub store: PathBuf,
-    /// Database: `sqlite:PATH` (created if missing) or `postgres://user@host/db`.
-    /// Default: `sqlite:<STORE>/p5.sqlite`.
-    #[arg(long, value_name = "URL")]
+    /// Database: `sqlite:PATH` (created if missing) or `postgres://user@host/db`; `None`
+    /// means `sqlite:<STORE>/p5.sqlite`.
     pub db: Option<String>,
-    /// Merge only this session (default: every session in the store).
-    #[arg(long, value_name = "NAME")]
+    /// Merge only this session (`None`: every session in the store).
     pub session: Option<String>,
-    /// Instrumentation output directory holding `p5-manifest.json` and `sources/`
-    /// (repeatable): gives sensors their source locations and text.
-    #[arg(long = "manifest", value_name = "DIR")]
+    /// Instrumentation output directories holding `p5-manifest.json` and `sources/`: they
+    /// give sensors their source locations and text.
     pub manifests: Vec<PathBuf>,
-    /// No progress bar.
-    #[arg(long, short)]
-    pub quiet: bool,
 }
 
-impl MergeArgs {
-    /// Arguments for merging `store` into `db` with defaults otherwise.
+impl MergeOptions {
+    /// Options for merging `store` into its default database, every session.
     pub fn new(store: impl Into<PathBuf>) -> Self {
-        MergeArgs {
+        MergeOptions {
             store: store.into(),
-            db: None,
-            session: None,
-            manifests: Vec::new(),
-            quiet: true,
+            ..MergeOptions::default()
         }
     }
 
@@ -95,19 +86,19 @@ impl MergeArgs {
 }
 
 /// Merges the store's sessions (or the one named) and returns what each merge did.
-pub async fn merge_store(args: &MergeArgs) -> Result<Vec<SessionSummary>, Error> {
-    merge_store_with(args, &Silent).await
+pub async fn merge_store(opts: &MergeOptions) -> Result<Vec<SessionSummary>, Error> {
+    merge_store_with(opts, &Silent).await
 }
 
 /// [`merge_store`], reporting progress.
 pub async fn merge_store_with(
-    args: &MergeArgs,
+    opts: &MergeOptions,
     progress: &dyn Progress,
 ) -> Result<Vec<SessionSummary>, Error> {
-    let url = args.parsed_db_url()?;
-    let manifests = manifest::Manifests::load(&args.manifests)?;
-    let store = StoreDir::open(&args.store)?;
-    let sessions = match &args.session {
+    let url = opts.parsed_db_url()?;
+    let manifests = manifest::Manifests::load(&opts.manifests)?;
+    let store = StoreDir::open(&opts.store)?;
+    let sessions = match &opts.session {
         Some(name) => {
             let s = store.session(name)?;
             if !s.path.is_dir() {
@@ -121,7 +112,7 @@ pub async fn merge_store_with(
                 s.segments().map(|v| !v.is_empty()).unwrap_or(false)
             };
             if !all.iter().any(segments) {
-                return Err(Error::NoStore(args.store.clone()));
+                return Err(Error::NoStore(opts.store.clone()));
             }
             all
         }
@@ -130,7 +121,7 @@ pub async fn merge_store_with(
     let elapsed = || started.elapsed().as_millis() as u64;
     let mut db = p5_tracedb::Db::open(&url).await?;
     tracing::debug!(elapsed_ms = elapsed(), "merge: database open");
-    let store_name = args.store.display().to_string();
+    let store_name = opts.store.display().to_string();
     let mut out = Vec::new();
     for s in &sessions {
         db.begin().await?;

@@ -7,7 +7,7 @@
 mod fixture;
 
 use fixture::*;
-use p5_merge::{MergeArgs, SessionSummary};
+use p5_merge::{MergeOptions, SessionSummary};
 use p5_tracedb::testing::PgSchema;
 use p5_wire::data::Name;
 use p5_wire::manifest::{Manifest, Sensor, SourceFile};
@@ -710,7 +710,7 @@ fn diff(want: &str, got: &str) -> String {
 }
 
 async fn merge(store: &Path, url: &str, manifests: Vec<PathBuf>) -> Vec<SessionSummary> {
-    let mut args = MergeArgs::new(store);
+    let mut args = MergeOptions::new(store);
     args.db = Some(url.to_owned());
     args.manifests = manifests;
     p5_merge::merge_store(&args).await.unwrap()
@@ -800,7 +800,7 @@ fn re_merging_a_session_replaces_it() {
             let both = merge(&store, &url, vec![]).await;
             assert_eq!(both.iter().map(|s| s.id).collect::<Vec<_>>(), vec![2, 1], "{url}");
             let counts = query_csv(&url, count).await;
-            let mut args = MergeArgs::new(&store);
+            let mut args = MergeOptions::new(&store);
             args.db = Some(url.clone());
             args.session = Some("skew".into());
             let again = p5_merge::merge_store(&args).await.unwrap();
@@ -890,7 +890,7 @@ fn empty_inputs_merge_cleanly() {
         let s = merge(&store, &url, vec![]).await;
         assert_eq!(s.len(), 2);
         assert_eq!(s.iter().map(|s| s.events).sum::<u64>(), 0);
-        let mut args = MergeArgs::new(&store);
+        let mut args = MergeOptions::new(&store);
         args.db = Some(url.clone());
         args.session = Some("nope".into());
         let e = p5_merge::merge_store(&args).await.unwrap_err();
@@ -1557,7 +1557,7 @@ fn re_merging_clears_the_analysis_of_that_session() {
                 "session_id,n\n1,1\n2,1\n",
                 "{url}"
             );
-            let mut args = MergeArgs::new(&store);
+            let mut args = MergeOptions::new(&store);
             args.db = Some(url.clone());
             args.session = Some("skew".into());
             let again = p5_merge::merge_store(&args).await.unwrap();
@@ -1585,11 +1585,11 @@ fn re_merging_clears_the_analysis_of_that_session() {
 fn database_and_store_errors_are_clear() {
     let tmp = tempfile::tempdir().unwrap();
     let store = skew_store(tmp.path());
-    let err = |args: MergeArgs| async move {
+    let err = |args: MergeOptions| async move {
         p5_merge::merge_store(&args).await.unwrap_err().to_string()
     };
     rt().block_on(async {
-        let mut args = MergeArgs::new(&store);
+        let mut args = MergeOptions::new(&store);
         args.db = Some("mysql://root@127.0.0.1/test".into());
         let e = err(args).await;
         assert!(
@@ -1600,7 +1600,7 @@ fn database_and_store_errors_are_clear() {
         let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let port = closed.local_addr().unwrap().port();
         drop(closed);
-        let mut args = MergeArgs::new(&store);
+        let mut args = MergeOptions::new(&store);
         args.db = Some(format!("postgres://postgres@127.0.0.1:{port}/test"));
         let t = std::time::Instant::now();
         let e = err(args).await;
@@ -1621,14 +1621,14 @@ fn database_and_store_errors_are_clear() {
                 .await
                 .unwrap();
         }
-        let mut args = MergeArgs::new(&store);
+        let mut args = MergeOptions::new(&store);
         args.db = Some(format!("sqlite:{}", foreign.display()));
         let e = err(args).await;
         assert!(e.contains("not a p5 database"), "{e}");
 
         let empty = tmp.path().join("no-store");
         std::fs::create_dir_all(empty.join("src")).unwrap();
-        let e = err(MergeArgs::new(&empty)).await;
+        let e = err(MergeOptions::new(&empty)).await;
         assert!(e.contains("holds no p5 session"), "{e}");
     });
 }

@@ -114,7 +114,7 @@ fn serve(args: &Args) {
             .with_ansi(false)
             .init();
     }
-    let web = p5_web::WebArgs {
+    let web = p5_web::WebOptions {
         db: args.db.clone().expect("--db"),
         listen: "127.0.0.1:0".parse().unwrap(),
         token: args.token.clone(),
@@ -122,7 +122,7 @@ fn serve(args: &Args) {
         cache_dir: None,
         no_cache: true,
     };
-    if let Err(e) = p5_web::run(&web) {
+    if let Err(e) = p5_web::run(&web, |url| eprintln!("p5 web: {url}")) {
         eprintln!("p5 web: {e}");
         std::process::exit(1);
     }

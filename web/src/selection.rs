@@ -2,14 +2,14 @@
 //! `p5-instrument --select` reads. Closing the CoSMoS tuning cycle (Fig. 3): look at the
 //! trace, choose the functions and regions worth measuring, instrument again.
 //!
-//! The file's type is the instrumenter's [`Selection`] (`p5_instrument::select::SelectionFile`),
-//! so what the viewer writes is what the instrumenter reads. Here: the limits on a selection
+//! The file's type is [`Selection`] (`p5_wire::selection::SelectionFile`), the one the
+//! instrumenter reads, so what the viewer writes is what the instrumenter reads. Here: the limits on a selection
 //! from a request. The file is either downloaded by the browser or written by the server into
 //! the directory given with `--select-dir`, always under the fixed name [`FILE_NAME`]: a
 //! request never names a path.
 
 use crate::error::ApiError;
-pub use p5_instrument::select::{FILE_NAME, LineRegion, SelectionFile as Selection};
+pub use p5_wire::selection::{FILE_NAME, LineRegion, SelectionFile as Selection};
 
 /// Limits on a selection from a request.
 const MAX_ENTRIES: usize = 10_000;
@@ -73,9 +73,7 @@ mod tests {
         validate(&s).unwrap();
         let text = s.to_toml(WRITER);
         assert!(text.starts_with("# p5 instrumentation selection, written by `p5 web`\n"));
-        let read = p5_instrument::Selection::parse(&text, "t").unwrap();
-        assert!(read.function("net_x", "net_x") && !read.function("a\"b\\c", "a\"b\\c"));
-        assert_eq!(read.regions, s.regions);
+        assert_eq!(Selection::from_toml(&text, "t").unwrap(), s);
     }
 
     #[test]

@@ -36,7 +36,7 @@ fn child_server() {
     }
     let token = (!token.is_empty()).then(|| token.to_owned());
     if limits.is_empty() {
-        let args = p5_web::WebArgs {
+        let args = p5_web::WebOptions {
             db: format!("sqlite:{db}"),
             listen: "127.0.0.1:0".parse().unwrap(),
             token,
@@ -44,7 +44,7 @@ fn child_server() {
             cache_dir: None,
             no_cache: true,
         };
-        p5_web::run(&args).expect("p5 web");
+        p5_web::run(&args, |url| eprintln!("p5 web: {url}")).expect("p5 web");
         return;
     }
     let (cap, header) = limits.split_once(',').expect("limits");

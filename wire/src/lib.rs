@@ -16,7 +16,9 @@
 //! - [`event`]: the compact event encoding inside an event batch (≈ 2–4 bytes per event);
 //! - [`store`]: segment header and record types of the log server's session store;
 //! - [`manifest`] and [`sensors`]: what the instrumenter says about its sensors, beside the
-//!   tree (the manifest) and inside each instrumented file (its sensor table).
+//!   tree (the manifest) and inside each instrumented file (its sensor table);
+//! - [`selection`]: the instrumentation selection file `p5 web` writes and the instrumenter
+//!   reads (`p5.select.toml`).
 
 pub mod codec;
 pub mod data;
@@ -27,6 +29,7 @@ pub mod event;
 pub mod frame;
 pub mod hello;
 pub mod manifest;
+pub mod selection;
 pub mod sensors;
 pub mod store;
 

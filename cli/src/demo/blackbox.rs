@@ -7,7 +7,7 @@
 //! then `catalog` *sequentially* (the second call starts when the first has returned); each
 //! backend asks the third tier, `db` (one process serving both over `poll`), and the replies
 //! flow back. Ten messages per request. In session `blackbox-delayed` the `catalog` backend
-//! waits [`super::Sizes::blackbox_delay_us`] before each of its db calls.
+//! waits [`super::scenarios::Sizes::blackbox_delay_us`] before each of its db calls.
 //!
 //! Both sessions run with `libp5_preload.so` in `LD_PRELOAD`, exactly as `p5 record --preload`
 //! runs a command (same library, same call-name manifest). After the merge, [`analyze`] runs
@@ -24,7 +24,7 @@
 //! structure nesting found (the closed-loop client — the next request leaves 0.5 ms after the
 //! previous reply — starts a path with each request: `--client-roots`).
 
-use super::{AppServer, Env, Sizes, check, last_line};
+use super::scenarios::{AppServer, Env, Sizes, check, last_line};
 use anyhow::{Context as _, bail};
 use p5_analyze::node::NodeKey;
 use p5_tracedb::read as q;

@@ -279,10 +279,9 @@ impl Sim {
     /// Writes and merges the system as session `session` into `url`.
     pub fn merge(&self, root: &Path, session: &str, url: &str) {
         let (store, mdir) = self.write(root, session);
-        let mut args = p5_merge::MergeArgs::new(&store);
+        let mut args = p5_merge::MergeOptions::new(&store);
         args.db = Some(url.to_owned());
         args.manifests = vec![mdir];
-        args.quiet = true;
         let rt = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
