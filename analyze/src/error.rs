@@ -36,12 +36,16 @@ pub enum Error {
         /// What is wrong.
         message: String,
     },
-    /// The trace database refused or failed (its message names the URL and the cause).
-    #[error("{0}")]
+    /// The trace database refused or failed (its message names the URL and the cause; its
+    /// own, so a report that prints the chain says it once).
+    #[error(transparent)]
     Db(#[from] p5_tracedb::Error),
     /// A command-line value is not valid.
     #[error("{0}")]
     Usage(String),
+    /// The input holds nothing the analysis can use (no messages; calls without a return).
+    #[error("{0}")]
+    Empty(String),
 }
 
 impl Error {
@@ -56,3 +60,23 @@ impl Error {
 
 /// The library's result type.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_database_error_is_said_once_in_the_chain() {
+        let e = Error::from(p5_tracedb::Error::Connect {
+            url: "sqlite:x".into(),
+            reason: "unable to open database file".into(),
+        });
+        let mut chain = e.to_string();
+        let mut at: Option<&dyn std::error::Error> = std::error::Error::source(&e);
+        while let Some(s) = at {
+            chain += &format!(": {s}");
+            at = s.source();
+        }
+        assert_eq!(chain.matches("cannot connect").count(), 1, "{chain}");
+    }
+}

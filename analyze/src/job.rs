@@ -34,6 +34,12 @@ pub trait Analysis {
     fn names_messages(&self) -> bool {
         true
     }
+
+    /// Whether it pairs calls with their returns (nesting, linking): an input with calls and
+    /// no return at all (one side of a capture) is then refused as such.
+    fn pairs_calls(&self) -> bool {
+        false
+    }
 }
 
 /// Another place to store the run: a session of a database.
@@ -69,6 +75,28 @@ pub struct Done<O> {
     pub stored: Vec<(String, i64)>,
 }
 
+/// Refuses an input with nothing to analyse: no message at all, or — for an analysis that
+/// pairs calls with returns — calls and not one return (a capture of one direction).
+fn check_input(name: &str, trace: &Trace, pairs_calls: bool) -> Result<()> {
+    use crate::trace::Kind;
+    if trace.messages.is_empty() {
+        return Err(crate::Error::Empty(format!(
+            "{name} holds no messages: nothing to analyse (p5 analyze reads what a session's \
+             processes sent each other; `p5 inspect` and the viewer show what was recorded)"
+        )));
+    }
+    let count = |k: Kind| trace.messages.iter().filter(|m| m.kind == k).count();
+    let (calls, rets) = (count(Kind::Call), count(Kind::Ret));
+    if pairs_calls && rets == 0 && calls == trace.messages.len() {
+        return Err(crate::Error::Empty(format!(
+            "{name} holds {calls} calls and not one return: it sees one direction only (a \
+             capture of one side of the traffic). Capture where both directions pass \
+             (`tcpdump -i any`, or on every host, each with --pcap)"
+        )));
+    }
+    Ok(())
+}
+
 /// Runs `analysis` on `job`.
 pub fn run<A: Analysis>(
     analysis: &A,
@@ -76,6 +104,7 @@ pub fn run<A: Analysis>(
     progress: &mut dyn FnMut(Progress),
 ) -> Result<Done<A::Output>> {
     let input = job.source.read(job.db.as_deref_mut(), false, progress)?;
+    check_input(&input.name, &input.trace, analysis.pairs_calls())?;
     let from_file = job.source.session().is_none();
     // The saved session's message ids, from the trace before the analysis consumes it.
     let refs: Option<Vec<u64>> = (job.save.is_some() && from_file && analysis.names_messages())
@@ -104,4 +133,35 @@ pub fn run<A: Analysis>(
         output,
         stored,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::trace::{Kind, Message};
+
+    fn trace(kinds: &[Kind]) -> Trace {
+        let mut t = Trace::default();
+        for &k in kinds {
+            let mut m = Message::new(0, 1);
+            m.kind = k;
+            t.messages.push(m);
+        }
+        t
+    }
+
+    #[test]
+    fn empty_and_one_sided_inputs_are_refused_with_the_reason() {
+        let e = check_input("s", &trace(&[]), false).unwrap_err();
+        assert!(e.to_string().contains("holds no messages"), "{e}");
+        let one_side = trace(&[Kind::Call, Kind::Call]);
+        let e = check_input("c.pcap", &one_side, true).unwrap_err();
+        assert!(e.to_string().contains("one direction only"), "{e}");
+        assert!(
+            check_input("c.pcap", &one_side, false).is_ok(),
+            "convolution reads it"
+        );
+        assert!(check_input("c", &trace(&[Kind::Call, Kind::Ret]), true).is_ok());
+        assert!(check_input("c", &trace(&[Kind::Msg]), true).is_ok());
+    }
 }

@@ -24,13 +24,29 @@ pub(crate) async fn within<T>(
         }),
         Ok(Err(e)) => Err(Error::Connect {
             url: url.to_string(),
-            reason: root_cause(&e),
+            reason: missing_file(url).unwrap_or_else(|| root_cause(&e)),
         }),
         Err(_) => Err(Error::Connect {
             url: url.to_string(),
             reason: format!("no answer within {} s", CONNECT_TIMEOUT.as_secs()),
         }),
     }
+}
+
+/// For a SQLite URL whose file does not exist, what to say instead of SQLite's "unable to
+/// open database file".
+fn missing_file(url: &DbUrl) -> Option<String> {
+    let DbUrl::Sqlite(s) = url else { return None };
+    let path = s
+        .strip_prefix("sqlite://")
+        .or_else(|| s.strip_prefix("sqlite:"))?;
+    let path = path.split('?').next().unwrap_or(path);
+    (!path.is_empty() && path != ":memory:" && !std::path::Path::new(path).exists()).then(|| {
+        format!(
+            "no file {path} (p5 record, or p5 merge STORE --db {}, makes the database)",
+            url.as_str()
+        )
+    })
 }
 
 /// What a database holds, from its catalogue.
@@ -118,5 +134,25 @@ pub(crate) fn not_a_database(url: &DbUrl, e: sqlx::Error) -> Error {
         }
     } else {
         Error::Db(e)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_missing_sqlite_file_says_what_makes_one() {
+        let url = DbUrl::parse("sqlite:/nonexistent/p5.sqlite").unwrap();
+        let why = missing_file(&url).unwrap();
+        assert!(why.contains("no file /nonexistent/p5.sqlite"), "{why}");
+        assert!(why.contains("p5 merge"), "{why}");
+        let here =
+            DbUrl::parse(&format!("sqlite:{}/Cargo.toml", env!("CARGO_MANIFEST_DIR"))).unwrap();
+        assert_eq!(missing_file(&here), None, "the file exists");
+        assert_eq!(
+            missing_file(&DbUrl::parse("sqlite::memory:").unwrap()),
+            None
+        );
     }
 }

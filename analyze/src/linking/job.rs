@@ -61,6 +61,10 @@ impl Analysis for Linking {
     fn result<'o>(&self, out: &'o Self::Output) -> &'o AnalysisResult {
         &out.0
     }
+
+    fn pairs_calls(&self) -> bool {
+        true
+    }
 }
 
 impl Counts {
