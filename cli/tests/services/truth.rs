@@ -3,7 +3,7 @@
 //! request), and the score of an analysis run's instances against it.
 
 use p5_tracedb::read::{MessageEnds, Process, Thread};
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::path::Path;
 
 /// One line of `requests.jsonl`: a tier's interval spent on one request.
@@ -157,7 +157,8 @@ pub struct Score {
     pub mean_jaccard: f64,
     /// Requests none of whose messages is in an instance.
     pub without_instance: usize,
-    /// Per kind: (requests, instances of the patterns its exact requests have).
+    /// Per kind (kinds whose requests share a pattern joined, `maria+pg`): (requests,
+    /// instances of the patterns its exact requests have).
     pub kinds: BTreeMap<String, (usize, usize)>,
     /// Some requests that were not exact: (id, messages, best instance's messages).
     pub wrong: Vec<(String, usize, usize)>,
@@ -231,9 +232,38 @@ pub fn score(truth: &Truth, members: &[(i64, i64)], pattern_of: &HashMap<i64, i6
     for p in pattern_of.values() {
         *per_pattern.entry(*p).or_default() += 1;
     }
-    for (kind, patterns) in exact_patterns {
-        let n = patterns.iter().filter_map(|p| per_pattern.get(p)).sum();
-        s.kinds.entry(kind).or_default().1 = n;
+    // Kinds whose requests share a pattern (a PostgreSQL and a MariaDB query look alike
+    // when both databases are unrecorded peers) are counted together, as `maria+pg`.
+    let mut groups: Vec<(BTreeSet<String>, HashSet<i64>)> = exact_patterns
+        .into_iter()
+        .map(|(k, p)| (BTreeSet::from([k]), p))
+        .collect();
+    let mut i = 0;
+    while i < groups.len() {
+        match (i + 1..groups.len()).find(|&j| !groups[i].1.is_disjoint(&groups[j].1)) {
+            Some(j) => {
+                let (kinds, patterns) = groups.remove(j);
+                groups[i].0.extend(kinds);
+                groups[i].1.extend(patterns);
+            }
+            None => i += 1,
+        }
+    }
+    let requests = std::mem::take(&mut s.kinds);
+    for (kinds, patterns) in groups {
+        let n: usize = patterns.iter().filter_map(|p| per_pattern.get(p)).sum();
+        let r: usize = kinds
+            .iter()
+            .filter_map(|k| requests.get(k))
+            .map(|c| c.0)
+            .sum();
+        let name = kinds.into_iter().collect::<Vec<_>>().join("+");
+        s.kinds.insert(name, (r, n));
+    }
+    for (k, c) in requests {
+        if !s.kinds.keys().any(|g| g.split('+').any(|x| x == k)) {
+            s.kinds.insert(k, (c.0, 0));
+        }
     }
     s
 }
